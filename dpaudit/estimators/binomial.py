@@ -15,6 +15,7 @@ when ``jax_enable_x64`` is on (float32 otherwise).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -61,7 +62,7 @@ def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
   total = (k - m) * v
   term = 2.0 * k * v
   v2 = v * v
-  for j in range(1, 25):  # |v| < 0.1 so v^(2j) < 1e-48 after 24 terms.
+  for j in range(1, 11):  # |v| < 0.1, so the terms fall below 1e-20 of the first.
     term = term * v2
     total = total + term / (2 * j + 1)
   safe_k = jnp.where(k > 0, k, 1.0)
@@ -69,27 +70,35 @@ def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
   return jnp.where(close, total, direct)
 
 
-def log_beta_prefactor(a: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
+def log_beta_prefactor(a: jax.Array, b: jax.Array, x: jax.Array, y: jax.Array | None = None
+                       ) -> jax.Array:
   r"""``log(x^a (1-x)^b / (a B(a, b)))``, accurate for any ``a, b > 0`` and ``0 < x < 1``.
 
   .. math::
      \frac{x^a(1-x)^b}{a\,B(a,b)} = \frac{b}{a+b}\sqrt{\frac{n}{2\pi a b}}
-       \exp\big(s(n) - s(a) - s(b) - \mathrm{bd0}(a, nx) - \mathrm{bd0}(b, n(1-x))\big),
-     \quad n = a + b,
+       \exp\big(s(n) - s(a) - s(b) - \mathrm{bd0}(a, nx) - \mathrm{bd0}(b, ny)\big),
+     \quad n = a + b,\; y = 1 - x,
 
-  where ``s`` is :func:`stirling_remainder` (Loader 2000, Sec. 2).
+  where ``s`` is :func:`stirling_remainder` (Loader 2000, Sec. 2). Pass ``y = 1 - x`` when it
+  is known more accurately than ``1 - x`` can be formed (x close to 1).
   """
   a, b, x = _as_float(a, b, x)
+  y = 1.0 - x if y is None else _as_float(y)[0]
   n = a + b
   log_d = (0.5 * (jnp.log(n) - jnp.log(a) - jnp.log(b)) - _HALF_LOG_2PI
            + stirling_remainder(n) - stirling_remainder(a) - stirling_remainder(b)
-           - binomial_deviance(a, n * x) - binomial_deviance(b, n * (1.0 - x)))
+           - binomial_deviance(a, n * x) - binomial_deviance(b, n * y))
   return log_d + jnp.log(b) - jnp.log(n)
 
 
-def _beta_continued_fraction(a, b, x, max_iterations):
+def _beta_continued_fraction(a, b, x, y, max_iterations):
   """Modified Lentz evaluation of the continued fraction of DLMF 8.17.22 (converges for
-  ``x < (a + 1) / (a + b + 2)``); runs until every element has converged."""
+  ``x < (a + 1) / (a + b + 2)``); runs until every element has converged.
+
+  The leading term ``1 - (a + b) x / (a + 1)`` cancels badly when ``x`` is close to 1 and
+  ``a + b`` is large (the Poisson regime of a binomial tail), so it is formed as
+  ``((1 - b) + (a + b) y) / (a + 1)`` with ``y = 1 - x`` supplied exactly.
+  """
   dtype = x.dtype
   tiny = jnp.asarray(1e-300 if dtype == jnp.float64 else 1e-30, dtype)
   eps = jnp.asarray(jnp.finfo(dtype).eps, dtype)
@@ -99,7 +108,8 @@ def _beta_continued_fraction(a, b, x, max_iterations):
 
   f0 = jnp.ones_like(x)
   c0 = jnp.ones_like(x)
-  d0 = 1.0 / clamp(1.0 - (a + b) * x / (a + 1.0))
+  lead = jnp.where(x > 0.5, ((1.0 - b) + (a + b) * y) / (a + 1.0), 1.0 - (a + b) * x / (a + 1.0))
+  d0 = 1.0 / clamp(lead)
   state = (jnp.asarray(1, jnp.int32), d0 * f0, c0, d0, jnp.zeros(x.shape, bool))
 
   def cond(state):
@@ -133,6 +143,34 @@ def _max_cf_iterations(dtype) -> int:
   return 200_000 if dtype == jnp.float64 else 20_000
 
 
+def _binomial_lower_tail_sum(k, n, p, q, max_terms):
+  """``Pr[Bin(n, p) <= k]`` for ``k`` below the mean, summing pmf terms downward from ``k``.
+
+  Terms decrease geometrically away from the mean, so the loop stops once a term no longer
+  changes the sum; each term comes from the previous one by the exact ratio
+  ``pmf(j-1)/pmf(j) = j q / ((n - j + 1) p)``.
+  """
+  eps = jnp.finfo(k.dtype).eps
+  first = jnp.exp(binomial_logpmf(k, n, p, q))
+  ratio_pq = q / jnp.where(p > 0.0, p, 1.0)
+
+  def cond(state):
+    i, _, _, _, active = state
+    return jnp.logical_and(i < max_terms, jnp.any(active))
+
+  def body(state):
+    i, j, term, total, active = state
+    term = jnp.where(active, term * j / (n - j + 1.0) * ratio_pq, term)
+    total = jnp.where(active, total + term, total)
+    j = j - 1.0
+    active = jnp.logical_and(active, jnp.logical_and(j > 0.0, term > eps * total))
+    return i + 1, j, term, total, active
+
+  active = jnp.logical_and(k > 0.0, first > 0.0)
+  state = (jnp.asarray(0, jnp.int32), k, first, first, active)
+  return jax.lax.while_loop(cond, body, state)[3]
+
+
 class BetaTails(NamedTuple):
   """``lower = I_x(a, b)`` and ``upper = 1 - I_x(a, b)``, each accurate in relative terms
   whenever it is the smaller of the two."""
@@ -140,25 +178,44 @@ class BetaTails(NamedTuple):
   upper: jax.Array
 
 
-def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array) -> BetaTails:
+def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
+                          y: jax.Array | None = None) -> BetaTails:
   r"""Regularized incomplete beta function and its complement.
 
   .. math:: I_x(a, b) = \frac{1}{B(a,b)} \int_0^x t^{a-1}(1-t)^{b-1}\,dt
 
   Evaluated by the continued fraction of DLMF 8.17.22 on whichever side of the mean it
   converges, with the prefactor of :func:`log_beta_prefactor`; the other tail is one minus it.
-  Requires ``a, b > 0``; ``x`` is clipped to ``[0, 1]``.
+  Requires ``a, b > 0``; ``x`` is clipped to ``[0, 1]``. ``y = 1 - x`` may be passed
+  separately so that tiny ``1 - x`` keeps its relative accuracy.
   """
-  a, b, x = jnp.broadcast_arrays(*_as_float(a, b, x))
+  a, b, x = _as_float(a, b, x)
+  y = 1.0 - x if y is None else _as_float(y)[0]
+  return _incomplete_beta_tails(a, b, x, y)
+
+
+@jax.jit
+def _incomplete_beta_tails(a, b, x, y):
+  a, b, x, y = jnp.broadcast_arrays(a, b, x, y)
   swap = x > (a + 1.0) / (a + b + 2.0)
   aa = jnp.where(swap, b, a)
   bb = jnp.where(swap, a, b)
-  xx = jnp.where(swap, 1.0 - x, x)
-  interior = jnp.logical_and(xx > 0.0, xx < 1.0)
+  xx = jnp.where(swap, y, x)
+  yy = jnp.where(swap, x, y)
+  interior = jnp.logical_and(xx > 0.0, yy > 0.0)
   xs = jnp.where(interior, xx, 0.5)
-  log_pre = log_beta_prefactor(aa, bb, xs)
-  cf = _beta_continued_fraction(aa, bb, xs, _max_cf_iterations(x.dtype))
-  near = jnp.where(interior, jnp.exp(log_pre) * cf, jnp.where(xx <= 0.0, 0.0, 1.0))
+  ys = jnp.where(interior, yy, 0.5)
+  log_pre = log_beta_prefactor(aa, bb, xs, ys)
+  cf = _beta_continued_fraction(aa, bb, xs, ys, _max_cf_iterations(x.dtype))
+  near = jnp.exp(log_pre) * cf
+  # The fraction loses about eps / (1 - x) when x is close to 1 (the Poisson regime of a
+  # binomial tail). For whole b the same value is a finite, well-conditioned binomial sum:
+  # I_x(a, b) = Pr[Bin(a + b - 1, 1 - x) <= b - 1].
+  use_sum = jnp.logical_and(xs > 0.9, bb == jnp.round(bb))
+  bs = jnp.where(use_sum, bb, 1.0)
+  summed = _binomial_lower_tail_sum(bs - 1.0, aa + bs - 1.0, ys, xs, _max_cf_iterations(x.dtype))
+  near = jnp.where(use_sum, summed, near)
+  near = jnp.where(interior, near, jnp.where(xx <= 0.0, 0.0, 1.0))
   near = jnp.clip(near, 0.0, 1.0)
   far = 1.0 - near
   return BetaTails(lower=jnp.where(swap, far, near), upper=jnp.where(swap, near, far))
@@ -193,22 +250,29 @@ def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   return jnp.where(k < 0.0, 0.0, jnp.where(k >= n, 1.0, tail))
 
 
-def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
-  """``log Pr[Bin(n, p) = k]`` by Loader's saddle-point formula (no lgamma cancellation)."""
-  k, n, p = jnp.broadcast_arrays(*_as_float(k, n, p))
-  q = 1.0 - p
+def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | None = None
+                    ) -> jax.Array:
+  """``log Pr[Bin(n, p) = k]`` by Loader's saddle-point formula (no lgamma cancellation).
+
+  ``q = 1 - p`` may be passed when it is known more accurately than ``1 - p`` (p near 1).
+  """
+  k, n, p = _as_float(k, n, p)
+  q = 1.0 - p if q is None else _as_float(q)[0]
+  k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
   interior = jnp.logical_and(k > 0.0, k < n)
   ks = jnp.where(interior, k, 1.0)
   ns = jnp.where(interior, n, 2.0)
   general = (stirling_remainder(ns) - stirling_remainder(ks) - stirling_remainder(ns - ks)
              - binomial_deviance(ks, ns * p) - binomial_deviance(ns - ks, ns * q)
              + 0.5 * (jnp.log(ns) - jnp.log(ks) - jnp.log(ns - ks)) - _HALF_LOG_2PI)
-  safe_logq = jnp.where(q > 0.0, jnp.log(jnp.where(q > 0.0, q, 1.0)), -jnp.inf)
-  safe_logp = jnp.where(p > 0.0, jnp.log(jnp.where(p > 0.0, p, 1.0)), -jnp.inf)
-  at_zero = jnp.where(n > 0.0, n * safe_logq, 0.0)
-  at_n = n * safe_logp
+  log_q = jnp.where(q > 0.0, jnp.where(p < 0.5, jnp.log1p(-p), jnp.log(jnp.where(q > 0.0, q, 1.0))),
+                    -jnp.inf)
+  log_p = jnp.where(p > 0.0, jnp.where(q < 0.5, jnp.log1p(-q), jnp.log(jnp.where(p > 0.0, p, 1.0))),
+                    -jnp.inf)
+  at_zero = jnp.where(n > 0.0, n * log_q, 0.0)
+  at_n = jnp.where(n > 0.0, n * log_p, 0.0)
   out = jnp.where(k == 0.0, at_zero, jnp.where(k == n, at_n, general))
-  out = jnp.where(jnp.logical_and(interior, jnp.logical_or(p <= 0.0, p >= 1.0)), -jnp.inf, out)
+  out = jnp.where(jnp.logical_and(interior, jnp.logical_or(p <= 0.0, q <= 0.0)), -jnp.inf, out)
   return jnp.where(jnp.logical_or(k < 0.0, k > n), -jnp.inf, out)
 
 
@@ -226,7 +290,7 @@ def _bisect_logit(tail_fn, target, increasing):
   def body(_, bracket):
     lo, hi = bracket
     mid = 0.5 * (lo + hi)
-    above = tail_fn(jax.nn.sigmoid(mid)) > target
+    above = tail_fn(jax.nn.sigmoid(mid), jax.nn.sigmoid(-mid)) > target
     if not increasing:
       above = jnp.logical_not(above)
     return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
@@ -237,12 +301,14 @@ def _bisect_logit(tail_fn, target, increasing):
 
 def _beta_quantile_lower_tail(a, b, tail):
   """x such that I_x(a, b) = tail."""
-  return _bisect_logit(lambda x: incomplete_beta_tails(a, b, x).lower, tail, increasing=True)
+  return _bisect_logit(lambda x, y: incomplete_beta_tails(a, b, x, y).lower, tail,
+                       increasing=True)
 
 
 def _beta_quantile_upper_tail(a, b, tail):
   """x such that 1 - I_x(a, b) = tail (accurate for small tails)."""
-  return _bisect_logit(lambda x: incomplete_beta_tails(a, b, x).upper, tail, increasing=False)
+  return _bisect_logit(lambda x, y: incomplete_beta_tails(a, b, x, y).upper, tail,
+                       increasing=False)
 
 
 def _cp_lower(k, n, tail):
@@ -301,6 +367,11 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   _validate.check_significance(significance)
   _validate.check_counts("successes", successes, trials, "trials")
   k, n, beta = _as_float(successes, trials, significance)
+  return _clopper_pearson(k, n, beta, alternative)
+
+
+@functools.partial(jax.jit, static_argnames="alternative")
+def _clopper_pearson(k, n, beta, alternative):
   k, n = jnp.broadcast_arrays(k, n)
   beta = jnp.broadcast_to(beta, k.shape)
   if alternative == "two-sided":

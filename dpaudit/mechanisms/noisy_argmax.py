@@ -1,0 +1,34 @@
+"""The noisy argmax mechanism of private prediction (Eq. (2) of Chadha et al.).
+
+PATE, CaPC, PromptPATE and Private-kNN all answer a query by adding Gaussian noise to a vote
+histogram and releasing the index of the largest noisy count. To the auditor the mechanism is a
+black box: a sampling function ``f(key, histogram, sigma) -> class index``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dpaudit import _validate
+
+
+def noisy_argmax(key: jax.Array, histogram: jax.Array, sigma, dtype=jnp.float32) -> jax.Array:
+  r"""One release of :math:`\arg\max_y \{H_y + \mathcal{N}(0, \sigma^2)\}` (Eq. (2)).
+
+  Args:
+    key: PRNG key.
+    histogram: vote counts ``H`` with the classes on the last axis (leading axes are
+      independent queries answered with independent noise).
+    sigma: noise standard deviation (> 0; 0 gives the plain argmax).
+    dtype: float type of the noise. float32 (default) is what a deployed aggregator would
+      use; exact float ties (probability ~1e-7 per pair of classes for counts in the tens)
+      go to the lower index.
+
+  Returns:
+    int32 class index, shape ``histogram.shape[:-1]``.
+  """
+  _validate.check_range("sigma", sigma, 0.0)
+  histogram = jnp.asarray(histogram, dtype)
+  noise = jax.random.normal(key, histogram.shape, dtype)
+  return jnp.argmax(histogram + jnp.asarray(sigma, dtype) * noise, axis=-1).astype(jnp.int32)

@@ -1,0 +1,98 @@
+"""Shared plumbing for experiment entry points (flags in, results.json out, clean errors)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+
+PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+
+
+def enable_x64() -> None:
+  """Estimators and accounting run in float64; mechanisms choose their own (float32) noise."""
+  jax.config.update("jax_enable_x64", True)
+
+
+def make_key(seed: int, impl: str = "threefry2x32") -> jax.Array:
+  """The only place a PRNG key is made from a seed (DESIGN.md, convention 1)."""
+  if impl not in PRNG_IMPLS:
+    raise ValueError(f"prng_impl={impl!r} is not one of {', '.join(PRNG_IMPLS)}")
+  if not 0 <= seed < 2**63:
+    raise ValueError(f"seed={seed} is outside the valid range [0, 2^63)")
+  return jax.random.key(seed, impl=impl)
+
+
+def parse_floats(name: str, values: Sequence[str]) -> tuple[float, ...]:
+  """Parses a comma-separated absl list flag into floats, naming the flag on error."""
+  try:
+    return tuple(float(v) for v in values)
+  except ValueError:
+    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of numbers"
+                     ) from None
+
+
+def versions() -> dict[str, str]:
+  out = {"python": platform.python_version()}
+  for package in ("dpaudit", "jax", "jaxlib", "numpy", "scipy", "dp-accounting", "flax",
+                  "optax", "matplotlib"):
+    try:
+      out[package] = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+      out[package] = "not installed"
+  out["devices"] = ", ".join(f"{d.platform}:{d.device_kind}" for d in jax.devices())
+  return out
+
+
+def write_results(output_dir: str, name: str, config: dict[str, Any], result: dict[str, Any],
+                  wall_time_s: float, extra: dict[str, Any] | None = None) -> str:
+  """Writes ``results.json`` atomically and returns its path.
+
+  The result's keys are at the top level, next to ``experiment``, ``config`` (the full run
+  configuration, seed included), ``versions``, ``wall_time_s`` and ``command``.
+  """
+  os.makedirs(output_dir, exist_ok=True)
+  payload = {**result, "experiment": name, "config": config, "versions": versions(),
+             "wall_time_s": wall_time_s, "command": " ".join(sys.argv)}
+  if extra:
+    payload.update(extra)
+  path = os.path.join(output_dir, "results.json")
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(payload, f, indent=2)
+  os.replace(tmp, path)
+  return path
+
+
+def cli(main: Callable[[Sequence[str]], None]) -> Callable[[Sequence[str]], None]:
+  """Turns ValueError (bad user input) into one line on stderr and exit status 2."""
+
+  @functools.wraps(main)
+  def wrapped(argv):
+    if len(argv) > 1:
+      print(f"error: unexpected positional arguments {argv[1:]}; use --flag=value",
+            file=sys.stderr)
+      sys.exit(2)
+    try:
+      main(argv)
+    except ValueError as e:
+      print(f"error: {e}", file=sys.stderr)
+      sys.exit(2)
+
+  return wrapped
+
+
+class Timer:
+  def __enter__(self):
+    self.start = time.perf_counter()
+    return self
+
+  def __exit__(self, *exc):
+    self.seconds = time.perf_counter() - self.start
