@@ -1,0 +1,155 @@
+"""epsilon_from_error_counts / epsilon_from_scores against naive references and the truth."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.stats
+
+from dpaudit.estimators import approx_dp
+
+
+def _naive_eps(fp, neg, fn, pos, delta, beta):
+  """Eq. (1) of Chadha et al. with scipy's Beta quantiles (two-sided Clopper-Pearson)."""
+  fpr_u = 1.0 if fp == neg else scipy.stats.beta.isf(beta / 2, fp + 1, neg - fp)
+  fnr_u = 1.0 if fn == pos else scipy.stats.beta.isf(beta / 2, fn + 1, pos - fn)
+  candidates = [0.0]
+  if 1 - delta - fnr_u > 0:
+    candidates.append(np.log((1 - delta - fnr_u) / fpr_u))
+  if 1 - delta - fpr_u > 0:
+    candidates.append(np.log((1 - delta - fpr_u) / fnr_u))
+  return max(candidates)
+
+
+def test_error_counts_match_naive_formula():
+  rng = np.random.default_rng(0)
+  for _ in range(40):
+    neg, pos = rng.integers(1, 5000, 2)
+    fp, fn = rng.integers(0, neg + 1), rng.integers(0, pos + 1)
+    delta = rng.choice([0.0, 1e-5, 0.01])
+    beta = rng.choice([0.05, 0.01])
+    got = float(approx_dp.epsilon_from_error_counts(fp, neg, fn, pos, delta, beta))
+    assert got == pytest.approx(_naive_eps(fp, neg, fn, pos, delta, beta), rel=1e-9, abs=1e-12)
+
+
+def test_zero_errors_give_the_finite_ceiling():
+  n, beta = 1000, 0.05
+  eps = float(approx_dp.epsilon_from_error_counts(0, n, 0, n, 0.0, beta))
+  upper = -np.expm1(np.log(beta / 2) / n)
+  assert np.isfinite(eps)
+  assert eps == pytest.approx(np.log((1 - upper) / upper), rel=1e-12)
+  # UniAud's text quotes eps_O = 5.6 for T = 1,000 trials with Eq. (6).
+  assert 5.5 < eps < 5.7
+
+
+def test_error_counts_limits_and_monotonicity():
+  # A coin-flip test certifies nothing.
+  assert float(approx_dp.epsilon_from_error_counts(500, 1000, 500, 1000)) == 0.0
+  # delta can only lower the bound; more errors can only lower it.
+  base = approx_dp.epsilon_from_error_counts(10, 1000, 20, 1000, 0.0)
+  assert approx_dp.epsilon_from_error_counts(10, 1000, 20, 1000, 1e-2) < base
+  assert approx_dp.epsilon_from_error_counts(30, 1000, 20, 1000, 0.0) < base
+  # Broadcasting over arrays of counts.
+  out = approx_dp.epsilon_from_error_counts(jnp.arange(5), 100, jnp.arange(5)[:, None], 100)
+  assert out.shape == (5, 5)
+
+
+def _naive_scores(in_scores, out_scores, delta, beta):
+  """Best threshold by brute force: every distinct value, each evaluated at beta."""
+  best = (0.0, np.inf)
+  for t in np.concatenate([[np.inf], np.unique(np.concatenate([in_scores, out_scores]))]):
+    fp = int(np.sum(out_scores >= t))
+    fn = int(np.sum(in_scores < t))
+    eps = _naive_eps(fp, len(out_scores), fn, len(in_scores), delta, beta)
+    if eps > best[0]:
+      best = (eps, t)
+  return best
+
+
+def test_bonferroni_matches_brute_force_over_thresholds():
+  rng = np.random.default_rng(1)
+  in_scores = rng.normal(1.5, 1.0, 300).round(1)  # rounding creates ties
+  out_scores = rng.normal(0.0, 1.0, 200).round(1)
+  beta = 0.05
+  got = approx_dp.epsilon_from_scores(in_scores, out_scores, 1e-5, beta, method="bonferroni")
+  corrected = 2 * beta / (len(in_scores) + len(out_scores) + 2)
+  eps, threshold = _naive_scores(in_scores, out_scores, 1e-5, corrected)
+  assert float(got.epsilon) == pytest.approx(eps, rel=1e-9)
+  assert float(got.threshold) == pytest.approx(threshold)
+  assert float(got.significance) == pytest.approx(corrected)
+  assert int(got.false_positives) == int(np.sum(out_scores >= threshold))
+
+
+def test_split_chooses_on_even_and_evaluates_on_odd():
+  rng = np.random.default_rng(2)
+  in_scores, out_scores = rng.normal(2.0, 1.0, 401), rng.normal(0.0, 1.0, 400)
+  got = approx_dp.epsilon_from_scores(in_scores, out_scores, 0.0, 0.05, method="split")
+  _, threshold = _naive_scores(in_scores[0::2], out_scores[0::2], 0.0, 0.05)
+  assert float(got.threshold) == pytest.approx(threshold)
+  fp = int(np.sum(out_scores[1::2] >= threshold))
+  fn = int(np.sum(in_scores[1::2] < threshold))
+  assert (int(got.false_positives), int(got.false_negatives)) == (fp, fn)
+  assert float(got.epsilon) == pytest.approx(
+      _naive_eps(fp, len(out_scores[1::2]), fn, len(in_scores[1::2]), 0.0, 0.05), rel=1e-9)
+
+
+def test_degenerate_scores_do_not_crash():
+  same = np.zeros(50)
+  for method in ("split", "bonferroni"):
+    got = approx_dp.epsilon_from_scores(same, same, 0.0, 0.05, method=method)
+    assert float(got.epsilon) == 0.0
+  # Perfect separation reaches the ceiling of the sample size (finite).
+  got = approx_dp.epsilon_from_scores(np.ones(100), np.zeros(100), 0.0, 0.05, "bonferroni")
+  assert 0 < float(got.epsilon) < np.inf
+
+
+def _gaussian_epsilon(mu, delta):
+  """Exact epsilon(delta) of the Gaussian mechanism with sensitivity/sigma = mu."""
+  def delta_of(eps):
+    return (scipy.stats.norm.cdf(-eps / mu + mu / 2)
+            - np.exp(eps) * scipy.stats.norm.cdf(-eps / mu - mu / 2))
+  return scipy.optimize.brentq(lambda e: delta_of(e) - delta, 0.0, 50.0)
+
+
+@pytest.mark.parametrize("method", ["split", "bonferroni"])
+def test_validity_on_gaussian_mechanism(method):
+  """The lower bound exceeds the true epsilon in at most ~significance of repetitions."""
+  mu, delta, beta, n, reps = 1.0, 1e-3, 0.1, 300, 150
+  truth = _gaussian_epsilon(mu, delta)
+  keys = jax.random.split(jax.random.key(3), reps)
+  in_scores = jax.vmap(lambda k: mu + jax.random.normal(k, (n,)))(keys)
+  out_scores = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 1), (n,)))(keys)
+  estimate = jax.vmap(lambda a, b: approx_dp.epsilon_from_scores(a, b, delta, beta, method
+                                                                  ).epsilon)
+  eps = np.asarray(estimate(in_scores, out_scores))
+  violations = np.mean(eps > truth)
+  assert violations <= beta + 3 * np.sqrt(beta * (1 - beta) / reps)
+  # ... and the audit has power: it certifies a good part of the truth on average.
+  assert np.median(eps) > 0.2 * truth
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(false_positives=5, negatives=4, false_negatives=0, positives=4), "false_positives=5"),
+    (dict(false_positives=0, negatives=0, false_negatives=0, positives=4), "negatives=0"),
+    (dict(false_positives=0, negatives=4, false_negatives=-1, positives=4), "false_negatives=-1"),
+    (dict(false_positives=0, negatives=4, false_negatives=0, positives=4, delta=1.0), "delta=1.0"),
+    (dict(false_positives=0, negatives=4, false_negatives=0, positives=4, significance=2),
+     "significance=2"),
+])
+def test_error_count_validation(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    approx_dp.epsilon_from_error_counts(**kwargs)
+
+
+def test_score_validation():
+  with pytest.raises(ValueError, match="method='best'"):
+    approx_dp.epsilon_from_scores([1.0, 2.0], [0.0, 1.0], method="best")
+  with pytest.raises(ValueError, match="in_scores has 1 scores"):
+    approx_dp.epsilon_from_scores([1.0], [0.0, 1.0], method="split")
+  with pytest.raises(ValueError, match="out_scores has 0 scores"):
+    approx_dp.epsilon_from_scores([1.0], [], method="bonferroni")
+  with pytest.raises(ValueError, match="NaN"):
+    approx_dp.epsilon_from_scores([1.0, np.nan], [0.0, 1.0])
+  with pytest.raises(ValueError, match="must be 1-D"):
+    approx_dp.epsilon_from_scores(np.zeros((2, 2)), [0.0, 1.0])
