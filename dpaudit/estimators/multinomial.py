@@ -1,0 +1,586 @@
+"""Simultaneous confidence intervals for multinomial proportions in pure JAX.
+
+The k-cut Renyi audit of "Auditing Private Prediction" (Chadha et al., App. C, "Auditing with
+the k-cut") runs a noisy-argmax mechanism many times on two neighbouring inputs, counts how
+often each of the k classes wins, and needs lower and upper bounds on all k class
+probabilities at once to lower-bound the k-cut Renyi divergence. This module provides the two
+intervals that audit uses:
+
+* :func:`goodman_intervals`: Goodman's chi-square (Bonferroni) intervals, L. A. Goodman, "On
+  simultaneous confidence intervals for multinomial proportions", Technometrics 7(2):247-254,
+  1965.
+* :func:`sison_glaz_intervals`: the Edgeworth-expansion intervals of C. P. Sison and J. Glaz,
+  "Simultaneous confidence intervals and sample size determination for multinomial
+  proportions", JASA 90(429):366-369, 1995.
+
+Monte Carlo audits produce totals up to 1e9, so nothing here sums probabilities over windows
+of data-dependent length: the Sison-Glaz coverage is assembled from Poisson tail
+probabilities and a closed recursion for truncated-Poisson moments. Poisson tails use Temme's
+uniform asymptotic expansion of the incomplete gamma function (DLMF 8.12) for large shapes and
+a fixed-length series for small ones, and Poisson probabilities use Loader's saddle-point form
+from :mod:`dpaudit.estimators.binomial`. (``jax.scipy.special.gammaincc`` forms its prefactor
+from ``lgamma`` differences and loses about six digits at shape 1e9.)
+
+All functions broadcast over leading (batch) axes, are jit- and vmap-able, and compute in
+float64 when ``jax_enable_x64`` is on (float32 otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import erfc, ndtri
+
+from dpaudit import _validate
+from dpaudit.estimators.binomial import (Interval, _as_float, binomial_deviance,
+                                         stirling_remainder)
+
+__all__ = ["Interval", "TruncatedPoissonMoments", "goodman_intervals", "sison_glaz_intervals",
+           "truncated_poisson_moments"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+# ----------------------------------------------------------------------------------------------
+# Poisson tails (regularized incomplete gamma functions of whole-number shape).
+# ----------------------------------------------------------------------------------------------
+
+_SERIES_TERMS = 26     # Taylor terms in mu = x/s - 1; |mu| <= 0.2 gives 0.2^26 ~ 7e-19.
+_SERIES_RADIUS = 0.2   # Beyond it, the closed forms lose at most ~6 digits of c_3 (x s^-3).
+
+
+def _series_pow(f, alpha, terms):
+  """Coefficients of f(mu)^alpha for a power series f with f(0) = 1 (J. C. P. Miller)."""
+  g = [Fraction(1)] + [Fraction(0)] * (terms - 1)
+  for n in range(1, terms):
+    g[n] = sum(((alpha + 1) * k - n) * f[k] * g[n - k] for k in range(1, n + 1)) / n
+  return g
+
+
+def _temme_series_coefficients(terms=_SERIES_TERMS):
+  r"""Exact Taylor coefficients in :math:`\mu = \lambda - 1` of ``h`` and ``c_0 .. c_3``.
+
+  With :math:`\tfrac12\eta^2 = \mu - \log(1 + \mu)`, :math:`\eta = \mu\sqrt{h(\mu)}` where
+  :math:`h = \sum_j 2(-1)^j \mu^j / (j + 2)`. Temme's coefficients (DLMF Sec. 8.12) are
+  :math:`c_0 = 1/\mu - 1/\eta` and :math:`c_k = \eta^{-1} c_{k-1}'(\eta) + (-1)^k g_k / \mu`,
+  i.e. :math:`c_k = \frac{1+\mu}{\mu}\frac{d c_{k-1}}{d\mu} + (-1)^k g_k / \mu`, where
+  :math:`g_k` are the coefficients of :math:`\Gamma^*(a) \sim \sum_k g_k a^{-k}`
+  (1, 1/12, 1/288, -139/51840). The :math:`\mu^{-1}` terms must cancel exactly, which is
+  checked. The closed forms in :func:`_temme_eta_and_coefficients` follow from the same
+  recursion (:math:`c_1` is DLMF's).
+  """
+  extra = 5
+  n_terms = terms + extra
+  h = [Fraction(2 * (-1) ** j, j + 2) for j in range(n_terms + 1)]
+  inv_sqrt_h = _series_pow(h, Fraction(-1, 2), n_terms + 1)
+  coeffs = [[-inv_sqrt_h[n + 1] for n in range(n_terms)]]
+  stirling_g = (Fraction(1, 12), Fraction(1, 288), Fraction(-139, 51840))
+  for k, g_k in enumerate(stirling_g, start=1):
+    prev = coeffs[-1]
+    deriv = [(n + 1) * prev[n + 1] for n in range(len(prev) - 1)]
+    scaled = [deriv[n] + (deriv[n - 1] if n else 0) for n in range(len(deriv))]
+    if scaled[0] + (-1) ** k * g_k != 0:
+      raise RuntimeError("Temme coefficient recursion does not cancel; this is a bug")
+    coeffs.append(scaled[1:])
+  as_float = lambda cs: tuple(float(c) for c in cs[:terms])
+  return as_float(h), tuple(as_float(c) for c in coeffs)
+
+
+_H_SERIES, _C_SERIES = _temme_series_coefficients()
+
+
+def _horner(coeffs, x):
+  out = jnp.full_like(x, coeffs[-1])
+  for c in reversed(coeffs[:-1]):
+    out = out * x + c
+  return out
+
+
+def _temme_eta_and_coefficients(mu):
+  r""":math:`\eta(\mu)` and Temme's :math:`c_0 .. c_3` (series near 0, closed forms away)."""
+  near = jnp.abs(mu) <= _SERIES_RADIUS
+  mn = jnp.where(near, mu, 0.0)
+  eta_near = mn * jnp.sqrt(_horner(_H_SERIES, mn))
+  c_near = [_horner(c, mn) for c in _C_SERIES]
+  mf = jnp.where(near, 1.0, mu)
+  eta_far = jnp.sign(mf) * jnp.sqrt(2.0 * (mf - jnp.log1p(mf)))
+  ie, im = 1.0 / eta_far, 1.0 / mf
+  c_far = [
+      im - ie,
+      ie**3 - im**3 - im**2 - im / 12.0,
+      -3.0 * ie**5 + 3.0 * im**5 + 5.0 * im**4 + 25.0 / 12.0 * im**3 + im**2 / 12.0
+      + im / 288.0,
+      15.0 * ie**7 - 15.0 * im**7 - 35.0 * im**6 - 105.0 / 4.0 * im**5 - 77.0 / 12.0 * im**4
+      - 49.0 / 288.0 * im**3 - im**2 / 288.0 + 139.0 / 51840.0 * im,
+  ]
+  eta = jnp.where(near, eta_near, eta_far)
+  return eta, [jnp.where(near, cn, cf) for cn, cf in zip(c_near, c_far)]
+
+
+def _temme_min_shape(dtype) -> float:
+  # Measured against mpmath: Temme truncated after c_3 is within 1e-13 relative from s = 500 on
+  # (jax.scipy.special.gammaincc errs by 3e-13 there and by 1e-6 at s = 1e9). In float32 the
+  # truncation error at s = 30 (~1e-9) is far below the float32 epsilon.
+  return 500.0 if dtype == jnp.float64 else 30.0
+
+
+def _series_steps(dtype) -> int:
+  # Below the Temme threshold s0, series terms decay at least like exp(-n^2 / (2 s0)):
+  # exp(-256^2 / 1000) ~ 1e-28 (float64), exp(-64^2 / 60) ~ 1e-30 (float32).
+  return 256 if dtype == jnp.float64 else 64
+
+
+def _temme_tails(s, x):
+  r"""``(P(s, x), Q(s, x))`` by Temme's uniform expansion (DLMF Sec. 8.12), ``x > 0``.
+
+  With :math:`\lambda = x/s` and :math:`\tfrac12\eta^2 = \lambda - 1 - \log\lambda`
+  (:math:`\eta` of the sign of :math:`\lambda - 1`),
+
+  .. math::
+     Q(s, x) = \tfrac12\operatorname{erfc}\big(\eta\sqrt{s/2}\big)
+       + \frac{e^{-s\eta^2/2}}{\sqrt{2\pi s}} \sum_{k=0}^{3} c_k(\eta) s^{-k},
+     \qquad P = 1 - Q,
+
+  where the smaller of ``P`` and ``Q`` is formed directly and keeps its relative accuracy.
+  """
+  eta, cs = _temme_eta_and_coefficients((x - s) / s)
+  series = cs[0] + (cs[1] + (cs[2] + cs[3] / s) / s) / s
+  remainder = jnp.exp(-0.5 * s * eta * eta - _HALF_LOG_2PI - 0.5 * jnp.log(s)) * series
+  y = eta * jnp.sqrt(0.5 * s)
+  half_erfc = 0.5 * erfc(jnp.abs(y))
+  q_small = half_erfc + remainder  # Q when y >= 0 (x >= s)
+  p_small = half_erfc - remainder  # P when y < 0
+  p = jnp.where(y >= 0.0, 1.0 - q_small, p_small)
+  q = jnp.where(y >= 0.0, q_small, 1.0 - p_small)
+  return jnp.clip(p, 0.0, 1.0), jnp.clip(q, 0.0, 1.0)
+
+
+def _poisson_series_tails(s, x):
+  r"""``(Pr[X >= s], Pr[X < s])`` for ``X ~ Poisson(x)``, whole ``s >= 1``, ``x > 0``, summing
+  the pmf outward from ``s`` on the side where it decays:
+
+  .. math::
+     \Pr[X \ge s] = p(s)\sum_{n \ge 0}\prod_{m=1}^{n}\frac{x}{s+m}\ (x < s), \qquad
+     \Pr[X < s] = p(s-1)\sum_{n \ge 0}\prod_{m=1}^{n}\frac{s-m}{x}\ (x \ge s).
+
+  Accurate for ``s`` below :func:`_temme_min_shape` with :func:`_series_steps` terms.
+  """
+  upper = x < s
+  log_first = _poisson_logpmf(jnp.where(upper, s, s - 1.0), x)
+
+  def body(m, carry):
+    term, total = carry
+    mf = jnp.asarray(m + 1, x.dtype)
+    term = term * jnp.where(upper, x / (s + mf), jnp.maximum(s - mf, 0.0) / x)
+    return term, total + term
+
+  ones = jnp.ones_like(x)
+  _, total = jax.lax.fori_loop(0, _series_steps(x.dtype), body, (ones, ones))
+  tail = jnp.clip(jnp.exp(log_first) * total, 0.0, 1.0)
+  return jnp.where(upper, tail, 1.0 - tail), jnp.where(upper, 1.0 - tail, tail)
+
+
+def _poisson_tails(s, rate):
+  """``(Pr[X >= s], Pr[X < s])`` for ``X ~ Poisson(rate)``, whole ``s >= 1``, ``rate >= 0``.
+
+  These are the regularized incomplete gamma functions ``P(s, rate)`` and ``Q(s, rate)``: by
+  Temme's expansion (:func:`_temme_tails`) from ``s =`` :func:`_temme_min_shape` on, by direct
+  series (:func:`_poisson_series_tails`) below. Each tail is accurate in relative terms when it
+  is the smaller one. ``jax.scipy.special.gammainc`` is not used: its prefactor loses six
+  digits at ``s = 1e9``, its cost grows like ``sqrt(s)``, and it is slow to compile.
+  """
+  s, rate = jnp.broadcast_arrays(*_as_float(s, rate))
+  dtype = s.dtype
+  s0 = _temme_min_shape(dtype)
+  big = s >= s0
+  positive = rate > 0.0
+  p_small, q_small = _poisson_series_tails(jnp.where(big, 1.0, s),
+                                           jnp.where(jnp.logical_or(big, ~positive), 1.0, rate))
+  p_big, q_big = _temme_tails(jnp.where(big, s, s0), jnp.where(jnp.logical_and(big, positive),
+                                                                rate, s0))
+  p = jnp.where(positive, jnp.where(big, p_big, p_small), 0.0)
+  q = jnp.where(positive, jnp.where(big, q_big, q_small), 1.0)
+  return p, q
+
+
+# ----------------------------------------------------------------------------------------------
+# Poisson probabilities and truncated-Poisson moments.
+# ----------------------------------------------------------------------------------------------
+
+
+def _poisson_logpmf(x, rate):
+  """``log Pr[Poisson(rate) = x]`` for ``rate > 0`` by Loader's saddle-point form."""
+  x, rate = jnp.broadcast_arrays(*_as_float(x, rate))
+  positive = x >= 1.0
+  xs = jnp.where(positive, x, 1.0)
+  general = (-stirling_remainder(xs) - binomial_deviance(xs, rate) - _HALF_LOG_2PI
+             - 0.5 * jnp.log(xs))
+  return jnp.where(positive, general, jnp.where(x == 0.0, -rate, -jnp.inf))
+
+
+def _window_probability(rate, lower, upper):
+  """``Pr[lower <= X <= upper]`` for ``X ~ Poisson(rate)``, ``rate > 0``, ``lower >= 0``.
+
+  With ``Pr[X <= k] = Q(k + 1, rate)`` and ``Pr[X > k] = P(k + 1, rate)``, tails are subtracted
+  on the side of the mean where they are small, so a window inside one tail keeps its relative
+  accuracy. Both ends go through one :func:`_poisson_tails` call.
+  """
+  ends = jnp.stack([lower, upper + 1.0])
+  # Pr[X >= s] and Pr[X < s]; s <= 0 means Pr[X >= s] = 1.
+  p_tail, q_tail = _poisson_tails(jnp.maximum(ends, 1.0), rate)
+  positive = ends >= 1.0
+  p_tail = jnp.where(positive, p_tail, 1.0)
+  q_tail = jnp.where(positive, q_tail, 0.0)
+  sf_lo, sf_hi = p_tail[0], p_tail[1]    # Pr[X >= lower], Pr[X > upper]
+  cdf_lo, cdf_hi = q_tail[0], q_tail[1]  # Pr[X < lower], Pr[X <= upper]
+  prob = jnp.where(upper < rate, cdf_hi - cdf_lo,
+                   jnp.where(lower > rate, sf_lo - sf_hi, 1.0 - cdf_lo - sf_hi))
+  return jnp.where(upper < lower, 0.0, jnp.clip(prob, 0.0, 1.0))
+
+
+class _WindowMoments(NamedTuple):
+  prob: jax.Array    # Pr[lower <= X <= upper]
+  shift: jax.Array   # E[Y] - rate
+  var: jax.Array
+  mu3: jax.Array
+  mu4: jax.Array
+
+
+_SHORT_WINDOW = 64  # Windows with at most this many points are summed directly.
+
+
+def _short_window_moments(lam, a, b) -> _WindowMoments:
+  """Window probability and central moments by direct summation over at most
+  ``_SHORT_WINDOW`` points (``lam > 0``, ``0 <= a``, ``b - a < _SHORT_WINDOW``).
+
+  Weights ``p(a + j) / p(a)`` come from summed log-ratios ``log(lam / (a + i))``, scaled by
+  their maximum; moments are two-pass, in offsets from ``lam``.
+  """
+  j = jnp.arange(_SHORT_WINDOW, dtype=lam.dtype)
+  lam_, a_ = lam[..., None], a[..., None]
+  inside = j <= (b - a)[..., None]
+  step = jnp.where(jnp.logical_and(j >= 1.0, inside), -jnp.log1p((a_ + j - lam_) / lam_), 0.0)
+  log_w = jnp.cumsum(step, axis=-1)
+  top = jnp.max(jnp.where(inside, log_w, -jnp.inf), axis=-1, keepdims=True)
+  w = jnp.where(inside, jnp.exp(log_w - top), 0.0)
+  total = jnp.sum(w, axis=-1)
+  offset = a_ - lam_ + j
+  shift = jnp.sum(offset * w, axis=-1) / total
+  d = offset - shift[..., None]
+  d2 = d * d
+  var = jnp.sum(d2 * w, axis=-1) / total
+  mu3 = jnp.sum(d2 * d * w, axis=-1) / total
+  mu4 = jnp.sum(d2 * d2 * w, axis=-1) / total
+  prob = jnp.exp(_poisson_logpmf(a, lam) + top[..., 0]) * total
+  return _WindowMoments(jnp.clip(prob, 0.0, 1.0), shift, var, mu3, mu4)
+
+
+def _long_window_moments(lam, a, b) -> _WindowMoments:
+  r"""Window probability and central moments by the closed recursion (any window length).
+
+  With :math:`p` the Poisson(:math:`\lambda`) pmf and
+  :math:`S_j = \sum_{x=a}^{b} (x - \lambda)^j p(x)`, the identity :math:`x p(x) = \lambda
+  p(x-1)` gives, for :math:`j \ge 1`,
+
+  .. math::
+     S_j = \lambda\Big[\sum_{l=0}^{j-2}\binom{j-1}{l} S_l + (a - \lambda)^{j-1} p(a-1)
+       - (b + 1 - \lambda)^{j-1} p(b)\Big],
+
+  so only :math:`S_0` (from Poisson tails) and the two boundary pmfs are needed. Raw moments
+  about :math:`\lambda` are :math:`S_j / S_0`; central moments follow by shifting by
+  :math:`S_1 / S_0`. The bracket of :math:`S_2` cancels to :math:`O(S_0 w^2 / \lambda)` for a
+  window of half-width :math:`w`, amplifying the error of :math:`S_0` by
+  :math:`\lambda / w^2`; short windows therefore go to :func:`_short_window_moments`.
+  """
+  p_before = jnp.where(a >= 1.0, jnp.exp(_poisson_logpmf(a - 1.0, lam)), 0.0)
+  p_last = jnp.where(b >= a, jnp.exp(_poisson_logpmf(b, lam)), 0.0)
+  s0 = _window_probability(lam, a, b)
+  u, v = a - lam, b + 1.0 - lam
+  s1 = lam * (p_before - p_last)
+  s2 = lam * (s0 + u * p_before - v * p_last)
+  s3 = lam * (s0 + 2.0 * s1 + u * u * p_before - v * v * p_last)
+  s4 = lam * (s0 + 3.0 * s1 + 3.0 * s2 + u**3 * p_before - v**3 * p_last)
+  ok = s0 > 0.0
+  inv = jnp.where(ok, 1.0 / jnp.where(ok, s0, 1.0), 0.0)
+  m1, m2, m3, m4 = s1 * inv, s2 * inv, s3 * inv, s4 * inv
+  var = jnp.maximum(m2 - m1 * m1, 0.0)
+  mu3 = m3 - 3.0 * m1 * m2 + 2.0 * m1**3
+  mu4 = m4 - 4.0 * m1 * m3 + 6.0 * m1 * m1 * m2 - 3.0 * m1**4
+  return _WindowMoments(s0, m1, var, mu3, mu4)
+
+
+def _window_moments(rate, lower, upper) -> _WindowMoments:
+  """Probability and central moments of ``X ~ Poisson(rate)`` truncated to ``[lower, upper]``:
+  :func:`_short_window_moments` for windows of at most ``_SHORT_WINDOW`` points,
+  :func:`_long_window_moments` otherwise; ``rate = 0`` is a point mass at 0. Where the window
+  has probability 0 the moments are 0."""
+  rate, lower, upper = jnp.broadcast_arrays(*_as_float(rate, lower, upper))
+  a = jnp.maximum(lower, 0.0)
+  b = upper
+  degenerate = rate <= 0.0
+  lam = jnp.where(degenerate, 1.0, rate)
+  short = b - a < _SHORT_WINDOW
+  empty = b < a
+  short_m = _short_window_moments(lam, jnp.where(short, a, lam), jnp.where(short, b, lam))
+  long_m = _long_window_moments(lam, a, b)
+  point_prob = jnp.where(jnp.logical_and(a <= 0.0, b >= 0.0), 1.0, 0.0)
+  zero = jnp.zeros_like(a)
+
+  def pick(point, short_v, long_v):
+    value = jnp.where(short, short_v, long_v)
+    return jnp.where(degenerate, point, jnp.where(empty, zero, value))
+
+  return _WindowMoments(*(pick(*vs) for vs in zip((point_prob, zero, zero, zero, zero),
+                                                      short_m, long_m)))
+
+
+class TruncatedPoissonMoments(NamedTuple):
+  """Law of ``X ~ Poisson(rate)`` conditioned on ``lower <= X <= upper``."""
+  prob: jax.Array       # Pr[lower <= X <= upper]
+  mean: jax.Array
+  variance: jax.Array
+  mu3: jax.Array        # third central moment
+  mu4: jax.Array        # fourth central moment
+
+
+def truncated_poisson_moments(rate, lower, upper) -> TruncatedPoissonMoments:
+  r"""Window probability, mean and central moments of a truncated Poisson variable.
+
+  Windows of up to 64 points are summed directly; longer ones use the closed recursion of
+  :func:`_long_window_moments` (no summation), so the cost does not depend on the window length
+  and rates up to ~1e12 are fine.
+
+  Args:
+    rate: Poisson rate :math:`\lambda \ge 0` (``0`` is a point mass at 0).
+    lower: whole-number lower end of the window (values below 0 act as 0).
+    upper: whole-number upper end of the window (inclusive).
+
+  Returns:
+    ``TruncatedPoissonMoments`` with the broadcast shape of the inputs; where the window has
+    probability 0 the moments are reported relative to ``rate`` as 0 (mean = rate).
+  """
+  m = _window_moments(rate, lower, upper)
+  (rate,) = _as_float(rate)
+  return TruncatedPoissonMoments(m.prob, rate + m.shift, m.var, m.mu3, m.mu4)
+
+
+# ----------------------------------------------------------------------------------------------
+# Public intervals.
+# ----------------------------------------------------------------------------------------------
+
+
+def _validate_inputs(counts, significance):
+  _validate.check_significance(significance)
+  shape = np.shape(counts)
+  if len(shape) < 1 or shape[-1] < 2:
+    raise ValueError(f"counts must have at least 2 categories on its last axis, got shape "
+                     f"{shape}")
+  _validate.check_counts("counts", counts)
+  if _validate.is_concrete(counts):
+    totals = np.sum(np.asarray(counts, np.float64), axis=-1)
+    bad = totals <= 0
+    if np.any(bad):
+      where = "" if totals.ndim == 0 else f" (at batch index {np.argwhere(bad)[0].tolist()})"
+      raise ValueError(f"counts has total 0{where}; need a positive total count")
+
+
+def goodman_intervals(counts, significance=0.05) -> Interval:
+  r"""Goodman's simultaneous confidence intervals for multinomial proportions.
+
+  With category counts :math:`n_i` summing to :math:`N` over :math:`k` categories and
+  :math:`A = \chi^2_{1}(1 - \beta/k) = \Phi^{-1}(\beta/(2k))^2`,
+
+  .. math::
+     p_i \in \frac{A + 2n_i \mp \sqrt{A\,(A + 4 n_i (N - n_i)/N)}}{2(N + A)}
+     \quad\text{for all } i,
+
+  with asymptotic (large :math:`n_i`) simultaneous coverage at least :math:`1 - \beta` by a
+  Bonferroni split of :math:`\beta` over the k Wilson-type intervals (L. A. Goodman,
+  Technometrics 7(2):247-254, 1965). The k-cut audit of Chadha et al. (App. C) uses these
+  bounds on the class probabilities of a noisy-argmax mechanism to lower-bound its k-cut Renyi
+  divergence. The lower end is evaluated in the rationalized form
+  :math:`2n_i^2 / (N(A + 2n_i + \sqrt{\cdot}))`, which avoids cancellation.
+
+  Args:
+    counts: whole-number counts of shape ``(..., k)``, ``k >= 2``, with a positive total on
+      each row; leading axes are a batch.
+    significance: beta in (0, 1); a scalar or an array broadcastable to ``counts.shape[:-1]``.
+
+  Returns:
+    ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
+  """
+  _validate_inputs(counts, significance)
+  n, beta = _as_float(counts, significance)
+  shape = jnp.broadcast_shapes(n.shape[:-1], beta.shape)
+  return _goodman_core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
+
+
+@jax.jit
+def _goodman_core(n, beta):
+  k = n.shape[-1]
+  total = jnp.sum(n, axis=-1, keepdims=True)
+  a = ndtri(beta[..., None] / (2.0 * k)) ** 2
+  root = jnp.sqrt(a * (a + 4.0 * n * (total - n) / total))
+  lower = 2.0 * n * n / (total * (a + 2.0 * n + root))
+  upper = (a + 2.0 * n + root) / (2.0 * (total + a))
+  return Interval(jnp.clip(lower, 0.0, 1.0), jnp.clip(upper, 0.0, 1.0))
+
+
+def _sison_glaz_coverage(n, total, c):
+  r"""Sison and Glaz's Edgeworth approximation :math:`\nu(c)` of
+  :math:`\Pr[n_i - c \le X_i \le n_i + c\ \forall i]` for ``X ~ Multinomial(N, n/N)``.
+
+  ``n`` has shape ``(..., k)``, ``total`` ``(..., 1)`` and ``c`` (``>= 1``) ``(...)``. Windows
+  are clipped to ``[0, N]``. Negative Edgeworth densities give coverage 0 (statsmodels gets NaN
+  there and never stops its scan at such a ``c``).
+  """
+  cc = c[..., None]
+  m = _window_moments(n, jnp.maximum(n - cc, 0.0), jnp.minimum(n + cc, total))
+  var = jnp.sum(m.var, axis=-1)
+  # N - sum_i E[Y_i] = -sum_i (E[Y_i] - n_i), exactly, since the n_i sum to N.
+  x = -jnp.sum(m.shift, axis=-1) / jnp.sqrt(var)
+  g1 = jnp.sum(m.mu3, axis=-1) / var**1.5
+  g2 = jnp.sum(m.mu4 - 3.0 * m.var**2, axis=-1) / var**2
+  x2 = x * x
+  poly = (1.0 + g1 / 6.0 * x * (x2 - 3.0) + g2 / 24.0 * (x2 * (x2 - 6.0) + 3.0)
+          + g1 * g1 / 72.0 * (x2 * (x2 * (x2 - 15.0) + 45.0) - 15.0))
+  total = total[..., 0]
+  # log[N! / (N^N e^-N)] by Stirling's formula with its exact remainder.
+  log_scale = stirling_remainder(total) + _HALF_LOG_2PI + 0.5 * jnp.log(total)
+  log_prob = jnp.sum(jnp.log(m.prob), axis=-1)
+  log_nu = log_scale + log_prob - 0.5 * x2 - _HALF_LOG_2PI - 0.5 * jnp.log(var)
+  return jnp.maximum(jnp.exp(log_nu) * poly, 0.0)
+
+
+_GALLOP_RATIO = 64  # Scan steps are max(1, floor(c / 64)): at most 1.6% of c.
+
+
+def _sison_glaz_search(n, total, beta):
+  r"""First integer ``c`` with :math:`\nu(c) \le 1 - \beta < \nu(c + 1)`, and the coverages.
+
+  Conventions (those of R's MultinomialCI and statsmodels): :math:`\nu(0) = 0`, and
+  :math:`\nu(c) = 1` for :math:`c \ge N`, where every window covers the whole support.
+
+  For very unbalanced or sparse counts the Edgeworth approximation :math:`\nu` is *not*
+  monotone in ``c`` (it can exceed :math:`1 - \beta` at ``c = 1`` and fall back below it), and
+  the reference implementations take the *first* crossing of an upward scan. A unit-step scan
+  would take :math:`O(\sqrt N)` steps, so this scans upward with steps
+  ``max(1, floor(c / 64))`` (unit steps up to ``c = 127``, then geometric growth; about 500
+  steps for ``N = 1e9``) until :math:`\nu > 1 - \beta`, then bisects the last step. The result
+  is the first crossing unless :math:`\nu` crosses :math:`1-\beta` twice within one step of
+  width at most 1.6% of ``c``. Scan and bisection share one ``lax.while_loop`` (so the
+  coverage is traced once); the function is jit- and vmap-able, and batched rows run until the
+  slowest one is done.
+  """
+  target = 1.0 - beta
+  dtype = total.dtype
+  total1 = total[..., 0]
+
+  def coverage(c):
+    # nu(c) = 1 once c >= N (coverage evaluated at a harmless c there).
+    inside = c < total1
+    nu = _sison_glaz_coverage(n, total, jnp.where(inside, c, 1.0))
+    return jnp.where(inside, nu, 1.0)
+
+  zeros = jnp.zeros(target.shape, dtype)
+
+  # One loop for both phases, so that the (costly to compile) coverage is traced once. Rows
+  # still scanning probe ``hi``; rows that found a bracket probe its midpoint.
+  def cond(state):
+    lo, hi, _, _, found = state
+    return jnp.any(jnp.logical_or(jnp.logical_not(found), hi - lo > 1.0))
+
+  def body(state):
+    lo, hi, nu_lo, nu_hi, found = state
+    mid = jnp.floor(0.5 * (lo + hi))
+    bisecting = jnp.logical_and(found, hi - lo > 1.0)
+    probe = jnp.where(bisecting, mid, hi)
+    nu = coverage(probe)
+    # c >= N always counts as above, so the loop ends even for a traced beta outside (0, 1).
+    above = jnp.logical_or(nu > target, probe >= total1)
+    scanning = jnp.logical_not(found)
+    step = jnp.maximum(jnp.floor(hi / _GALLOP_RATIO), 1.0)
+    lower_moves = jnp.logical_and(jnp.logical_or(scanning, bisecting), jnp.logical_not(above))
+    upper_moves = jnp.logical_and(bisecting, above)
+    new_hi = jnp.where(upper_moves, mid,
+                       jnp.where(jnp.logical_and(scanning, jnp.logical_not(above)),
+                                 jnp.minimum(hi + step, total1), hi))
+    return (jnp.where(lower_moves, probe, lo), new_hi,
+            jnp.where(lower_moves, nu, nu_lo),
+            jnp.where(jnp.logical_or(upper_moves, jnp.logical_and(scanning, above)), nu, nu_hi),
+            jnp.logical_or(found, above))
+
+  state = (zeros, jnp.ones_like(zeros), zeros, jnp.ones_like(zeros), jnp.zeros(zeros.shape, bool))
+  lo, _, nu_lo, nu_hi, _ = jax.lax.while_loop(cond, body, state)
+  return lo, nu_lo, nu_hi
+
+
+@jax.jit
+def _sison_glaz_core(n, beta):
+  total = jnp.sum(n, axis=-1, keepdims=True)
+  c, nu_c, nu_c1 = _sison_glaz_search(n, total, beta)
+  gamma = (1.0 - beta - nu_c) / (nu_c1 - nu_c)
+  lower = (n - c[..., None]) / total
+  upper = (n + (c + 2.0 * gamma)[..., None]) / total
+  return Interval(jnp.clip(lower, 0.0, 1.0), jnp.clip(upper, 0.0, 1.0))
+
+
+def sison_glaz_intervals(counts, significance=0.05) -> Interval:
+  r"""Sison and Glaz's simultaneous confidence intervals for multinomial proportions.
+
+  Let :math:`n_i` be the counts, :math:`N = \sum_i n_i`, and :math:`Y_i` be
+  :math:`X_i \sim \mathrm{Poisson}(n_i)` truncated to :math:`[n_i - c, n_i + c] \cap [0, N]`,
+  with mean :math:`\mu_i`, variance :math:`\sigma_i^2` and third and fourth central moments
+  :math:`\mu_{3,i}, \mu_{4,i}`. The coverage of the box of half-width ``c`` is approximated
+  (Levin's representation plus an Edgeworth expansion) by
+
+  .. math::
+     \nu(c) = \frac{N!}{N^N e^{-N}} \prod_i \Pr[n_i - c \le X_i \le n_i + c]\,
+       \frac{f_e\big((N - \sum_i\mu_i)/\sqrt{\textstyle\sum_i\sigma_i^2}\big)}
+            {\sqrt{\textstyle\sum_i\sigma_i^2}},
+
+  .. math::
+     f_e(x) = \phi(x)\Big[1 + \frac{\gamma_1}{6}(x^3 - 3x)
+       + \frac{\gamma_2}{24}(x^4 - 6x^2 + 3)
+       + \frac{\gamma_1^2}{72}(x^6 - 15x^4 + 45x^2 - 15)\Big],
+
+  with :math:`\gamma_1 = \sum_i\mu_{3,i} / (\sum_i\sigma_i^2)^{3/2}` and
+  :math:`\gamma_2 = \sum_i(\mu_{4,i} - 3\sigma_i^4) / (\sum_i\sigma_i^2)^2`. For the integer
+  ``c`` with :math:`\nu(c) \le 1 - \beta < \nu(c + 1)` and
+  :math:`\gamma = (1 - \beta - \nu(c)) / (\nu(c+1) - \nu(c))`, the intervals are
+
+  .. math::
+     p_i \in \Big[\frac{n_i - c}{N},\ \frac{n_i + c + 2\gamma}{N}\Big] \cap [0, 1].
+
+  (C. P. Sison and J. Glaz, JASA 90(429):366-369, 1995.) The conventions :math:`\nu(0) = 0`
+  and :math:`\nu(c) = 1` for :math:`c \ge N`, the clipping of the windows and of the intervals,
+  and the choice of the *first* such ``c`` (:math:`\nu` need not be monotone in ``c`` for very
+  unbalanced counts) follow R's MultinomialCI and statsmodels'
+  ``multinomial_proportions_confint(method="sison-glaz")``. ``c`` is found by an upward scan
+  with geometrically growing steps and a final bisection (:func:`_sison_glaz_search`), so the
+  cost grows only logarithmically with ``N``; truncated-Poisson moments come from a closed
+  recursion (:func:`_long_window_moments`), so totals up to ~1e9 and beyond are fine. Where
+  the Edgeworth density is negative, :math:`\nu` is taken as 0 (statsmodels gets NaN there;
+  the two differ only if such a ``c`` is followed by a crossing).
+
+  The k-cut audit of Chadha et al. (App. C) uses these bounds on the class probabilities of a
+  noisy-argmax mechanism to lower-bound its k-cut Renyi divergence; they are less conservative
+  than :func:`goodman_intervals` but only asymptotically valid (Sison and Glaz recommend them
+  for many categories of similar size).
+
+  Args:
+    counts: whole-number counts of shape ``(..., k)``, ``k >= 2``, with a positive total on
+      each row; leading axes are a batch.
+    significance: beta in (0, 1); a scalar or an array broadcastable to ``counts.shape[:-1]``.
+
+  Returns:
+    ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
+  """
+  _validate_inputs(counts, significance)
+  n, beta = _as_float(counts, significance)
+  shape = jnp.broadcast_shapes(n.shape[:-1], beta.shape)
+  return _sison_glaz_core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))

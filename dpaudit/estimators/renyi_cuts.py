@@ -1,0 +1,238 @@
+"""Lower bounds on Renyi divergences from Monte Carlo counts (App. C of Chadha et al.).
+
+Renyi DP has no hypothesis-testing characterisation, but its *cuts* do (Balle et al., 2020):
+for any partition of the output space into sets O_1..O_k, the Renyi divergence of the induced
+discrete distributions is at most the divergence of the mechanism's outputs. The 2-cut uses a
+set and its complement (Eq. (3) of Chadha et al., "Auditing Private Prediction"), the k-cut a
+k-way partition (Eq. (5)). Lower-bounding the induced probabilities with confidence intervals
+gives statistically valid lower bounds on the RDP of the mechanism at each order alpha; the
+bootstrap variants (App. C, "Bootstrap based methods") are only asymptotically valid.
+
+All bounds are stated for orders alpha > 1, broadcast over counts, and return
+``(..., len(orders))`` arrays (or ``(...)`` for a scalar order).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit.estimators import multinomial
+from dpaudit.estimators.binomial import clopper_pearson
+
+
+def _float(x):
+  return jnp.asarray(x, jnp.result_type(float))
+
+
+def _orders_last(orders):
+  """Orders as a float array; callers add a trailing axis to the data to broadcast."""
+  _validate.check_orders(orders)
+  return _float(orders)
+
+
+def _xlogy_ratio(alpha, x, y):
+  r"""``log(x^alpha y^(1-alpha))`` with the convention ``0^alpha y^(1-alpha) = 0`` for x = 0."""
+  safe_x = jnp.where(x > 0.0, x, 1.0)
+  safe_y = jnp.where(y > 0.0, y, 1.0)
+  finite = alpha * jnp.log(safe_x) + (1.0 - alpha) * jnp.log(safe_y)
+  return jnp.where(x > 0.0, jnp.where(y > 0.0, finite, jnp.inf), -jnp.inf)
+
+
+def binary_renyi_divergence(p1, p2, orders) -> jax.Array:
+  r"""Renyi divergence between Bernoulli(p1) and Bernoulli(p2), the value inside Eq. (3).
+
+  .. math::
+     \frac{1}{\alpha-1}\log\big(p_1^\alpha p_2^{1-\alpha}
+        + (1-p_1)^\alpha (1-p_2)^{1-\alpha}\big)
+
+  Args:
+    p1, p2: probabilities of the set under the two distributions (broadcast).
+    orders: scalar or 1-D orders alpha > 1 (appended as the last axis when 1-D).
+  """
+  alpha = _orders_last(orders)
+  p1, p2 = _float(p1), _float(p2)
+  if alpha.ndim:
+    p1, p2 = p1[..., None], p2[..., None]
+  log_sum = jnp.logaddexp(_xlogy_ratio(alpha, p1, p2), _xlogy_ratio(alpha, 1.0 - p1, 1.0 - p2))
+  return jnp.maximum(log_sum / (alpha - 1.0), 0.0)
+
+
+def renyi_divergence(p, q, orders) -> jax.Array:
+  r"""Renyi divergence between discrete distributions ``p`` and ``q`` (last axis = outcomes).
+
+  .. math:: D_\alpha(P\|Q) = \frac{1}{\alpha-1}\log\sum_i p_i^\alpha q_i^{1-\alpha}
+
+  Outcomes with ``p_i = 0`` contribute nothing; ``p_i > 0 = q_i`` gives ``+inf``. This is the
+  k-cut of Eq. (5) evaluated at the finest partition, i.e. the plug-in divergence of counts.
+  """
+  alpha = _orders_last(orders)
+  p, q = _float(p), _float(q)
+  if alpha.ndim:
+    terms = _xlogy_ratio(alpha[:, None], p[..., None, :], q[..., None, :])
+    log_sum = jax.nn.logsumexp(terms, axis=-1)
+  else:
+    log_sum = jax.nn.logsumexp(_xlogy_ratio(alpha, p, q), axis=-1)
+  return jnp.maximum(log_sum / (alpha - 1.0), 0.0)
+
+
+def per_sample_significance(significance):
+  """Significance for each of two independent samples so that both hold with 1 - beta."""
+  return 1.0 - jnp.sqrt(1.0 - _float(significance))
+
+
+def renyi_two_cut_lower_bound(counts_p, trials_p, counts_q, trials_q, orders,
+                              significance: float = 0.05) -> jax.Array:
+  r"""Clopper-Pearson lower bound on the 2-cut of the Renyi divergence (App. C, first display).
+
+  ``counts_p`` of ``trials_p`` runs of the mechanism on D landed in the set O, and ``counts_q``
+  of ``trials_q`` runs on D'. With two-sided Clopper-Pearson boxes
+  :math:`[p_1^\ell, p_1^u] \times [p_2^\ell, p_2^u]`, each at significance
+  :math:`1 - \sqrt{1-\beta}` so that both hold with probability :math:`1-\beta` (the samples
+  are independent), the bound is the minimum of the 2-cut divergence over the box:
+
+  .. math::
+     \underline{D}_\alpha = \begin{cases}
+       d_\alpha(p_1^\ell, p_2^u) & p_1^\ell > p_2^u \\
+       d_\alpha(p_1^u, p_2^\ell) & p_1^u < p_2^\ell \\
+       0 & \text{otherwise,}\end{cases}
+     \qquad d_\alpha(x, y) = \tfrac{1}{\alpha-1}\log\big(x^\alpha y^{1-\alpha}
+        + (1-x)^\alpha(1-y)^{1-\alpha}\big).
+
+  For alpha > 1, ``d`` increases in x and decreases in y when x > y (and the reverse when
+  x < y), and vanishes on x = y, so this is the exact minimum over the box. It is never below
+  the paper's displayed bound, which lower-bounds the two terms separately, and it is
+  valid for every sample size.
+
+  Args:
+    counts_p, trials_p: outcomes in O and runs on D (whole numbers, broadcast).
+    counts_q, trials_q: outcomes in O and runs on D'.
+    orders: scalar or 1-D orders alpha > 1.
+    significance: beta in (0, 1): the bound holds for each order with probability 1 - beta.
+
+  Returns:
+    Lower bounds on :math:`D_\alpha(M(D)\|M(D'))`, shape ``(..., len(orders))``.
+  """
+  _validate.check_significance(significance)
+  _validate.check_counts("counts_p", counts_p, trials_p, "trials_p")
+  _validate.check_counts("counts_q", counts_q, trials_q, "trials_q")
+  _validate.check_range("trials_p", trials_p, 1)
+  _validate.check_range("trials_q", trials_q, 1)
+  beta = per_sample_significance(significance)
+  p = clopper_pearson(counts_p, trials_p, beta)
+  q = clopper_pearson(counts_q, trials_q, beta)
+  above = p.lower > q.upper
+  below = p.upper < q.lower
+  x = jnp.where(above, p.lower, jnp.where(below, p.upper, 0.5))
+  y = jnp.where(above, q.upper, jnp.where(below, q.lower, 0.5))
+  value = binary_renyi_divergence(x, y, orders)
+  separated = jnp.logical_or(above, below)
+  if jnp.ndim(orders):
+    separated = separated[..., None]
+  return jnp.where(separated, value, 0.0)
+
+
+K_CUT_METHODS = ("sison-glaz", "goodman")
+
+
+def _simultaneous_intervals(method: str) -> Callable:
+  return {"sison-glaz": multinomial.sison_glaz_intervals,
+          "goodman": multinomial.goodman_intervals}[method]
+
+
+def renyi_k_cut_lower_bound(counts_p, counts_q, orders, significance: float = 0.05,
+                            method: str = "sison-glaz") -> jax.Array:
+  r"""Lower bound on the k-cut of the Renyi divergence from outcome counts (App. C, Eq. (5)).
+
+  ``counts_p[..., i]`` and ``counts_q[..., i]`` count the runs on D and D' whose output fell in
+  cell i of a fixed k-way partition (e.g. the k classes of noisy argmax). With simultaneous
+  multinomial intervals for each distribution (Sison-Glaz or Goodman, each at significance
+  :math:`1-\sqrt{1-\beta}`):
+
+  .. math::
+     \underline{D}^k_\alpha = \max\Big(0, \frac{1}{\alpha-1}
+        \log \sum_{i=1}^k (p_1^\ell(i))^\alpha (p_2^u(i))^{1-\alpha}\Big),
+
+  since each term increases in :math:`p_1(i)` and decreases in :math:`p_2(i)` for alpha > 1.
+  Only asymptotically valid: the simultaneous intervals are approximations.
+
+  Args:
+    counts_p, counts_q: counts with the k cells on the last axis (k >= 2).
+    orders: scalar or 1-D orders alpha > 1.
+    significance: beta in (0, 1).
+    method: "sison-glaz" or "goodman".
+  """
+  _validate.check_choice("method", method, K_CUT_METHODS)
+  _validate.check_significance(significance)
+  _validate.check_counts("counts_p", counts_p)
+  _validate.check_counts("counts_q", counts_q)
+  cells_p, cells_q = np.shape(counts_p)[-1:], np.shape(counts_q)[-1:]
+  if cells_p != cells_q:
+    raise ValueError(f"counts_p has {cells_p[0] if cells_p else 0} cells but counts_q has "
+                     f"{cells_q[0] if cells_q else 0}; the partitions must match")
+  beta = per_sample_significance(significance)
+  intervals = _simultaneous_intervals(method)
+  p_lower = intervals(counts_p, beta).lower
+  q_upper = intervals(counts_q, beta).upper
+  return renyi_divergence(p_lower, q_upper, orders)
+
+
+def _quantile_lower(samples, significance):
+  """Lower percentile-bootstrap bound along axis 0."""
+  return jnp.quantile(samples, significance, axis=0, method="lower")
+
+
+def renyi_two_cut_bootstrap_lower_bound(key: jax.Array, counts_p, trials_p, counts_q, trials_q,
+                                        orders, significance: float = 0.05,
+                                        num_bootstrap: int = 1000) -> jax.Array:
+  r"""Percentile-bootstrap lower bound on the 2-cut (App. C, "2-cut Bootstrap audit").
+
+  Resamples the Bernoulli outcomes of both runs (equivalently :math:`k^* \sim
+  \mathrm{Bin}(n, \hat p)`), evaluates the plug-in 2-cut :func:`binary_renyi_divergence` on
+  each resample and returns its ``significance`` quantile. Asymptotically valid only away from
+  D = 0 (Table 2 of Chadha et al.); use :func:`renyi_two_cut_lower_bound` for a guarantee.
+  """
+  _validate.check_significance(significance)
+  _validate.check_counts("counts_p", counts_p, trials_p, "trials_p")
+  _validate.check_counts("counts_q", counts_q, trials_q, "trials_q")
+  _validate.check_range("trials_p", trials_p, 1)
+  _validate.check_range("trials_q", trials_q, 1)
+  _validate.check_range("num_bootstrap", num_bootstrap, 1)
+  counts_p, trials_p, counts_q, trials_q = jnp.broadcast_arrays(
+      *(_float(v) for v in (counts_p, trials_p, counts_q, trials_q)))
+  key_p, key_q = jax.random.split(key)
+  shape = (num_bootstrap,) + counts_p.shape
+  draws_p = jax.random.binomial(key_p, trials_p, counts_p / trials_p, shape)
+  draws_q = jax.random.binomial(key_q, trials_q, counts_q / trials_q, shape)
+  values = binary_renyi_divergence(draws_p / trials_p, draws_q / trials_q, orders)
+  return _quantile_lower(values, significance)
+
+
+def renyi_k_cut_bootstrap_lower_bound(key: jax.Array, counts_p, counts_q, orders,
+                                      significance: float = 0.05,
+                                      num_bootstrap: int = 1000) -> jax.Array:
+  r"""Percentile-bootstrap lower bound on the k-cut (App. C, "k-cut Bootstrap audit").
+
+  Resamples both count vectors from their empirical multinomials, evaluates the plug-in
+  divergence :func:`renyi_divergence` of each pair and returns its ``significance`` quantile.
+  Not valid at D = 0 nor for tiny divergences (Table 2 of Chadha et al.).
+  """
+  _validate.check_significance(significance)
+  _validate.check_counts("counts_p", counts_p)
+  _validate.check_counts("counts_q", counts_q)
+  _validate.check_range("num_bootstrap", num_bootstrap, 1)
+  counts_p, counts_q = _float(counts_p), _float(counts_q)
+  key_p, key_q = jax.random.split(key)
+  def resample(key, counts):
+    total = jnp.sum(counts, axis=-1, keepdims=True)
+    probs = jnp.broadcast_to(counts / total, (num_bootstrap,) + counts.shape)
+    draws = jax.random.multinomial(key, total[..., 0], probs, dtype=counts.dtype)
+    return draws / total
+
+  p = resample(key_p, counts_p)
+  q = resample(key_q, counts_q)
+  return _quantile_lower(renyi_divergence(p, q, orders), significance)

@@ -1,0 +1,160 @@
+"""Renyi 2-cut and k-cut lower bounds: references, brute force, coverage, limits."""
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+import scipy.stats
+from statsmodels.stats.proportion import multinomial_proportions_confint
+
+from dpaudit.estimators import renyi_cuts
+
+ORDERS = np.array([1.5, 2.0, 4.0, 10.0, 32.0])
+
+
+def _mp_binary(p1, p2, alpha):
+  p1, p2, a = mpmath.mpf(p1), mpmath.mpf(p2), mpmath.mpf(alpha)
+  inner = p1**a * p2**(1 - a) + (1 - p1)**a * (1 - p2)**(1 - a)
+  return float(mpmath.log(inner) / (a - 1))
+
+
+def test_binary_divergence_matches_mpmath():
+  for p1, p2 in ((0.3, 0.2), (0.9, 0.5), (1e-4, 3e-4), (0.5, 0.5), (0.0, 0.2)):
+    got = renyi_cuts.binary_renyi_divergence(p1, p2, ORDERS)
+    want = [_mp_binary(p1, p2, a) for a in ORDERS]
+    np.testing.assert_allclose(got, np.maximum(want, 0.0), rtol=1e-12, atol=1e-15)
+  assert np.all(np.isinf(renyi_cuts.binary_renyi_divergence(0.3, 0.0, ORDERS)))
+
+
+def test_discrete_divergence_matches_naive_sum():
+  rng = np.random.default_rng(0)
+  p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+  p[2] = 0.0
+  p /= p.sum()
+  for a in ORDERS:
+    naive = np.log(np.sum(p[p > 0]**a * q[p > 0]**(1 - a))) / (a - 1)
+    assert float(renyi_cuts.renyi_divergence(p, q, a)) == pytest.approx(naive, rel=1e-12)
+  assert renyi_cuts.renyi_divergence(p, q, ORDERS).shape == (len(ORDERS),)
+  assert float(renyi_cuts.renyi_divergence(p, p, 3.0)) == pytest.approx(0.0, abs=1e-14)
+
+
+def _cp(k, n, beta):
+  lower = 0.0 if k == 0 else scipy.stats.beta.ppf(beta / 2, k, n - k + 1)
+  upper = 1.0 if k == n else scipy.stats.beta.isf(beta / 2, k + 1, n - k)
+  return lower, upper
+
+
+@pytest.mark.parametrize("kp,np_,kq,nq", [(3000, 10000, 2000, 10000), (20, 1000, 80, 1000),
+                                           (500, 1000, 480, 1000), (0, 500, 40, 500)])
+def test_two_cut_is_the_minimum_over_the_confidence_box(kp, np_, kq, nq):
+  beta = 0.05
+  got = np.asarray(renyi_cuts.renyi_two_cut_lower_bound(kp, np_, kq, nq, ORDERS, beta))
+  each = 1 - np.sqrt(1 - beta)
+  p_lo, p_hi = _cp(kp, np_, each)
+  q_lo, q_hi = _cp(kq, nq, each)
+  grid_p = np.linspace(p_lo, p_hi, 101)
+  grid_q = np.linspace(q_lo, q_hi, 101)
+  for i, a in enumerate(ORDERS):
+    values = np.asarray(renyi_cuts.binary_renyi_divergence(grid_p[:, None], grid_q[None, :], a))
+    assert got[i] <= values.min() + 1e-12
+    assert got[i] >= values.min() - 1e-6 * max(1.0, values.min())
+    # Never below the paper's displayed bound (App. C), which bounds the two terms apart.
+    paper = np.log(max(p_lo, 1e-300)**a * q_hi**(1 - a)
+                   + (1 - p_hi)**a * (1 - q_lo)**(1 - a)) / (a - 1) if p_lo > 0 else -np.inf
+    assert got[i] >= min(paper, got[i]) and got[i] >= max(paper, 0.0) - 1e-12
+
+
+def test_two_cut_limits():
+  # Identical distributions: 0. Perfect separation: finite and large.
+  assert np.all(np.asarray(renyi_cuts.renyi_two_cut_lower_bound(500, 1000, 500, 1000, ORDERS))
+                == 0.0)
+  perfect = np.asarray(renyi_cuts.renyi_two_cut_lower_bound(1000, 1000, 0, 1000, ORDERS))
+  assert np.all(np.isfinite(perfect)) and np.all(perfect > 1.0)
+  # Scalar order gives a scalar; batches broadcast.
+  assert renyi_cuts.renyi_two_cut_lower_bound(10, 100, 3, 100, 2.0).shape == ()
+  batch = renyi_cuts.renyi_two_cut_lower_bound(jnp.array([10, 20]), 100, 3, 100, ORDERS)
+  assert batch.shape == (2, len(ORDERS))
+
+
+def test_two_cut_coverage_for_known_bernoullis():
+  """A fixed set with known probabilities: the bound exceeds the truth in <= beta of runs."""
+  p1, p2, n, reps, beta = 0.3, 0.2, 2000, 400, 0.1
+  rng = np.random.default_rng(1)
+  kp, kq = rng.binomial(n, p1, reps), rng.binomial(n, p2, reps)
+  bounds = np.asarray(renyi_cuts.renyi_two_cut_lower_bound(kp, n, kq, n, ORDERS, beta))
+  truth = np.asarray(renyi_cuts.binary_renyi_divergence(p1, p2, ORDERS))
+  misses = np.mean(bounds > truth, axis=0)
+  assert np.all(misses <= beta + 3 * np.sqrt(beta * (1 - beta) / reps))
+  # The harness has power: the plug-in estimate (no confidence) overshoots about half the time.
+  plug_in = np.asarray(renyi_cuts.binary_renyi_divergence(kp / n, kq / n, ORDERS))
+  assert np.all(np.mean(plug_in > truth, axis=0) > 0.3)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log:RuntimeWarning")
+@pytest.mark.parametrize("method,sm_method", [("goodman", "goodman"),
+                                              ("sison-glaz", "sison-glaz")])
+def test_k_cut_matches_naive_with_statsmodels_intervals(method, sm_method):
+  counts_p = np.array([7251, 2221, 465, 58, 5])
+  counts_q = np.array([5000, 4000, 850, 140, 10])
+  beta = 0.05
+  each = 1 - np.sqrt(1 - beta)
+  p_lower = multinomial_proportions_confint(counts_p, each, method=sm_method)[:, 0]
+  q_upper = multinomial_proportions_confint(counts_q, each, method=sm_method)[:, 1]
+  got = np.asarray(renyi_cuts.renyi_k_cut_lower_bound(counts_p, counts_q, ORDERS, beta, method))
+  for i, a in enumerate(ORDERS):
+    naive = np.log(np.sum(p_lower**a * q_upper**(1 - a))) / (a - 1)
+    assert got[i] == pytest.approx(max(naive, 0.0), rel=1e-6, abs=1e-9)
+
+
+def test_k_cut_is_zero_for_identical_counts_and_below_plug_in():
+  counts = np.array([5000, 3000, 1500, 500])
+  assert np.all(np.asarray(renyi_cuts.renyi_k_cut_lower_bound(counts, counts, ORDERS)) == 0.0)
+  counts = counts * 100  # 1e6 trials: enough for a positive bound at every order
+  other = np.array([4000, 3500, 1700, 800]) * 100
+  bound = np.asarray(renyi_cuts.renyi_k_cut_lower_bound(counts, other, ORDERS))
+  plug_in = np.asarray(renyi_cuts.renyi_divergence(counts / counts.sum(), other / other.sum(),
+                                                   ORDERS))
+  assert np.all(bound <= plug_in) and np.all(bound > 0)
+
+
+def test_bootstraps_are_reproducible_and_close_to_plug_in_for_large_counts():
+  key = jax.random.key(0)
+  n = 10**7
+  two = renyi_cuts.renyi_two_cut_bootstrap_lower_bound(key, 3 * n // 10, n, 2 * n // 10, n,
+                                                       ORDERS, 0.05, 200)
+  again = renyi_cuts.renyi_two_cut_bootstrap_lower_bound(key, 3 * n // 10, n, 2 * n // 10, n,
+                                                         ORDERS, 0.05, 200)
+  np.testing.assert_array_equal(two, again)
+  plug_in = np.asarray(renyi_cuts.binary_renyi_divergence(0.3, 0.2, ORDERS))
+  np.testing.assert_allclose(two, plug_in, rtol=2e-2)
+  assert np.all(np.asarray(two) <= plug_in * (1 + 1e-9))
+  counts_p, counts_q = np.array([6e6, 3e6, 1e6]), np.array([5e6, 3.5e6, 1.5e6])
+  k = renyi_cuts.renyi_k_cut_bootstrap_lower_bound(key, counts_p, counts_q, ORDERS, 0.05, 200)
+  plug_in = np.asarray(renyi_cuts.renyi_divergence(counts_p / 1e7, counts_q / 1e7, ORDERS))
+  np.testing.assert_allclose(k, plug_in, rtol=2e-2)
+
+
+def test_bootstrap_is_positive_at_zero_divergence():
+  """Table 2 of Chadha et al.: the bootstrap is not valid at D = 0 (a documented limitation)."""
+  key = jax.random.key(1)
+  counts = np.array([5000, 3000, 2000])
+  k = np.asarray(renyi_cuts.renyi_k_cut_bootstrap_lower_bound(key, counts, counts, 2.0, 0.05,
+                                                              500))
+  assert k > 0.0
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: renyi_cuts.renyi_two_cut_lower_bound(5, 4, 1, 4, ORDERS), "counts_p=5"),
+    (lambda: renyi_cuts.renyi_two_cut_lower_bound(1, 4, 1, 4, [0.5, 2.0]), "orders=0.5"),
+    (lambda: renyi_cuts.renyi_two_cut_lower_bound(1, 4, 1, 4, ORDERS, 1.5), "significance=1.5"),
+    (lambda: renyi_cuts.renyi_k_cut_lower_bound([1, 2], [1, 2, 3], ORDERS), "partitions"),
+    (lambda: renyi_cuts.renyi_k_cut_lower_bound([1, 2], [1, 2], ORDERS, method="wald"),
+     "method='wald'"),
+    (lambda: renyi_cuts.renyi_two_cut_bootstrap_lower_bound(jax.random.key(0), 1, 4, 1, 4,
+                                                            ORDERS, num_bootstrap=0),
+     "num_bootstrap=0"),
+])
+def test_validation(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
