@@ -1,0 +1,36 @@
+"""The shared estimator module: every bound dpaudit reports is computed here.
+
+Pure JAX functions on counts and scores (jit/vmap-able, CPU/GPU/TPU, float64 when
+``jax_enable_x64`` is on). Each validates its input and is tested against an independent
+reference (scipy, mpmath, statsmodels, dp-accounting or a naive loop).
+"""
+
+from dpaudit.estimators.approx_dp import epsilon_from_error_counts, epsilon_from_scores
+from dpaudit.estimators.binomial import (binomial_cdf, binomial_logpmf, binomial_sf,
+                                         clopper_pearson, incomplete_beta_tails)
+from dpaudit.estimators.mia_metrics import precision_at_top, roc_auc, roc_curve, tpr_at_fpr
+from dpaudit.estimators.multinomial import goodman_intervals, sison_glaz_intervals
+from dpaudit.estimators.one_run import (one_run_epsilon, one_run_epsilon_ceiling,
+                                        one_run_epsilon_from_scores, one_run_p_value)
+from dpaudit.estimators.panoramia import panoramia_bounds
+from dpaudit.estimators.rdp import compose_rdp, rdp_to_epsilon
+from dpaudit.estimators.reconstruction import (leakage_bits, posterior_bound,
+                                               reconstruction_leakage_bound,
+                                               traditional_reconstruction_bound)
+from dpaudit.estimators.renyi_cuts import (binary_renyi_divergence, renyi_divergence,
+                                           renyi_k_cut_bootstrap_lower_bound,
+                                           renyi_k_cut_lower_bound,
+                                           renyi_two_cut_bootstrap_lower_bound,
+                                           renyi_two_cut_lower_bound)
+
+__all__ = [
+    "binary_renyi_divergence", "binomial_cdf", "binomial_logpmf", "binomial_sf",
+    "clopper_pearson", "compose_rdp", "epsilon_from_error_counts", "epsilon_from_scores",
+    "goodman_intervals", "incomplete_beta_tails", "leakage_bits", "one_run_epsilon",
+    "one_run_epsilon_ceiling", "one_run_epsilon_from_scores", "one_run_p_value",
+    "panoramia_bounds", "posterior_bound", "precision_at_top", "rdp_to_epsilon",
+    "reconstruction_leakage_bound", "renyi_divergence", "renyi_k_cut_bootstrap_lower_bound",
+    "renyi_k_cut_lower_bound", "renyi_two_cut_bootstrap_lower_bound", "renyi_two_cut_lower_bound",
+    "roc_auc", "roc_curve", "sison_glaz_intervals", "tpr_at_fpr",
+    "traditional_reconstruction_bound",
+]

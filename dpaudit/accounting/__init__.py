@@ -1,0 +1,23 @@
+"""Theoretical privacy upper bounds: the exact noisy-argmax law and the GNMax RDP bounds."""
+
+from dpaudit.accounting.noisy_argmax import (
+    RenyiPair,
+    default_num_nodes,
+    gnmax_data_dependent_rdp,
+    gnmax_data_independent_rdp,
+    gnmax_log_q_bound,
+    noisy_argmax_class_probabilities,
+    noisy_argmax_log_probabilities,
+    noisy_argmax_renyi,
+)
+
+__all__ = [
+    "RenyiPair",
+    "default_num_nodes",
+    "gnmax_data_dependent_rdp",
+    "gnmax_data_independent_rdp",
+    "gnmax_log_q_bound",
+    "noisy_argmax_class_probabilities",
+    "noisy_argmax_log_probabilities",
+    "noisy_argmax_renyi",
+]

@@ -1,0 +1,317 @@
+"""Renyi-DP audit of the noisy argmax mechanism (Sec. 4.2 and App. C of Chadha et al.).
+
+The game: run the black-box mechanism ``argmax(H + N(0, sigma^2 I))`` many times on a histogram
+H and on a neighbouring histogram H', count the released classes, and turn the counts into
+lower bounds on the Renyi divergence of the two output distributions at each order alpha:
+
+* **2-cut** (Eq. (3), App. C first display): the output set O is chosen on a *selection* half of
+  the trials (the likelihood-ratio prefix set with the best bound there) and the Clopper-Pearson
+  bound is evaluated on the other, *evaluation*, half, so the choice never peeks at the data
+  that certifies it. Valid at every sample size.
+* **k-cut** (Eq. (5)): the partition into the k classes, with simultaneous multinomial
+  intervals (Sison-Glaz or Goodman) on all trials. Asymptotically valid.
+* **bootstrap** variants of both (App. C): asymptotically valid away from zero.
+
+They are held against the exact divergence (Eq. (4) by quadrature) and the GNMax theory bounds
+of Papernot et al. (2018) (data-independent and data-dependent), order by order, as in Figs. 2
+and 6; per-query RDP curves are composed over ``num_queries`` queries and converted to
+(epsilon, delta) with Thm. 1 for display.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit import accounting
+from dpaudit import montecarlo
+from dpaudit.estimators import rdp as rdp_lib
+from dpaudit.estimators import renyi_cuts
+from dpaudit.mechanisms import noisy_argmax
+
+DEFAULT_ORDERS = (1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0,
+                  20.0, 24.0, 32.0, 48.0, 64.0)
+FIG6_HISTOGRAM = (14.0, 12.0, 10.0, 8.0, 6.0)
+FIG6_NEIGHBOR = (13.0, 13.0, 10.0, 8.0, 6.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoisyArgmaxAuditConfig:
+  """What to audit and how hard.
+
+  Attributes:
+    histogram: vote histogram H (one entry per class, >= 2 classes).
+    neighbor: neighbouring histogram H' (same number of classes).
+    sigma: standard deviation of the Gaussian noise (> 0).
+    num_trials: Monte Carlo runs of the mechanism per histogram (>= 4); half select the
+      2-cut sets, half evaluate them; the k-cut uses all of them.
+    orders: Renyi orders alpha > 1, increasing.
+    significance: beta of the 1 - beta confidence of each bound (per order).
+    k_cut_method: simultaneous intervals for the k-cut, "sison-glaz" or "goodman".
+    num_bootstrap: resamples for the bootstrap bounds (>= 1).
+    num_queries: n_Q, the number of (identical) queries composed for the (eps, delta) display.
+    delta: delta of the displayed (eps, delta) conversion (Thm. 1), in (0, 1).
+    chunk_size: Monte Carlo trials per vmapped chunk (memory knob).
+  """
+  histogram: tuple[float, ...] = FIG6_HISTOGRAM
+  neighbor: tuple[float, ...] = FIG6_NEIGHBOR
+  sigma: float = 2.0
+  num_trials: int = 10**7
+  orders: tuple[float, ...] = DEFAULT_ORDERS
+  significance: float = 0.05
+  k_cut_method: str = "sison-glaz"
+  num_bootstrap: int = 1000
+  num_queries: int = 1
+  delta: float = 1e-6
+  chunk_size: int = 2**16
+
+  def __post_init__(self):
+    object.__setattr__(self, "histogram", tuple(float(v) for v in self.histogram))
+    object.__setattr__(self, "neighbor", tuple(float(v) for v in self.neighbor))
+    object.__setattr__(self, "orders", tuple(float(v) for v in self.orders))
+    if len(self.histogram) < 2:
+      raise ValueError(f"histogram={list(self.histogram)} has {len(self.histogram)} classes; "
+                       "need at least 2")
+    if len(self.neighbor) != len(self.histogram):
+      raise ValueError(f"neighbor has {len(self.neighbor)} classes but histogram has "
+                       f"{len(self.histogram)}; they must match")
+    for name in ("histogram", "neighbor"):
+      values = np.asarray(getattr(self, name))
+      if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name}={list(values)} must contain finite numbers")
+    _validate.check_range("sigma", self.sigma, 0.0, low_open=True)
+    _validate.check_range("num_trials", self.num_trials, 4)
+    _validate.check_nonempty("orders", self.orders)
+    _validate.check_orders(self.orders)
+    if list(self.orders) != sorted(set(self.orders)):
+      raise ValueError(f"orders={list(self.orders)} must be strictly increasing")
+    _validate.check_significance(self.significance)
+    _validate.check_choice("k_cut_method", self.k_cut_method, renyi_cuts.K_CUT_METHODS)
+    _validate.check_range("num_bootstrap", self.num_bootstrap, 1)
+    _validate.check_range("num_queries", self.num_queries, 1)
+    _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+    _validate.check_range("chunk_size", self.chunk_size, 1)
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.histogram)
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectionResult:
+  """Bounds on one direction, D_alpha(M(P) || M(Q)), per order."""
+  exact: np.ndarray
+  two_cut: np.ndarray
+  k_cut: np.ndarray
+  two_cut_bootstrap: np.ndarray
+  k_cut_bootstrap: np.ndarray
+  data_dependent: np.ndarray
+  two_cut_sets: np.ndarray  # (num_orders, num_classes) bool: the set O chosen per order
+
+
+@dataclasses.dataclass(frozen=True)
+class NoisyArgmaxAuditResult:
+  """Everything the audit measured; ``to_dict()`` gives plain Python values."""
+  config: NoisyArgmaxAuditConfig
+  forward: DirectionResult   # D_alpha(M(H) || M(H'))
+  reverse: DirectionResult   # D_alpha(M(H') || M(H))
+  data_independent_rdp: np.ndarray
+  class_probabilities: np.ndarray
+  class_probabilities_neighbor: np.ndarray
+  counts: dict[str, np.ndarray]
+  epsilon: dict[str, float]
+  epsilon_order: dict[str, float]
+
+  @property
+  def orders(self) -> np.ndarray:
+    return np.asarray(self.config.orders)
+
+  def to_dict(self) -> dict[str, Any]:
+    f, r = self.forward, self.reverse
+    out = {
+        "orders": self.orders,
+        "num_trials": self.config.num_trials,
+        "exact_renyi": f.exact,
+        "exact_renyi_reverse": r.exact,
+        "two_cut_lower_bound": f.two_cut,
+        "two_cut_lower_bound_reverse": r.two_cut,
+        "k_cut_lower_bound": f.k_cut,
+        "k_cut_lower_bound_reverse": r.k_cut,
+        "two_cut_bootstrap_lower_bound": f.two_cut_bootstrap,
+        "two_cut_bootstrap_lower_bound_reverse": r.two_cut_bootstrap,
+        "k_cut_bootstrap_lower_bound": f.k_cut_bootstrap,
+        "k_cut_bootstrap_lower_bound_reverse": r.k_cut_bootstrap,
+        "data_independent_rdp": self.data_independent_rdp,
+        "data_dependent_rdp": f.data_dependent,
+        "data_dependent_rdp_reverse": r.data_dependent,
+        "two_cut_sets": f.two_cut_sets,
+        "two_cut_sets_reverse": r.two_cut_sets,
+        "class_probabilities": self.class_probabilities,
+        "class_probabilities_neighbor": self.class_probabilities_neighbor,
+        "counts": self.counts,
+        "epsilon": self.epsilon,
+        "epsilon_order": self.epsilon_order,
+        "config": dataclasses.asdict(self.config),
+    }
+    return to_plain(out)
+
+
+def to_plain(value: Any) -> Any:
+  """Nested dicts/arrays to JSON-ready Python values; non-finite floats become None."""
+  if isinstance(value, dict):
+    return {str(k): to_plain(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [to_plain(v) for v in value]
+  if isinstance(value, (np.ndarray, jax.Array)):
+    return to_plain(np.asarray(value).tolist())
+  if isinstance(value, (np.bool_, bool)):
+    return bool(value)
+  if isinstance(value, (np.integer, int)):
+    return int(value)
+  if isinstance(value, (np.floating, float)):
+    return float(value) if np.isfinite(value) else None
+  return value
+
+
+def likelihood_ratio_prefix_sets(counts_p: jax.Array, counts_q: jax.Array) -> jax.Array:
+  """Candidate 2-cut sets: the classes sorted by estimated ratio p/q, every proper prefix.
+
+  The 2-cut is a convex function of (P(O), Q(O)), so over all sets it is maximised at a
+  likelihood-ratio level set (a Neyman-Pearson region); with k classes that leaves k - 1
+  candidates instead of 2^k. Counts are smoothed by 1/2 so empty classes have a finite ratio.
+
+  Returns:
+    (k - 1, k) boolean masks; row j holds the j + 1 classes with the largest ratio.
+  """
+  counts_p = jnp.asarray(counts_p, jnp.result_type(float))
+  counts_q = jnp.asarray(counts_q, jnp.result_type(float))
+  log_ratio = (jnp.log(counts_p + 0.5) - jnp.log(jnp.sum(counts_p) + 0.5)
+               - jnp.log(counts_q + 0.5) + jnp.log(jnp.sum(counts_q) + 0.5))
+  rank = jnp.argsort(jnp.argsort(-log_ratio, stable=True))
+  num_classes = counts_p.shape[-1]
+  return rank[None, :] <= jnp.arange(num_classes - 1)[:, None]
+
+
+def select_two_cut_sets(sel_p, sel_q, orders, significance) -> jax.Array:
+  """Per order, the prefix set whose 2-cut lower bound is best on the selection counts."""
+  candidates = likelihood_ratio_prefix_sets(sel_p, sel_q)
+  in_p = candidates.astype(sel_p.dtype) @ sel_p
+  in_q = candidates.astype(sel_q.dtype) @ sel_q
+  bounds = renyi_cuts.renyi_two_cut_lower_bound(in_p, jnp.sum(sel_p), in_q, jnp.sum(sel_q),
+                                                orders, significance)  # (k - 1, num_orders)
+  best = jnp.argmax(bounds, axis=0)
+  return candidates[best]
+
+
+def _set_counts(sets, counts):
+  return sets.astype(counts.dtype) @ counts
+
+
+def _direction(key, sel_p, eval_p, sel_q, eval_q, exact, data_dependent, config):
+  """All empirical bounds on D_alpha(P || Q) from the four count vectors."""
+  orders = jnp.asarray(config.orders)
+  beta = config.significance
+  sets = select_two_cut_sets(sel_p, sel_q, orders, beta)
+  in_p, in_q = _set_counts(sets, eval_p), _set_counts(sets, eval_q)
+  n_p, n_q = jnp.sum(eval_p), jnp.sum(eval_q)
+  # Each order has its own set: evaluate all sets at all orders and keep the diagonal.
+  two_cut = jnp.diagonal(renyi_cuts.renyi_two_cut_lower_bound(in_p, n_p, in_q, n_q, orders, beta))
+  key_two, key_k = jax.random.split(key)
+  two_cut_boot = jnp.diagonal(renyi_cuts.renyi_two_cut_bootstrap_lower_bound(
+      key_two, in_p, n_p, in_q, n_q, orders, beta, config.num_bootstrap))
+  all_p, all_q = sel_p + eval_p, sel_q + eval_q
+  k_cut = renyi_cuts.renyi_k_cut_lower_bound(all_p, all_q, orders, beta, config.k_cut_method)
+  k_cut_boot = renyi_cuts.renyi_k_cut_bootstrap_lower_bound(key_k, all_p, all_q, orders, beta,
+                                                             config.num_bootstrap)
+  as_np = lambda x: np.asarray(x, np.float64)
+  return DirectionResult(exact=as_np(exact), two_cut=as_np(two_cut), k_cut=as_np(k_cut),
+                         two_cut_bootstrap=as_np(two_cut_boot), k_cut_bootstrap=as_np(k_cut_boot),
+                         data_dependent=as_np(data_dependent), two_cut_sets=np.asarray(sets))
+
+
+def data_independent_rdp(histogram, neighbor, sigma, orders) -> np.ndarray:
+  r"""RDP of releasing the whole noisy histogram: :math:`\alpha\|H - H'\|_2^2 / (2\sigma^2)`.
+
+  For neighbours that differ by one moved vote this is the GNMax bound
+  :math:`\alpha/\sigma^2` of Papernot et al. (2018, Prop. 8), computed by
+  :func:`dpaudit.accounting.gnmax_data_independent_rdp`; other pairs (e.g. one added vote in
+  Private-kNN) are scaled by their squared L2 distance over 2.
+  """
+  sq_distance = float(np.sum((np.asarray(histogram) - np.asarray(neighbor)) ** 2))
+  per_moved_vote = np.asarray(accounting.gnmax_data_independent_rdp(sigma, jnp.asarray(orders)))
+  return per_moved_vote * sq_distance / 2.0
+
+
+def epsilon_table(curves: dict[str, np.ndarray], orders, num_queries: int,
+                  delta: float) -> tuple[dict[str, float], dict[str, float]]:
+  """Composes each per-query RDP curve over ``num_queries`` and converts it with Thm. 1."""
+  epsilon, best_order = {}, {}
+  for name, curve in curves.items():
+    composed = rdp_lib.compose_rdp(jnp.asarray(curve)[None], num_compositions=num_queries)
+    converted = rdp_lib.rdp_to_epsilon(composed, jnp.asarray(orders), delta)
+    epsilon[name] = float(converted.epsilon)
+    best_order[name] = float(converted.order)
+  return epsilon, best_order
+
+
+def run(key: jax.Array, config: NoisyArgmaxAuditConfig, *,
+        progress_factory: Callable[[str], montecarlo.ProgressFn] | None = None,
+        checkpoint_dir: str | None = None) -> NoisyArgmaxAuditResult:
+  """Runs the audit (Sec. 4.2 and App. C of Chadha et al.).
+
+  Args:
+    key: PRNG key; the four Monte Carlo runs and the bootstraps use keys split from it.
+    config: the audit configuration.
+    progress_factory: optional ``label -> progress callback`` for the Monte Carlo runs.
+    checkpoint_dir: optional directory for Monte Carlo checkpoints; a rerun with the same key
+      and configuration resumes each run where it stopped.
+
+  Returns:
+    :class:`NoisyArgmaxAuditResult`.
+  """
+  orders = jnp.asarray(config.orders)
+  histogram = jnp.asarray(config.histogram, jnp.float32)
+  neighbor = jnp.asarray(config.neighbor, jnp.float32)
+  half = config.num_trials // 2
+  keys = dict(zip(("sel_p", "eval_p", "sel_q", "eval_q", "boot_fwd", "boot_rev"),
+                  jax.random.split(key, 6)))
+  runs = {"sel_p": (histogram, half), "eval_p": (histogram, config.num_trials - half),
+          "sel_q": (neighbor, half), "eval_q": (neighbor, config.num_trials - half)}
+  counts = {}
+  for name, (hist, trials) in runs.items():
+    path = os.path.join(checkpoint_dir, f"{name}.npz") if checkpoint_dir else None
+    tag = f"noisy_argmax:{list(np.asarray(hist))}:{config.sigma}:float32"
+    counts[name] = montecarlo.count_outcomes(
+        noisy_argmax, keys[name], trials, config.num_classes, args=(hist, config.sigma),
+        chunk_size=config.chunk_size, checkpoint_path=path, checkpoint_tag=tag,
+        progress=progress_factory(name) if progress_factory else None)
+  c = {name: jnp.asarray(v, jnp.result_type(float)) for name, v in counts.items()}
+
+  hist64 = jnp.asarray(config.histogram, jnp.result_type(float))
+  neigh64 = jnp.asarray(config.neighbor, jnp.result_type(float))
+  exact = accounting.noisy_argmax_renyi(hist64, neigh64, config.sigma, orders)
+  dd_forward = accounting.gnmax_data_dependent_rdp(hist64, config.sigma, orders)
+  dd_reverse = accounting.gnmax_data_dependent_rdp(neigh64, config.sigma, orders)
+  forward = _direction(keys["boot_fwd"], c["sel_p"], c["eval_p"], c["sel_q"], c["eval_q"],
+                       exact.forward, dd_forward, config)
+  reverse = _direction(keys["boot_rev"], c["sel_q"], c["eval_q"], c["sel_p"], c["eval_p"],
+                       exact.reverse, dd_reverse, config)
+  di = data_independent_rdp(config.histogram, config.neighbor, config.sigma, config.orders)
+  curves = {"exact": forward.exact, "two_cut": forward.two_cut, "k_cut": forward.k_cut,
+            "two_cut_bootstrap": forward.two_cut_bootstrap,
+            "k_cut_bootstrap": forward.k_cut_bootstrap,
+            "data_dependent": forward.data_dependent, "data_independent": di}
+  epsilon, epsilon_order = epsilon_table(curves, config.orders, config.num_queries, config.delta)
+  return NoisyArgmaxAuditResult(
+      config=config, forward=forward, reverse=reverse, data_independent_rdp=di,
+      class_probabilities=np.asarray(accounting.noisy_argmax_class_probabilities(
+          hist64, config.sigma)),
+      class_probabilities_neighbor=np.asarray(accounting.noisy_argmax_class_probabilities(
+          neigh64, config.sigma)),
+      counts=counts, epsilon=epsilon, epsilon_order=epsilon_order)

@@ -1,0 +1,213 @@
+r"""Reconstruction-risk bounds from RDP: Stock et al., "Defending against Reconstruction Attacks
+with Renyi Differential Privacy" (2022).
+
+A secret :math:`s` has prior probability :math:`p_0 = \Pr[\mathcal A(\mathcal M(D)) = s]` of
+being output by a reconstruction attack on a model trained without it, and posterior
+:math:`p_1 = \Pr[\mathcal A(\mathcal M(D \cup \{s\})) = s]`. If :math:`\mathcal M` is
+:math:`(\alpha, d_\alpha)`-RDP, probability preservation (their Eq. (1)) gives their Eq. (2),
+
+.. math::
+   -h(\alpha, p_0) \le \log\frac{p_1}{p_0} \le l(\alpha, p_0), \qquad
+   l(\alpha, p_0) = d_\alpha\frac{\alpha - 1}{\alpha} + \frac{\log(1/p_0)}{\alpha},\quad
+   h(\alpha, p_0) = d_\alpha + \frac{\log(1/p_0)}{\alpha - 1},
+
+and :math:`L(p_0) = \min_{\alpha > 1} l(\alpha, p_0)` (Eq. (3)). All logs are natural except in
+:func:`leakage_bits`. RDP curves carry the orders on their last axis; batch axes of the curve
+broadcast against the shape of ``p0`` / ``secret_bits`` (so an ``(T, 1, K)`` stack of curves
+and ``B`` priors give a ``(T, B)`` table). Priors are handled through :math:`\log p_0`, and
+every function accepts ``log_p0=`` instead of ``p0`` for priors below the floating-point range
+(e.g. :math:`2^{-2000}`).
+
+All functions are pure JAX, jit- and vmap-able, and compute in float64 when
+``jax_enable_x64`` is on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit.estimators import rdp as _rdp
+
+_LOG2 = math.log(2.0)
+
+
+def _float_dtype():
+  return jnp.result_type(float)
+
+
+class BoundAtOrder(NamedTuple):
+  r"""A bound minimised over Renyi orders and the order attaining it.
+
+  ``order`` is 1.0 where the trivial bound (the :math:`\alpha \to 1^+` limit, see
+  :func:`reconstruction_leakage_bound`) is the minimum, and NaN where the bound is infinite.
+  """
+  value: jax.Array
+  order: jax.Array
+
+
+def _log_prior(p0, log_p0, batch_shape):
+  """Validates exactly one of p0 / log_p0 and returns log p0 as a float array."""
+  if (p0 is None) == (log_p0 is None):
+    raise ValueError("pass exactly one of p0 and log_p0")
+  dtype = _float_dtype()
+  if p0 is not None:
+    name, value = "p0", p0
+    _validate.check_range("p0", p0, 0.0, 1.0, low_open=True)
+  else:
+    name, value = "log_p0", log_p0
+    _validate.check_range("log_p0", log_p0, None, 0.0)
+    if _validate.is_concrete(log_p0) and np.any(np.isneginf(np.asarray(log_p0))):
+      raise ValueError("log_p0=-inf is outside the valid range (-inf, 0] (p0 must be > 0)")
+  try:
+    np.broadcast_shapes(batch_shape, np.shape(value))
+  except ValueError:
+    raise ValueError(f"{name} has shape {np.shape(value)}, which does not broadcast against the "
+                     f"rdp batch shape {batch_shape}") from None
+  if p0 is not None:
+    return jnp.log(jnp.asarray(p0, dtype))
+  return jnp.asarray(log_p0, dtype)
+
+
+def _minimise(values, orders, trivial=None):
+  """min over the last axis (optionally with a trivial alpha -> 1+ candidate) + argmin order."""
+  idx = jnp.argmin(values, axis=-1)
+  best = jnp.take_along_axis(values, idx[..., None], axis=-1)[..., 0]
+  order = orders[idx]
+  if trivial is not None:
+    use_trivial = trivial <= best
+    best = jnp.where(use_trivial, trivial, best)
+    order = jnp.where(use_trivial, 1.0, order)
+  return BoundAtOrder(best, jnp.where(jnp.isfinite(best), order, jnp.nan))
+
+
+@jax.jit
+def _leakage(rdp, orders, log_p0):
+  # l(alpha, p0) = d (alpha - 1)/alpha + log(1/p0)/alpha, shape broadcast(batch, p0) + (K,).
+  neg = -log_p0[..., None]
+  l = rdp * ((orders - 1.0) / orders) + neg / orders
+  l, _ = jnp.broadcast_arrays(l, neg)
+  return _minimise(l, orders, trivial=jnp.broadcast_to(0.0 - log_p0, l.shape[:-1]))
+
+
+def reconstruction_leakage_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundAtOrder:
+  r"""Bound :math:`L(p_0)` on the reconstruction leakage :math:`\log(p_1/p_0)`, Stock et al.,
+  Eqs. (2)-(3).
+
+  .. math::
+     L(p_0) = \min\Big(\log\frac{1}{p_0},\; \min_\alpha\; d_\alpha\frac{\alpha - 1}{\alpha}
+        + \frac{\log(1/p_0)}{\alpha}\Big)
+
+  over the given orders. The first term is the limit :math:`\alpha \to 1^+` of
+  :math:`l(\alpha, p_0)` (for any finite :math:`d_1`) and holds unconditionally since
+  :math:`p_1 \le 1`; including it makes :math:`L(1) = 0` exactly, as for the infimum over
+  all :math:`\alpha > 1` in Eq. (3). ``order`` is 1.0 where that term is the minimum.
+
+  Args:
+    rdp: RDP curve(s) :math:`d_\alpha \ge 0` (``+inf`` allowed), shape ``(..., K)``.
+    orders: the K orders :math:`\alpha > 1`, 1-D.
+    p0: prior :math:`p_0 \in (0, 1]`; broadcasts against the batch shape ``(...)``.
+    log_p0: alternatively :math:`\log p_0 \in (-\infty, 0]` (keyword only).
+
+  Returns:
+    ``BoundAtOrder(value, order)`` of the broadcast shape, value in nats.
+  """
+  _rdp.check_rdp_curve(rdp, orders)
+  lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
+  dtype = _float_dtype()
+  return _leakage(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0)
+
+
+@jax.jit
+def _traditional(rdp, orders, log_p0):
+  neg = -log_p0[..., None]
+  h = rdp + neg / (orders - 1.0)
+  h, _ = jnp.broadcast_arrays(h, neg)
+  return _minimise(h, orders)
+
+
+def traditional_reconstruction_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundAtOrder:
+  r"""The "traditional" bound :math:`\min_\alpha h(\alpha, p_0)` of Stock et al., Eq. (2).
+
+  .. math:: \min_\alpha\; d_\alpha + \frac{\log(1/p_0)}{\alpha - 1}
+
+  This bounds the absolute leakage :math:`|\log(p_1/p_0)|` and equals Mironov's RDP-to-DP
+  conversion :math:`\varepsilon` at :math:`\delta = p_0` (their Sec. 3); it is larger than
+  :math:`l(\alpha, p_0)` at every order.
+
+  Args:
+    rdp: RDP curve(s) :math:`d_\alpha \ge 0`, shape ``(..., K)``.
+    orders: the K orders :math:`\alpha > 1`, 1-D.
+    p0: prior :math:`p_0 \in (0, 1]`; broadcasts against the batch shape.
+    log_p0: alternatively :math:`\log p_0 \in (-\infty, 0]` (keyword only).
+
+  Returns:
+    ``BoundAtOrder(value, order)`` of the broadcast shape, value in nats.
+  """
+  _rdp.check_rdp_curve(rdp, orders)
+  lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
+  dtype = _float_dtype()
+  return _traditional(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0)
+
+
+@jax.jit
+def _bits(rdp, orders, bits):
+  b = bits[..., None]
+  l2 = rdp * ((orders - 1.0) / (orders * _LOG2)) + b / orders
+  l2, _ = jnp.broadcast_arrays(l2, b)
+  return _minimise(l2, orders, trivial=jnp.broadcast_to(bits, l2.shape[:-1]))
+
+
+def leakage_bits(rdp, orders, secret_bits) -> BoundAtOrder:
+  r"""Leakage in bits of a secret of :math:`b` bits, :math:`L_2(b)` of Stock et al. ("Length of
+  the Secret", Sec. 3; App. A.2).
+
+  .. math::
+     L_2(b) = \min\Big(b,\; \min_\alpha\; d_\alpha\frac{\alpha - 1}{\alpha\log 2}
+        + \frac{b}{\alpha}\Big) = \frac{L(2^{-b})}{\log 2},
+
+  with the same trivial :math:`\alpha \to 1^+` term :math:`b` as in
+  :func:`reconstruction_leakage_bound`, so :math:`L_2(0) = 0`. As a minimum of non-decreasing
+  linear functions of :math:`b`, :math:`L_2` is non-decreasing and concave (App. A.2).
+
+  Args:
+    rdp: RDP curve(s) :math:`d_\alpha \ge 0` (nats), shape ``(..., K)``.
+    orders: the K orders :math:`\alpha > 1`, 1-D.
+    secret_bits: secret length :math:`b \ge 0` (prior :math:`2^{-b}`); broadcasts against the
+      batch shape.
+
+  Returns:
+    ``BoundAtOrder(value, order)`` of the broadcast shape, value in bits.
+  """
+  _rdp.check_rdp_curve(rdp, orders)
+  _validate.check_range("secret_bits", secret_bits, 0.0)
+  if _validate.is_concrete(secret_bits) and np.any(np.isposinf(np.asarray(secret_bits))):
+    raise ValueError("secret_bits=inf is outside the valid range [0, inf)")
+  try:
+    np.broadcast_shapes(np.shape(rdp)[:-1], np.shape(secret_bits))
+  except ValueError:
+    raise ValueError(f"secret_bits has shape {np.shape(secret_bits)}, which does not broadcast "
+                     f"against the rdp batch shape {np.shape(rdp)[:-1]}") from None
+  dtype = _float_dtype()
+  return _bits(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype),
+               jnp.asarray(secret_bits, dtype))
+
+
+def posterior_bound(rdp, orders, p0=None, *, log_p0=None) -> jax.Array:
+  r"""Upper bound on the posterior :math:`p_1 \le \min(1, p_0 e^{L(p_0)})` (Stock et al.,
+  Eq. (2)-(3); :math:`L` from :func:`reconstruction_leakage_bound`).
+
+  Equivalently :math:`\log p_1 \le \min_\alpha \frac{\alpha - 1}{\alpha}(d_\alpha + \log p_0)`
+  (their App. A.1). Arguments as for :func:`reconstruction_leakage_bound`; returns the
+  broadcast shape.
+  """
+  _rdp.check_rdp_curve(rdp, orders)
+  lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
+  dtype = _float_dtype()
+  bound = _leakage(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0).value
+  return jnp.minimum(jnp.exp(lp0 + bound), 1.0)
