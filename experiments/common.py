@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import sys
@@ -19,6 +20,8 @@ PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 def enable_x64() -> None:
   """Estimators and accounting run in float64; mechanisms choose their own (float32) noise."""
   jax.config.update("jax_enable_x64", True)
+  # jax logs at INFO that it probed for a TPU on every start; that is noise for our users.
+  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
 def make_key(seed: int, impl: str = "threefry2x32") -> jax.Array:
