@@ -3,7 +3,8 @@ r"""Monte Carlo throughput: dpaudit's engine vs a vectorised NumPy baseline, sam
   python -m experiments.benchmarks.montecarlo
 
 Times noisy-argmax trials (C = 10 classes) per second for ``dpaudit.montecarlo.count_outcomes``
-under each PRNG implementation (threefry2x32, rbg, unsafe_rbg) and, on a CPU, with the host
+under each PRNG implementation (dpaudit's threefry_unrolled, JAX's threefry2x32, rbg,
+unsafe_rbg) and, on a CPU, with the host
 split into one XLA device per core, and for the NumPy code a user would otherwise write
 (``default_rng`` normals, ``argmax`` over an (n, C) block, ``bincount``, in blocks so it fits in
 memory). Each measurement runs in a fresh subprocess; the median of ``--repeats`` timed runs
@@ -28,13 +29,14 @@ FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_classes", 10, "Classes C of the noisy argmax.")
 flags.DEFINE_integer("num_trials", 2**26, "Trials per timed run.")
 flags.DEFINE_integer("repeats", 3, "Timed runs per configuration (median reported).")
-flags.DEFINE_list("prng_impls", ["threefry2x32", "rbg", "unsafe_rbg"], "PRNG implementations.")
+flags.DEFINE_list("prng_impls", ["threefry_unrolled", "threefry2x32", "rbg", "unsafe_rbg"],
+                  "PRNG implementations (threefry_unrolled: dpaudit.prng).")
 flags.DEFINE_list("memory_trials", ["1000000", "10000000", "100000000"],
                   "Trial counts for the peak-memory measurement.")
 flags.DEFINE_integer("chunk_size", 2**16, "Engine chunk size.")
 flags.DEFINE_string("output_dir", "out/benchmarks/montecarlo", "Where results.json goes.")
 flags.DEFINE_string("worker", "", "Internal: run one measurement and print JSON.")
-flags.DEFINE_string("prng_impl", "threefry2x32", "Internal (worker): PRNG implementation.")
+flags.DEFINE_string("prng_impl", "threefry_unrolled", "Internal (worker): PRNG implementation.")
 flags.DEFINE_integer("host_devices", 0, "Internal (worker): XLA host devices (0: default).")
 
 SIGMA = 2.0
@@ -54,8 +56,9 @@ def _engine_worker(num_trials, repeats):
   from dpaudit import montecarlo
   from dpaudit.mechanisms import noisy_argmax
 
+  from experiments import common
   hist = jnp.asarray(_histogram(FLAGS.num_classes), jnp.float32)
-  key = jax.random.key(0, impl=FLAGS.prng_impl)
+  key = common.make_key(0, FLAGS.prng_impl)
 
   def once():
     return montecarlo.count_outcomes(noisy_argmax, key, num_trials, FLAGS.num_classes,
@@ -127,12 +130,12 @@ def main(argv):
   timed = base + [f"--num_trials={FLAGS.num_trials}", f"--repeats={FLAGS.repeats}"]
   cores = os.cpu_count() or 1
   engine = {}
-  first = _spawn(["--worker=engine", "--prng_impl=threefry2x32"] + timed)
+  first = _spawn(["--worker=engine", f"--prng_impl={FLAGS.prng_impls[0]}"] + timed)
   on_cpu = first["devices"][0].startswith("cpu")
   device_counts = sorted({1, cores}) if on_cpu else [0]
   for impl in FLAGS.prng_impls:
     for devices in device_counts:
-      if impl == "threefry2x32" and devices in (0, 1):
+      if impl == FLAGS.prng_impls[0] and devices in (0, 1):
         result = first
       else:
         result = _spawn(["--worker=engine", f"--prng_impl={impl}"] + timed, host_devices=devices)
