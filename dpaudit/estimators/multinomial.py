@@ -388,6 +388,14 @@ def _validate_inputs(counts, significance):
       raise ValueError(f"counts has total 0{where}; need a positive total count")
 
 
+def _validated_call(core, counts, significance) -> Interval:
+  """Validates, broadcasts the batch of counts against significance, and calls ``core``."""
+  _validate_inputs(counts, significance)
+  n, beta = _as_float(counts, significance)
+  shape = jnp.broadcast_shapes(n.shape[:-1], beta.shape)
+  return core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
+
+
 def goodman_intervals(counts, significance=0.05) -> Interval:
   r"""Goodman's simultaneous confidence intervals for multinomial proportions.
 
@@ -413,10 +421,7 @@ def goodman_intervals(counts, significance=0.05) -> Interval:
   Returns:
     ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
   """
-  _validate_inputs(counts, significance)
-  n, beta = _as_float(counts, significance)
-  shape = jnp.broadcast_shapes(n.shape[:-1], beta.shape)
-  return _goodman_core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
+  return _validated_call(_goodman_core, counts, significance)
 
 
 @jax.jit
@@ -580,7 +585,4 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
   Returns:
     ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
   """
-  _validate_inputs(counts, significance)
-  n, beta = _as_float(counts, significance)
-  shape = jnp.broadcast_shapes(n.shape[:-1], beta.shape)
-  return _sison_glaz_core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
+  return _validated_call(_sison_glaz_core, counts, significance)

@@ -95,6 +95,14 @@ def _leakage(rdp, orders, log_p0):
   return _minimise(l, orders, trivial=jnp.broadcast_to(0.0 - log_p0, l.shape[:-1]))
 
 
+def _call_with_prior(core, rdp, orders, p0, log_p0):
+  """Validates the curve and the prior, then evaluates ``core(rdp, orders, log_p0)``."""
+  _rdp.check_rdp_curve(rdp, orders)
+  lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
+  dtype = _float_dtype()
+  return core(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0)
+
+
 def reconstruction_leakage_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundAtOrder:
   r"""Bound :math:`L(p_0)` on the reconstruction leakage :math:`\log(p_1/p_0)`, Stock et al.,
   Eqs. (2)-(3).
@@ -117,10 +125,7 @@ def reconstruction_leakage_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundA
   Returns:
     ``BoundAtOrder(value, order)`` of the broadcast shape, value in nats.
   """
-  _rdp.check_rdp_curve(rdp, orders)
-  lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
-  dtype = _float_dtype()
-  return _leakage(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0)
+  return _call_with_prior(_leakage, rdp, orders, p0, log_p0)
 
 
 @jax.jit
@@ -149,10 +154,7 @@ def traditional_reconstruction_bound(rdp, orders, p0=None, *, log_p0=None) -> Bo
   Returns:
     ``BoundAtOrder(value, order)`` of the broadcast shape, value in nats.
   """
-  _rdp.check_rdp_curve(rdp, orders)
-  lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
-  dtype = _float_dtype()
-  return _traditional(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0)
+  return _call_with_prior(_traditional, rdp, orders, p0, log_p0)
 
 
 @jax.jit
