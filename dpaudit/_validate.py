@@ -106,3 +106,13 @@ def check_same_shape(name_a: str, a: Any, name_b: str, b: Any) -> None:
   if np.shape(a) != np.shape(b):
     raise ValueError(f"{name_a} has shape {np.shape(a)} but {name_b} has shape {np.shape(b)}; "
                      "they must match")
+
+
+def check_broadcastable(name: str, value: Any, batch_shape: tuple[int, ...],
+                        batch_name: str) -> None:
+  """Raises unless ``value``'s shape broadcasts against ``batch_shape``."""
+  try:
+    np.broadcast_shapes(batch_shape, np.shape(value))
+  except ValueError:
+    raise ValueError(f"{name} has shape {np.shape(value)}, which does not broadcast against the "
+                     f"{batch_name} {batch_shape}") from None

@@ -138,11 +138,7 @@ def rdp_to_epsilon(rdp, orders, delta) -> EpsilonFromRdp:
   """
   check_rdp_curve(rdp, orders)
   _validate.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-  try:
-    np.broadcast_shapes(np.shape(rdp)[:-1], np.shape(delta))
-  except ValueError:
-    raise ValueError(f"delta has shape {np.shape(delta)}, which does not broadcast against the "
-                     f"rdp batch shape {np.shape(rdp)[:-1]}") from None
+  _validate.check_broadcastable("delta", delta, np.shape(rdp)[:-1], "rdp batch shape")
   dtype = _float_dtype()
   return _rdp_to_epsilon(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype),
                          jnp.asarray(delta, dtype))

@@ -64,11 +64,7 @@ def _log_prior(p0, log_p0, batch_shape):
     _validate.check_range("log_p0", log_p0, None, 0.0)
     if _validate.is_concrete(log_p0) and np.any(np.isneginf(np.asarray(log_p0))):
       raise ValueError("log_p0=-inf is outside the valid range (-inf, 0] (p0 must be > 0)")
-  try:
-    np.broadcast_shapes(batch_shape, np.shape(value))
-  except ValueError:
-    raise ValueError(f"{name} has shape {np.shape(value)}, which does not broadcast against the "
-                     f"rdp batch shape {batch_shape}") from None
+  _validate.check_broadcastable(name, value, batch_shape, "rdp batch shape")
   if p0 is not None:
     return jnp.log(jnp.asarray(p0, dtype))
   return jnp.asarray(log_p0, dtype)
@@ -190,11 +186,8 @@ def leakage_bits(rdp, orders, secret_bits) -> BoundAtOrder:
   _validate.check_range("secret_bits", secret_bits, 0.0)
   if _validate.is_concrete(secret_bits) and np.any(np.isposinf(np.asarray(secret_bits))):
     raise ValueError("secret_bits=inf is outside the valid range [0, inf)")
-  try:
-    np.broadcast_shapes(np.shape(rdp)[:-1], np.shape(secret_bits))
-  except ValueError:
-    raise ValueError(f"secret_bits has shape {np.shape(secret_bits)}, which does not broadcast "
-                     f"against the rdp batch shape {np.shape(rdp)[:-1]}") from None
+  _validate.check_broadcastable("secret_bits", secret_bits, np.shape(rdp)[:-1],
+                                "rdp batch shape")
   dtype = _float_dtype()
   return _bits(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype),
                jnp.asarray(secret_bits, dtype))
