@@ -1,5 +1,13 @@
-"""Theoretical privacy upper bounds: the exact noisy-argmax law and the GNMax RDP bounds."""
+"""Theoretical privacy upper bounds: the exact noisy-argmax law and the GNMax RDP bounds, and
+DP-SGD accounting (RDP and PLD via dp_accounting)."""
 
+from dpaudit.accounting.dpsgd import (
+    calibrate_noise_multiplier,
+    dpsgd_delta,
+    dpsgd_epsilon,
+    dpsgd_event,
+    dpsgd_rdp,
+)
 from dpaudit.accounting.noisy_argmax import (
     RenyiPair,
     default_num_nodes,
@@ -13,7 +21,12 @@ from dpaudit.accounting.noisy_argmax import (
 
 __all__ = [
     "RenyiPair",
+    "calibrate_noise_multiplier",
     "default_num_nodes",
+    "dpsgd_delta",
+    "dpsgd_epsilon",
+    "dpsgd_event",
+    "dpsgd_rdp",
     "gnmax_data_dependent_rdp",
     "gnmax_data_independent_rdp",
     "gnmax_log_q_bound",

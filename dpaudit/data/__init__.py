@@ -1,0 +1,31 @@
+"""Datasets for audits: real data, offline, through tensorflow-datasets' ``data_source`` API.
+
+::
+
+  from dpaudit import data
+
+  digits = data.load("digits")                       # prepared on first use, then cached
+  train, test = data.train_test_split(digits, test_fraction=0.2, seed=0, stratify=True)
+  train, test, stats = data.standardize(train, test)  # statistics of train only
+  lines = data.load_text("shakespeare", split="train").texts
+
+Bundled sets (built from installed packages, no download): ``digits``, ``breast_cancer``,
+``wine``, ``mnist_subset`` and the text corpus ``shakespeare``. Catalog sets ``mnist``,
+``fashion_mnist`` and ``cifar10`` are read when a user has prepared them (see
+:func:`preparation_command`). Sources and licences: :data:`SOURCES` and
+:mod:`dpaudit.data.sources`.
+"""
+
+from dpaudit.data.builders import DATA_DIR_ENV, default_data_dir
+from dpaudit.data.loading import (CATALOG_DATASETS, DATASETS, LOCAL_DATASETS, TEXT_DATASETS,
+                                  Dataset, TextCorpus, load, load_text, preparation_command)
+from dpaudit.data.preprocessing import (Standardization, fit_standardization, split_indices,
+                                        standardize, train_test_split)
+from dpaudit.data.sources import SHAKESPEARE_TEST_PLAYS, SOURCES
+
+__all__ = [
+    "CATALOG_DATASETS", "DATASETS", "DATA_DIR_ENV", "Dataset", "LOCAL_DATASETS",
+    "SHAKESPEARE_TEST_PLAYS", "SOURCES", "Standardization", "TEXT_DATASETS", "TextCorpus",
+    "default_data_dir", "fit_standardization", "load", "load_text", "preparation_command",
+    "split_indices", "standardize", "train_test_split",
+]
