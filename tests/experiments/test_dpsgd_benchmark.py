@@ -1,0 +1,36 @@
+"""Smoke test of `python -m experiments.benchmarks.dpsgd` (tiny sizes) and its error path."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.dpsgd", *flags],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+def test_tiny_benchmark_prints_and_writes_json(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--models=mlp,lenet5", "--batch_size=4",
+             "--num_rounds=1", "--steps_per_round=2", "--vmap_steps_per_round=1", "--notorch")
+  assert out.returncode == 0, out.stderr
+  printed = json.loads(out.stdout)
+  written = json.loads((tmp_path / "results.json").read_text())
+  assert printed["models"].keys() == written["models"].keys() == {"mlp", "lenet5"}
+  for name, report in written["models"].items():
+    for method in ("nonprivate", "dp_ghost", "dp_vmap"):
+      timing = report["jax"][method]
+      assert 0 < timing["min_ms"] <= timing["median_ms"] <= timing["max_ms"]
+    assert report["dp_ghost_over_nonprivate"] > 0
+    assert isinstance(report["meets_ratio_target"], bool)
+    assert "torch" not in report
+
+
+def test_bad_flags_give_one_line_errors(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--models=resnet50", "--notorch")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines() == [
+      "error: --models contains 'resnet50'; valid: mlp, lenet5, wrn16_4"]
