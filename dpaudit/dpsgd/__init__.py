@@ -11,7 +11,7 @@ from dpaudit.dpsgd.clipping import (
 )
 from dpaudit.dpsgd.noise import GaussianNoiseState, dp_aggregate, gaussian_noise
 from dpaudit.dpsgd.sampling import PoissonBatch, microbatch, num_microbatches, poisson_sample
-from dpaudit.dpsgd.train import (
+from dpaudit.dpsgd.training import (
     StepMetrics,
     TrainConfig,
     TrainResult,

@@ -7,7 +7,8 @@ import optax
 import pytest
 
 from dpaudit import models
-from dpaudit.dpsgd import clipping, train
+from dpaudit.dpsgd import clipping
+from dpaudit.dpsgd import training as train
 
 
 def _toy_data(n=40, d=6, classes=3, seed=0):
