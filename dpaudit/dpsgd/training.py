@@ -23,6 +23,7 @@ Poisson batches, normalised by the expected batch size.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -281,11 +282,16 @@ def train(key: jax.Array, model: nn.Module, features: Any, labels: Any, config: 
   return TrainResult(state, arrays, strategy, resumed)
 
 
+@functools.lru_cache(maxsize=32)
+def _predict_fn(model: nn.Module) -> Callable:
+  return jax.jit(lambda p, x: jnp.argmax(model.apply({"params": p}, x), axis=-1))
+
+
 def predict(model: nn.Module, params: PyTree, features: Any, batch_size: int = 1024
             ) -> np.ndarray:
   """Predicted classes for ``features`` in batches of ``batch_size``."""
   features = jnp.asarray(features)
-  apply = jax.jit(lambda p, x: jnp.argmax(model.apply({"params": p}, x), axis=-1))
+  apply = _predict_fn(model)
   return np.concatenate([np.asarray(apply(params, features[i:i + batch_size]))
                          for i in range(0, features.shape[0], batch_size)])
 

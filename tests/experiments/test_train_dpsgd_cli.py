@@ -1,0 +1,84 @@
+"""Smoke test of `python -m experiments.train_dpsgd`: results, resuming, and the error path."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.train_dpsgd", *flags],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  """A tfds data directory of this module's own (never the user's default)."""
+  return str(tmp_path_factory.mktemp("tensorflow_datasets"))
+
+
+def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data_dir):
+  out_dir = tmp_path / "out"
+  flags = (f"--output_dir={out_dir}", f"--compilation_cache_dir={tmp_path / 'jax_cache'}",
+           f"--data_dir={data_dir}",
+           "--dataset=wine", "--model=logistic", "--epochs=2", "--batch_size=32",
+           "--target_epsilons=8,inf", "--num_seeds=1", "--learning_rate=0.1")
+  out = _run(*flags)
+  assert out.returncode == 0, out.stderr
+  results = json.loads((out_dir / "results.json").read_text())
+  for key in ("dataset", "model", "num_train", "num_test", "delta", "accountant",
+              "sampling_rate", "num_steps", "summary", "runs", "config", "versions",
+              "wall_time_s"):
+    assert key in results, key
+  assert results["dataset"] == "wine" and results["config"]["seed"] == 0
+  # 178 examples, 20% test (stratified by class): 142 train; q = 32/142, T = ceil(2 / q) = 9.
+  assert results["num_train"] == 142 and results["num_steps"] == 9
+  private, public = results["summary"]
+  assert private["target_epsilon"] == 8.0 and public["target_epsilon"] == math.inf
+  assert 0 < private["epsilon_rdp"] <= 8.0 and 0 < private["epsilon_pld"] <= 8.5
+  assert private["noise_multiplier"] > 0 and public["noise_multiplier"] == 0.0
+  assert public["epsilon_rdp"] == math.inf
+  for row in results["summary"]:
+    assert 0.0 <= row["test_accuracy_mean"] <= 1.0 and 0.0 <= row["train_accuracy_mean"] <= 1.0
+    assert row["clipping_strategy"] in ("ghost", "vmap")
+  runs = {run["target_epsilon"]: run for run in results["runs"]}
+  assert runs[8.0]["l2_clip_norm"] == 1.0 and runs[math.inf]["l2_clip_norm"] == math.inf
+  assert not any(run["reused"] for run in results["runs"])
+  assert (out_dir / "accuracy_vs_epsilon.png").stat().st_size > 10_000
+  assert "eps RDP" in out.stdout and "test acc" in out.stdout
+
+  # A rerun trains nothing: both runs are read back from output_dir/runs.
+  again = _run(*flags)
+  assert again.returncode == 0, again.stderr
+  rerun = json.loads((out_dir / "results.json").read_text())
+  assert rerun["num_runs_reused"] == 2 and "reusing the finished run" in again.stderr
+  assert rerun["summary"] == results["summary"]
+
+  # Forget one finished run: only that one is trained again, and it gives the same model.
+  (run_dir,) = [d for d in (out_dir / "runs").iterdir() if d.name.startswith("eps8_")]
+  (run_dir / "result.json").unlink()
+  third = _run(*flags)
+  assert third.returncode == 0, third.stderr
+  retrained = json.loads((out_dir / "results.json").read_text())
+  assert retrained["num_runs_reused"] == 1
+  assert [r["reused"] for r in retrained["runs"]] == [False, True]
+  assert retrained["runs"][0]["test_accuracy"] == results["runs"][0]["test_accuracy"]
+  assert retrained["runs"][0]["final_loss"] == results["runs"][0]["final_loss"]
+
+
+def test_bad_input_prints_one_line_and_exits_2(tmp_path, data_dir):
+  out = _run(f"--output_dir={tmp_path}", "--target_epsilons=1,-2")
+  assert out.returncode == 2
+  assert out.stderr.strip().count("\n") == 0, out.stderr
+  assert out.stderr.startswith("error: target_epsilons=-2.0")
+  assert "valid range (0, inf)" in out.stderr
+  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=wine",
+             "--model=lenet5")
+  assert out.returncode == 2 and "Traceback" not in out.stderr
+  assert out.stderr.strip().splitlines()[-1].startswith("error: model='lenet5' needs image data")
+  assert not os.path.exists(tmp_path / "results.json")
