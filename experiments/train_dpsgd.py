@@ -97,6 +97,10 @@ flags.DEFINE_bool("resume", True, "Reuse finished runs and checkpoints in output
 flags.DEFINE_string("compilation_cache_dir", "~/.cache/dpaudit/jax_compilation_cache",
                     "JAX persistent compilation cache: runs that differ only in their seed, "
                     "and reruns, skip XLA compilation (~5 s per run on CPU). Empty: off.")
+flags.DEFINE_enum("prng_impl", "threefry2x32", list(common.PRNG_IMPLS),
+                  "PRNG of initialisation, batches and noise. JAX's threefry2x32 draws the bulk "
+                  "Gaussian noise of DP-SGD ~6x faster on CPU than threefry_unrolled, which "
+                  "wins inside fused Monte Carlo kernels (see experiments/benchmarks/dpsgd.py).")
 flags.DEFINE_bool("plot", True, "Write accuracy_vs_epsilon.png.")
 
 IMAGE_MODELS = ("lenet5", "wrn16_4")
@@ -125,6 +129,7 @@ class TrainDpsgdConfig:
   clipping: str = "auto"
   physical_batch_size: int = 128
   data_dir: str | None = None
+  prng_impl: str = "threefry2x32"
 
   def __post_init__(self):
     from dpaudit import _validate
@@ -160,6 +165,7 @@ class TrainDpsgdConfig:
       raise ValueError(f"seed={self.seed} + num_seeds={self.num_seeds} exceeds 2^63")
     _validate.check_choice("clipping", self.clipping, clipping.STRATEGIES)
     _check_int("physical_batch_size", self.physical_batch_size, 1)
+    _validate.check_choice("prng_impl", self.prng_impl, common.PRNG_IMPLS)
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
@@ -365,9 +371,7 @@ def train_one(config: TrainDpsgdConfig, prepared: PreparedData, model, acc: Acco
       physical_batch_size=config.physical_batch_size, clipping=config.clipping,
       checkpoint_every=max(1, math.ceil(num_steps / NUM_PROGRESS_LINES)))
   with common.Timer() as timer:
-    # threefry2x32: the same bits as the default threefry_unrolled, but its rolled lowering
-    # draws the bulk Gaussian noise of DP-SGD ~6x faster on CPU (see benchmarks/dpsgd.py).
-    result = dpsgd.train(common.make_key(seed, "threefry2x32"), model, prepared.train_features,
+    result = dpsgd.train(common.make_key(seed, config.prng_impl), model, prepared.train_features,
                          prepared.train_labels, train_config, checkpoint_dir=checkpoint_dir,
                          progress=progress)
     params = result.state.params
@@ -650,7 +654,7 @@ def config_from_flags() -> TrainDpsgdConfig:
       test_fraction=FLAGS.test_fraction, validation_fraction=FLAGS.validation_fraction,
       standardize=FLAGS.standardize, seed=FLAGS.seed, num_seeds=FLAGS.num_seeds,
       clipping=FLAGS.clipping, physical_batch_size=FLAGS.physical_batch_size,
-      data_dir=FLAGS.data_dir)
+      data_dir=FLAGS.data_dir, prng_impl=FLAGS.prng_impl)
 
 
 @common.cli
