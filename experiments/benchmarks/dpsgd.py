@@ -119,9 +119,11 @@ def _time_torch(name: str) -> dict:
          f"--model={TORCH_MODEL[name]}", f"--batch_size={FLAGS.batch_size}",
          f"--num_steps={FLAGS.torch_steps}", f"--threads={FLAGS.torch_threads}",
          f"--noise_multiplier={FLAGS.noise_multiplier}", f"--max_grad_norm={FLAGS.l2_clip_norm}"]
-  out = subprocess.run(cmd, capture_output=True, text=True)
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  out = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
   if out.returncode != 0:
-    return {"available": False, "reason": out.stderr.strip().splitlines()[-1:]}
+    lines = out.stderr.strip().splitlines()
+    return {"available": False, "reason": lines[-1] if lines else f"exit {out.returncode}"}
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
