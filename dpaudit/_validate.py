@@ -116,3 +116,17 @@ def check_broadcastable(name: str, value: Any, batch_shape: tuple[int, ...],
   except ValueError:
     raise ValueError(f"{name} has shape {np.shape(value)}, which does not broadcast against the "
                      f"{batch_name} {batch_shape}") from None
+
+
+def check_key(key: Any, name: str = "key") -> None:
+  """A typed PRNG key of shape () or a raw uint32 key array (1-D, e.g. shape (2,))."""
+  import jax.numpy as jnp
+  if not isinstance(key, (jax.Array, np.ndarray)):
+    raise ValueError(f"{name} must be a jax PRNG key (jax.random.key(seed)), got "
+                     f"{type(key).__name__}")
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    if key.shape != ():
+      raise ValueError(f"{name} must be a single PRNG key of shape (), got shape {key.shape}")
+  elif key.dtype != np.uint32 or key.ndim != 1:
+    raise ValueError(f"{name} must be a jax PRNG key (jax.random.key(seed)) or a raw uint32 key "
+                     f"of shape (2,), got dtype {key.dtype} and shape {key.shape}")

@@ -43,19 +43,6 @@ class GaussianNoiseState(NamedTuple):
   key: jax.Array
 
 
-def _check_key(key: Any, name: str = "key") -> None:
-  """A typed PRNG key of shape () or a raw uint32 key array (1-D, e.g. shape (2,))."""
-  if not isinstance(key, (jax.Array, np.ndarray)):
-    raise ValueError(f"{name} must be a jax PRNG key (jax.random.key(seed)), got "
-                     f"{type(key).__name__}")
-  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    if key.shape != ():
-      raise ValueError(f"{name} must be a single PRNG key of shape (), got shape {key.shape}")
-  elif key.dtype != np.uint32 or key.ndim != 1:
-    raise ValueError(f"{name} must be a jax PRNG key (jax.random.key(seed)) or a raw uint32 key "
-                     f"of shape (2,), got dtype {key.dtype} and shape {key.shape}")
-
-
 def _check_scalar(name: str, value: Any) -> None:
   if np.ndim(value) != 0:
     raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
@@ -91,7 +78,7 @@ def gaussian_noise(noise_multiplier, l2_clip_norm, key: jax.Array
   _check_scalar("l2_clip_norm", l2_clip_norm)
   _validate.check_range("noise_multiplier", noise_multiplier, 0.0, math.inf, high_open=True)
   _validate.check_range("l2_clip_norm", l2_clip_norm, 0.0, math.inf, high_open=True)
-  _check_key(key)
+  _validate.check_key(key)
   concrete = _validate.is_concrete((noise_multiplier, l2_clip_norm))
   noiseless = concrete and float(noise_multiplier) * float(l2_clip_norm) == 0.0
 

@@ -56,18 +56,6 @@ def _check_static_int(name: str, value: Any, low: int) -> int:
   return int(value)
 
 
-def _check_key(key: Any) -> None:
-  if not isinstance(key, (jax.Array, np.ndarray)):
-    raise ValueError(f"key must be a jax PRNG key (jax.random.key(seed)), got "
-                     f"{type(key).__name__}")
-  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    if key.shape != ():
-      raise ValueError(f"key must be a single PRNG key of shape (), got shape {key.shape}")
-  elif key.dtype != np.uint32 or key.ndim != 1:
-    raise ValueError("key must be a jax PRNG key (jax.random.key(seed)) or a raw uint32 key of "
-                     f"shape (2,), got dtype {key.dtype} and shape {key.shape}")
-
-
 def poisson_sample(key: jax.Array, num_examples: int, sampling_rate) -> PoissonBatch:
   r"""Poisson sample of :math:`\{0, \dots, N - 1\}`: each index kept independently w.p. :math:`q`.
 
@@ -86,7 +74,7 @@ def poisson_sample(key: jax.Array, num_examples: int, sampling_rate) -> PoissonB
     :class:`PoissonBatch` with ``indices`` of shape ``(num_examples,)`` (sampled indices
     first, increasing, then zeros) and the int32 ``size``.
   """
-  _check_key(key)
+  _validate.check_key(key)
   num_examples = _check_static_int("num_examples", num_examples, 1)
   if np.ndim(sampling_rate) != 0:
     raise ValueError(f"sampling_rate must be a scalar, got shape {np.shape(sampling_rate)}")
