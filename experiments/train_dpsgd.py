@@ -28,11 +28,11 @@ hardly mattered). On ``mnist_subset`` the same search preferred ``--learning_rat
 that tuning on private data has a privacy cost of its own that the reported epsilon does not
 include.
 
-Randomness: the run with seed ``s`` uses ``make_key(s)`` for initialisation, batch sampling
-and noise, the same key for every target epsilon (common random numbers), so differences
-between epsilons are not blurred by different initialisations. The data split depends on
-``--seed`` only, so all runs of a sweep share it; the standard deviation is over training
-randomness.
+Randomness: the run with seed ``s`` uses ``make_key(s, --prng_impl)`` for initialisation,
+batch sampling and noise, the same key for every target epsilon (common random numbers), so
+differences between epsilons are not blurred by different initialisations. The data split
+depends on ``--seed`` only, so all runs of a sweep share it; the standard deviation is over
+training randomness.
 
 Resuming: every run lives in ``--output_dir/runs/eps<E>_seed<S>_<hash>`` (the hash covers
 every setting that changes the run's result). A finished run's ``result.json`` is reused
