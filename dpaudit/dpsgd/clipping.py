@@ -24,7 +24,9 @@ Two strategies compute :math:`\\bar g` behind one interface, :func:`clipped_grad
   (normalisation scales and offsets) get their per-example gradients by a per-layer ``vmap``.
   The clipped sum then comes from each layer's vector-Jacobian product with the output
   gradients reweighted by :math:`\\min(1, C / \\lVert g_i \\rVert)` ("book-keeping", Bu et al.,
-  2023), so the whole step costs one forward and one backward pass, like non-private training.
+  2023), or, where a convolution's per-example kernel gradient was formed for its norm, from
+  reweighting that directly; the whole step costs about one forward and one backward pass,
+  like non-private training.
 
 ``"auto"`` uses ghost clipping whenever every parameter belongs to a supported layer (flax
 ``Dense``, ``Conv``, ``GroupNorm``, ``LayerNorm``, ``Embed``-free models) called once per
@@ -212,28 +214,30 @@ def _conv_geometry(module: nn.Conv, a: jax.Array):
   return kernel, strides, dilation, tuple(pads)
 
 
-def _conv_sq_norms_by_offsets(a, b, kernel, strides, dilation, pads):
-  """Per-example ||dL/dW||^2 of a convolution, one kernel offset at a time.
+def _conv_grads_by_offsets(a, b, kernel, strides, dilation, pads):
+  """Per-example kernel gradients of a convolution, one kernel offset at a time.
 
   The gradient slice at offset (i, j) is :math:`\\sum_t a_{i,j}(t)\\, b(t)^\\top`, a
   ``[C_in, C_out]`` matrix per example from the input shifted by the offset; no patch tensor is
-  formed. Faster than input patches once ``C_in`` is more than a few channels.
+  formed. Faster than input patches once ``C_in`` is more than a few channels. Returns
+  ``[B, kh, kw, C_in, C_out]`` (flax's kernel layout).
   """
   a = jnp.pad(a, ((0, 0),) + tuple(pads) + ((0, 0),))
   out_h, out_w = b.shape[1:3]
-  total = jnp.zeros(a.shape[0], a.dtype)
+  slices = []
   for i in range(kernel[0]):
     for j in range(kernel[1]):
       start = (0, i * dilation[0], j * dilation[1], 0)
       limit = (a.shape[0], start[1] + (out_h - 1) * strides[0] + 1,
                start[2] + (out_w - 1) * strides[1] + 1, a.shape[3])
       shifted = jax.lax.slice(a, start, limit, (1, strides[0], strides[1], 1))
-      total = total + jnp.sum(jnp.einsum("bhwc,bhwo->bco", shifted, b)**2, axis=(1, 2))
-  return total
+      slices.append(jnp.einsum("bhwc,bhwo->bco", shifted, b))
+  return jnp.stack(slices, axis=1).reshape((a.shape[0],) + tuple(kernel) + slices[0].shape[1:])
 
 
-def _conv_sq_norms(module: nn.Conv, a, b, conv_norm) -> jax.Array | None:
-  """Per-example squared norm of a convolution's kernel gradient, or None if unsupported."""
+def _conv_kernel_norms(module: nn.Conv, a, b, conv_norm):
+  """(per-example squared norms, per-example kernel gradients or None) of a convolution's
+  kernel; None altogether if the convolution is not a plain 2-D one."""
   geometry = _conv_geometry(module, a)
   if geometry is None:
     return None
@@ -241,16 +245,20 @@ def _conv_sq_norms(module: nn.Conv, a, b, conv_norm) -> jax.Array | None:
   positions = b.shape[1] * b.shape[2]
   patch_dim, out_dim = a.shape[-1] * kernel[0] * kernel[1], b.shape[-1]
   gram_cheaper = positions * (patch_dim + out_dim) < patch_dim * out_dim
-  if conv_norm == "gram" or (conv_norm == "auto" and gram_cheaper):
-    method = "gram"
-  elif a.shape[-1] >= 4:
-    return _conv_sq_norms_by_offsets(a, b, kernel, strides, dilation, pads)
-  else:
-    method = "per_layer"
+  if a.shape[-1] >= 4 and not (conv_norm == "gram" or (conv_norm == "auto" and gram_cheaper)):
+    grads = _conv_grads_by_offsets(a, b, kernel, strides, dilation, pads)
+    return jnp.sum(grads.reshape(grads.shape[0], -1)**2, axis=1), grads
   patches = jax.lax.conv_general_dilated_patches(
       a, filter_shape=kernel, window_strides=strides, padding=pads, rhs_dilation=dilation,
       dimension_numbers=("NHWC", "HWIO", "NHWC"))
-  return _outer_sq_norms(*_positions(patches, b), method)
+  pa, pb = _positions(patches, b)
+  if conv_norm == "gram" or (conv_norm == "auto" and gram_cheaper):
+    return _outer_sq_norms(pa, pb, "gram"), None
+  # [B, C_out, C_in * kh * kw]; patch features are ordered (C_in, kh, kw).
+  grads = jnp.einsum("btq,btp->bqp", pb, pa)
+  sq = jnp.sum(grads**2, axis=(1, 2))
+  grads = grads.reshape((grads.shape[0], out_dim, a.shape[-1]) + tuple(kernel))
+  return sq, jnp.transpose(grads, (0, 3, 4, 2, 1))
 
 
 def _per_layer_vmap_sq_norms(layer: _Layer, layer_params, a, b) -> jax.Array:
@@ -262,19 +270,30 @@ def _per_layer_vmap_sq_norms(layer: _Layer, layer_params, a, b) -> jax.Array:
   return jax.vmap(one)(a, b)
 
 
-def _layer_sq_norms(layer: _Layer, layer_params, a, b, conv_norm) -> jax.Array:
+# Largest per-example kernel gradient tensor (elements) kept to form the clipped sum directly.
+_MAX_KEPT_GRAD_ELEMENTS = 1 << 24
+
+
+def _layer_norms(layer: _Layer, layer_params, a, b, conv_norm):
+  """Per-example squared norm of one layer's gradient, and its per-example gradient when it
+  was formed anyway (a convolution's kernel, by offsets or patches) and is small enough to
+  reuse for the clipped sum; else None."""
   module = layer.module
+  per_example = None
   if isinstance(module, nn.Dense):
     sq = _outer_sq_norms(*_positions(a, b), conv_norm)
-  elif isinstance(module, nn.Conv):
-    sq = _conv_sq_norms(module, a, b, conv_norm)
+  elif isinstance(module, nn.Conv) and (found := _conv_kernel_norms(module, a, b, conv_norm)):
+    sq, kernel_grads = found
+    if kernel_grads is not None and kernel_grads.size <= _MAX_KEPT_GRAD_ELEMENTS:
+      per_example = {"kernel": kernel_grads}
   else:
-    sq = None
-  if sq is None:
-    return _per_layer_vmap_sq_norms(layer, layer_params, a, b)
+    return _per_layer_vmap_sq_norms(layer, layer_params, a, b), None
   if module.use_bias:
-    sq = sq + jnp.sum(jnp.sum(b.reshape(b.shape[0], -1, b.shape[-1]), axis=1)**2, axis=-1)
-  return sq
+    bias_grads = jnp.sum(b.reshape(b.shape[0], -1, b.shape[-1]), axis=1)
+    sq = sq + jnp.sum(bias_grads**2, axis=-1)
+    if per_example is not None:
+      per_example["bias"] = bias_grads
+  return sq, per_example
 
 
 def _ghost_clipped_grad_sum(model, params, inputs, labels, mask, l2_clip_norm, loss_fn,
@@ -289,19 +308,23 @@ def _ghost_clipped_grad_sum(model, params, inputs, labels, mask, l2_clip_norm, l
     return jnp.sum(losses), (losses, taps)
 
   (_, (losses, taps)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(zeros)
-  sq_norms = sum(
-      _layer_sq_norms(layers[path], _subtree(params, path), taps[path], out_grads[path],
-                      conv_norm) for path in layers)
+  norms = {path: _layer_norms(layer, _subtree(params, path), taps[path], out_grads[path],
+                              conv_norm) for path, layer in layers.items()}
+  sq_norms = sum(sq for sq, _ in norms.values())
   weights = _clip_weights(sq_norms, l2_clip_norm, mask)
 
   grad_sum: dict = {}
   for path, layer in layers.items():
-    b = out_grads[path]
-    weighted = b * weights.astype(b.dtype).reshape((-1,) + (1,) * (b.ndim - 1))
-    layer_params = _subtree(params, path)
-    _, vjp = jax.vjp(lambda p, layer=layer, a=taps[path]: _layer_apply(layer, p, a),
-                     layer_params)
-    (g,) = vjp(weighted)
+    per_example = norms[path][1]
+    if per_example is not None:  # formed for the norm: reweight it, no second VJP
+      g = {name: jnp.tensordot(weights.astype(v.dtype), v, axes=1)
+           for name, v in per_example.items()}
+    else:
+      b = out_grads[path]
+      weighted = b * weights.astype(b.dtype).reshape((-1,) + (1,) * (b.ndim - 1))
+      _, vjp = jax.vjp(lambda p, layer=layer, a=taps[path]: _layer_apply(layer, p, a),
+                       _subtree(params, path))
+      (g,) = vjp(weighted)
     node = grad_sum
     for name in path[:-1]:
       node = node.setdefault(name, {})
