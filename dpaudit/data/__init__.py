@@ -14,8 +14,17 @@ Bundled sets (built from installed packages, no download): ``digits``, ``breast_
 ``fashion_mnist`` and ``cifar10`` are read when a user has prepared them (see
 :func:`preparation_command`). Sources and licences: :data:`SOURCES` and
 :mod:`dpaudit.data.sources`.
+
+Canaries for DP-SGD audits (:mod:`dpaudit.data.canaries`): in-distribution, mislabelled,
+UniAud's synthetic Gaussian / orthogonal canaries (Alg. 1), the UniAud++ multi-task dataset
+(Alg. 3, Eq. 12), a white-box Dirac gradient canary and the one-run inclusion mask.
 """
 
+from dpaudit.data.canaries import (SYNTHETIC_MODES, Canaries, MultiTaskDataset,
+                                   dirac_gradient_canary, in_distribution_canaries,
+                                   include_mask, mislabelled_canaries, multi_task_loss,
+                                   orthogonal_cosine_bound, synthetic_canaries,
+                                   uniaud_plus_plus_dataset)
 from dpaudit.data.builders import DATA_DIR_ENV, default_data_dir
 from dpaudit.data.loading import (CATALOG_DATASETS, DATASETS, LOCAL_DATASETS, TEXT_DATASETS,
                                   Dataset, TextCorpus, load, load_text, preparation_command)
@@ -28,4 +37,7 @@ __all__ = [
     "SHAKESPEARE_TEST_PLAYS", "SOURCES", "Standardization", "TEXT_DATASETS", "TextCorpus",
     "default_data_dir", "fit_standardization", "load", "load_text", "preparation_command",
     "split_indices", "standardize", "train_test_split",
+    "Canaries", "MultiTaskDataset", "SYNTHETIC_MODES", "dirac_gradient_canary",
+    "in_distribution_canaries", "include_mask", "mislabelled_canaries", "multi_task_loss",
+    "orthogonal_cosine_bound", "synthetic_canaries", "uniaud_plus_plus_dataset",
 ]
