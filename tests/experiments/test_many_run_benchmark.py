@@ -1,0 +1,55 @@
+"""Smoke test of `python -m experiments.benchmarks.many_run` (tiny sizes) and its error path."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.many_run", *flags],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+def test_tiny_benchmark_prints_and_writes_json(tmp_path):
+  # 8 runs in chunks of 3 (one padded run) exercise the chunking; 2 runs are also trained in
+  # the sequential loop and must end with the vmapped runs' parameters and batch sizes.
+  out = _run(f"--output_dir={tmp_path}", "--num_runs=8", "--num_steps=3",
+             "--sequential_runs=2", "--check_runs=2", "--repeats=1", "--chunk_size=3",
+             "--model=mlp")
+  assert out.returncode == 0, out.stderr
+  printed = json.loads(out.stdout)
+  written = json.loads((tmp_path / "results.json").read_text())
+  assert printed == written
+  assert written["num_runs"] == 8 and written["num_steps"] == 3 and written["model"] == "mlp"
+  assert written["param_count"] == 64 * 32 + 32 + 32 * 10 + 10  # 8x8x1 digits, 10 classes
+  assert written["physical_batch_size"] >= 128
+  vmapped, sequential = written["vmapped"], written["sequential"]
+  assert 0 < vmapped["min_s"] <= vmapped["median_s"] <= vmapped["max_s"]
+  assert vmapped["compile_s"] > 0 and vmapped["repeats"] == 1
+  assert (vmapped["chunk_size"], vmapped["num_chunks"], vmapped["padded_runs"]) == (3, 3, 1)
+  assert sequential["runs_timed"] == 2 and sequential["extrapolated"] is True
+  assert abs(sequential["extrapolated_total_s"] - 8e-3 * sequential["per_run_ms"]) < 1e-9
+  assert abs(written["speedup"]
+             - sequential["extrapolated_total_s"] / vmapped["median_s"]) < 1e-9
+  assert written["target_speedup"] == 20.0
+  assert written["meets_target"] == (written["speedup"] >= 20.0)
+  check = written["equality_check"]
+  assert check["runs_compared"] == 2
+  assert check["passed"] and check["final_params_allclose"] and check["batch_sizes_equal"]
+  assert check["max_abs_diff"] <= 1e-5
+  stats = written["batch_size_stats"]
+  assert 0 <= stats["min"] <= stats["mean"] <= stats["max"]
+
+
+def test_bad_flags_give_one_line_errors(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--model=cnn")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines() == ["error: --model='cnn' is not one of logistic, mlp"]
+  out = _run(f"--output_dir={tmp_path}", "--num_runs=4", "--sequential_runs=5")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines() == [
+      "error: --sequential_runs=5 exceeds --num_runs=4"]
+  assert not (tmp_path / "results.json").exists()
