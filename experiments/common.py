@@ -24,6 +24,15 @@ def enable_x64() -> None:
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
+def quiet_logging() -> None:
+  """Silences jax's TPU probe and absl/tfds INFO lines unless the user passed --verbosity."""
+  from absl import flags
+  from absl import logging as absl_logging
+  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+  if not flags.FLAGS["verbosity"].present:
+    absl_logging.set_verbosity(absl_logging.WARNING)
+
+
 def make_key(seed: int, impl: str = "threefry_unrolled") -> jax.Array:
   """The only place a PRNG key is made from a seed (DESIGN.md, convention 1).
 

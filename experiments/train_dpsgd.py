@@ -58,7 +58,6 @@ from typing import Any, Callable, Sequence
 
 from absl import app
 from absl import flags
-from absl import logging as absl_logging
 
 from experiments import common
 
@@ -660,11 +659,7 @@ def config_from_flags() -> TrainDpsgdConfig:
 @common.cli
 def main(argv):
   del argv
-  # jax logs at INFO that it probed for a TPU, tfds that it read dataset info: noise for users
-  # unless they ask for it with --verbosity. Training stays in float32 (no jax_enable_x64).
-  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-  if not FLAGS["verbosity"].present:
-    absl_logging.set_verbosity(absl_logging.WARNING)
+  common.quiet_logging()  # training stays in float32 (no jax_enable_x64)
   config = config_from_flags()
   if FLAGS.compilation_cache_dir:
     import jax

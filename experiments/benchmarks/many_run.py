@@ -29,7 +29,6 @@ repetitions, the speedup (extrapolated sequential total / vmapped median) and th
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import statistics
@@ -37,7 +36,6 @@ import sys
 import time
 
 from absl import app, flags
-from absl import logging as absl_logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -191,11 +189,7 @@ def _check(vmapped_params, vmapped_sizes, sequential_outs, num_check: int) -> di
 @common.cli
 def main(argv):
   del argv
-  # jax logs at INFO that it probed for a TPU, tfds that it read dataset info: noise for users
-  # unless they ask for it with --verbosity.
-  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-  if not FLAGS["verbosity"].present:
-    absl_logging.set_verbosity(absl_logging.WARNING)
+  common.quiet_logging()
   _validate_flags()
   start = time.perf_counter()
   train, test = data.train_test_split(data.load("digits"), 0.2, FLAGS.seed, stratify=True)
