@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import json
@@ -31,6 +32,29 @@ def quiet_logging() -> None:
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
   if not flags.FLAGS["verbosity"].present:
     absl_logging.set_verbosity(absl_logging.WARNING)
+
+
+class _DropNonConvergedOrders(logging.Filter):
+  """dp_accounting warns once per fractional Renyi order whose series does not converge
+  (small noise, large sampling rate; see :func:`dpaudit.accounting.dpsgd_rdp`) and then
+  leaves that order out, which can only make the RDP epsilon larger: the reported bound stays
+  valid. A calibration's bracketing visits many such noise levels, so these lines would
+  swamp the output."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return "failed to converge" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_accountant():
+  """Drops dp_accounting's "failed to converge" warnings while the block runs."""
+  absl_logger = logging.getLogger("absl")
+  quiet = _DropNonConvergedOrders()
+  absl_logger.addFilter(quiet)
+  try:
+    yield
+  finally:
+    absl_logger.removeFilter(quiet)
 
 
 def make_key(seed: int, impl: str = "threefry_unrolled") -> jax.Array:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import math
 import os
 import shutil
@@ -238,31 +237,15 @@ class Accounting:
   epsilon_pld: float
 
 
-class _DropNonConvergedOrders(logging.Filter):
-  """dp_accounting warns once per fractional Renyi order whose series does not converge
-  (small noise, large sampling rate; see :func:`dpaudit.accounting.dpsgd_rdp`) and then
-  leaves that order out, which can only make the RDP epsilon larger: the reported bound stays
-  valid. The calibration's bracketing visits many such noise levels, so these lines would
-  swamp the output; they are dropped while :func:`account` runs."""
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    return "failed to converge" not in record.getMessage()
-
-
 def account(config: TrainDpsgdConfig, target_epsilon: float, sampling_rate: float,
             num_steps: int) -> Accounting:
   """Calibrated noise multiplier and the epsilon of both accountants at ``config.delta``."""
   from dpaudit import accounting
-  absl_logger = logging.getLogger("absl")
-  quiet = _DropNonConvergedOrders()
-  absl_logger.addFilter(quiet)
-  try:
+  with common.quiet_accountant():
     sigma = accounting.calibrate_noise_multiplier(target_epsilon, sampling_rate, num_steps,
                                                   config.delta, accountant=config.accountant)
     eps = {name: accounting.dpsgd_epsilon(sigma, sampling_rate, num_steps, config.delta,
                                           accountant=name) for name in ("rdp", "pld")}
-  finally:
-    absl_logger.removeFilter(quiet)
   return Accounting(target_epsilon, sigma, eps["rdp"], eps["pld"])
 
 

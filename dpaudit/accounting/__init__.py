@@ -5,6 +5,7 @@ from dpaudit.accounting.dpsgd import (
     calibrate_noise_multiplier,
     dpsgd_delta,
     dpsgd_epsilon,
+    dpsgd_epsilon_replace_one,
     dpsgd_event,
     dpsgd_rdp,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "default_num_nodes",
     "dpsgd_delta",
     "dpsgd_epsilon",
+    "dpsgd_epsilon_replace_one",
     "dpsgd_event",
     "dpsgd_rdp",
     "gnmax_data_dependent_rdp",

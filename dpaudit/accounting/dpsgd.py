@@ -184,6 +184,43 @@ def dpsgd_epsilon(noise_multiplier, sampling_rate, num_steps, delta, *, accounta
   return float(acc.get_epsilon(float(delta)))
 
 
+def dpsgd_epsilon_replace_one(noise_multiplier, sampling_rate, num_steps, delta, *,
+                              pld_discretization: float = DEFAULT_PLD_DISCRETIZATION) -> float:
+  r"""Upper bound on the :math:`\varepsilon` of DP-SGD under replace-one neighbouring.
+
+  Same mechanism as :func:`dpsgd_epsilon` (:func:`dpsgd_event`), but D and D' differ in one
+  *replaced* record rather than one added or removed record, the relation of audits that
+  swap a canary for a counterpart (UniAud's self-comparison game, Alg. 2 and Thm. 3 of Liu &
+  Xiong, where a canary is trained either with its label or with a fresh one). The PLD
+  accountant of ``dp_accounting`` with ``NeighboringRelation.REPLACE_ONE`` (its RDP accountant
+  does not support Poisson sampling under this relation). The value lies between the
+  add-or-remove epsilon and, by group privacy, about twice it.
+
+  Args:
+    noise_multiplier: :math:`\sigma \ge 0`.
+    sampling_rate: :math:`q \in [0, 1]`.
+    num_steps: :math:`T \ge 0`.
+    delta: :math:`\delta \in [0, 1)`.
+    pld_discretization: value discretisation interval of the PLD accountant, in (0, 1].
+
+  Returns:
+    :math:`\varepsilon \ge 0` as a Python float (``inf`` without noise or with delta 0).
+  """
+  sigma, q, steps = _check_dpsgd(noise_multiplier, sampling_rate, num_steps)
+  _check_scalar("delta", delta)
+  _validate.check_delta(delta)
+  _check_accountant("pld", None, pld_discretization)
+  if _is_trivial(q, steps):
+    return 0.0
+  if float(delta) == 0.0 or sigma == 0.0:
+    return math.inf
+  acc = dp_accounting.pld.PLDAccountant(
+      neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
+      value_discretization_interval=float(pld_discretization))
+  acc.compose(_event(sigma, q, steps))
+  return float(acc.get_epsilon(float(delta)))
+
+
 def dpsgd_delta(noise_multiplier, sampling_rate, num_steps, epsilon, *, accountant: str = "rdp",
                 orders=None, pld_discretization: float = DEFAULT_PLD_DISCRETIZATION) -> float:
   r"""Upper bound on the :math:`\delta` of DP-SGD at a given :math:`\varepsilon`.

@@ -32,6 +32,7 @@ from typing import Any, Callable, NamedTuple
 import flax.linen as nn
 import flax.serialization
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -132,42 +133,116 @@ def init_state(key: jax.Array, model: nn.Module, example: jax.Array, config: Tra
 
 def make_step(model: nn.Module, optimizer: optax.GradientTransformation, config: TrainConfig,
               num_examples: int, loss_fn: clipping.LossFn = clipping.softmax_cross_entropy,
-              strategy: str | None = None) -> Callable:
-  """The pure DP-SGD step ``step(state, features, labels) -> (state, StepMetrics)``.
+              strategy: str | None = None, dirac_coordinates: Any = None) -> Callable:
+  """The pure DP-SGD step ``step(state, features, labels, example_mask, dirac_mask)``.
 
-  ``features``/``labels`` hold the whole training set (``num_examples`` rows, on device);
-  the step draws its Poisson batch from them. Jit it once (the training loop does, with the
-  state donated); vmap it over states for many runs at once.
+  Returns ``(state, StepMetrics)``. ``features``/``labels`` hold the whole training set
+  (``num_examples`` rows, on device); the step draws its Poisson batch from them. Jit it once
+  (the training loop does, with the state donated); vmap it over states for many runs at once.
+
+  Two optional inputs serve the audit games of :mod:`dpaudit.audits.dpsgd`:
+
+  * ``example_mask`` (bool ``[num_examples]``, default all True): rows set to False never
+    contribute. Poisson sampling draws every row independently, so masking a row is the same
+    mechanism as removing it from the data set (with ``sampling_rate`` and the normaliser
+    :math:`qN` unchanged), and D and D' of an audit can share one static shape.
+  * ``dirac_coordinates`` (static, int ``[k]``: positions in the flattened parameter vector of
+    ``jax.flatten_util.ravel_pytree``) with ``dirac_mask`` (bool ``[k]``): white-box gradient
+    canaries (:func:`dpaudit.data.dirac_gradient_canary`). Each canary whose mask is True is
+    Poisson sampled like an example (probability ``sampling_rate`` per step) and, when
+    sampled, adds ``l2_clip_norm`` to its coordinate of the clipped gradient sum, before the
+    noise: a gradient of the largest norm clipping allows.
   """
   strategy = strategy or config.clipping
   size = config.physical_batch_size
+  coordinates = None
+  if dirac_coordinates is not None:
+    coordinates = np.asarray(dirac_coordinates)
+    if coordinates.ndim != 1 or coordinates.size == 0 or coordinates.dtype.kind not in "iu":
+      raise ValueError(f"dirac_coordinates must be a non-empty 1-D integer array, got "
+                       f"{dirac_coordinates!r}")
+    if len(np.unique(coordinates)) != coordinates.size or coordinates.min() < 0:
+      raise ValueError("dirac_coordinates must be distinct, non-negative flat parameter indices")
+  canary_value = 0.0 if math.isinf(config.l2_clip_norm) else config.l2_clip_norm
 
-  def step(state: TrainState, features: jax.Array, labels: jax.Array):
+  def step(state: TrainState, features: jax.Array, labels: jax.Array,
+           example_mask: jax.Array | None = None, dirac_mask: jax.Array | None = None):
     features, labels = jnp.asarray(features), jnp.asarray(labels)
     batch_key, next_key = jax.random.split(state.sample_key)
+    if coordinates is not None:
+      batch_key, canary_key = jax.random.split(batch_key)
     batch = sampling.poisson_sample(batch_key, num_examples, config.sampling_rate)
 
     def body(j, carry):
       grad_sum, loss_sum, norm_sum, clipped = carry
       idx, mask = sampling.microbatch(batch, j, size)
+      if example_mask is not None:
+        mask = mask & example_mask[idx]
       out = clipping.clipped_grad_sum(
           model, state.params, features[idx], labels[idx], mask, loss_fn=loss_fn,
           l2_clip_norm=config.l2_clip_norm, strategy=strategy)
       grad_sum = jax.tree.map(jnp.add, grad_sum, out.grad_sum)
-      return (grad_sum, loss_sum + jnp.sum(out.losses), norm_sum + jnp.sum(out.grad_norms),
+      return (grad_sum, loss_sum + jnp.sum(out.losses * mask),
+              norm_sum + jnp.sum(out.grad_norms * mask),
               clipped + jnp.sum((out.grad_norms > config.l2_clip_norm) * mask))
 
     zeros = jax.tree.map(jnp.zeros_like, state.params)
     init = (zeros, jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
     grad_sum, loss_sum, norm_sum, clipped = jax.lax.fori_loop(
         0, sampling.num_microbatches(batch, size), body, init)
+    size_in = batch.size
+    if example_mask is not None:
+      size_in = jnp.sum(example_mask[batch.indices] & (jnp.arange(num_examples) < batch.size),
+                        dtype=jnp.int32)
+    if coordinates is not None:
+      in_canaries = jnp.ones(coordinates.shape, bool) if dirac_mask is None else dirac_mask
+      sampled = jax.random.bernoulli(canary_key, config.sampling_rate, coordinates.shape)
+      flat, unravel = jax.flatten_util.ravel_pytree(grad_sum)
+      flat = flat.at[coordinates].add(canary_value * (sampled & in_canaries).astype(flat.dtype))
+      grad_sum = unravel(flat)
     updates, opt_state = optimizer.update(grad_sum, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    count = jnp.maximum(batch.size, 1).astype(loss_sum.dtype)
-    metrics = StepMetrics(batch.size, loss_sum / count, norm_sum / count, clipped / count)
+    count = jnp.maximum(size_in, 1).astype(loss_sum.dtype)
+    metrics = StepMetrics(size_in, loss_sum / count, norm_sum / count, clipped / count)
     return TrainState(state.step + 1, params, opt_state, next_key), metrics
 
   return step
+
+
+class RunOutput(NamedTuple):
+  """What :func:`make_run` returns for one run: initial and final parameters, batch sizes."""
+  initial_params: PyTree
+  params: PyTree
+  batch_sizes: jax.Array
+
+
+def make_run(model: nn.Module, config: TrainConfig, num_examples: int, example: jax.Array,
+             loss_fn: clipping.LossFn = clipping.softmax_cross_entropy,
+             strategy: str | None = None, dirac_coordinates: Any = None) -> Callable:
+  """A whole DP-SGD run as one pure function, for ``jax.vmap`` over many runs.
+
+  ``run(key, features, labels, example_mask=None, dirac_mask=None) -> RunOutput``:
+  :func:`init_state` from ``key``, then ``lax.scan`` of :func:`make_step` over
+  ``config.num_steps`` steps (same arguments as the step). Un-jitted: ``jax.jit(jax.vmap(run,
+  in_axes=(0, None, None, 0)))`` trains one model per key as a single compiled program (the
+  many-run audits of :mod:`dpaudit.audits.dpsgd`); a vmapped run gives the same parameters as
+  the same run alone.
+  """
+
+  def run(key, features, labels, example_mask=None, dirac_mask=None):
+    state, optimizer = init_state(key, model, example, config, num_examples)
+    step = make_step(model, optimizer, config, num_examples, loss_fn, strategy,
+                     dirac_coordinates)
+
+    def body(state, _):
+      state, metrics = step(state, features, labels, example_mask, dirac_mask)
+      return state, metrics.batch_size
+
+    initial = state.params
+    state, batch_sizes = jax.lax.scan(body, state, None, length=config.num_steps)
+    return RunOutput(initial, state.params, batch_sizes)
+
+  return run
 
 
 # ------------------------------------------------------------------------------ checkpointing

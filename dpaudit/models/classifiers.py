@@ -58,6 +58,37 @@ class MLP(nn.Module):
     return logits.reshape(batch_shape + (self.num_classes,))
 
 
+class TwoHeadMLP(nn.Module):
+  """An MLP encoder with two linear heads: the main task and UniAud++'s tag task.
+
+  The multi-task model of Sec. VI-A of Liu & Xiong, UniAud: a shared encoder, the main head
+  :math:`f_\theta` (``num_classes`` logits) and the membership-encoding head :math:`f_\phi`
+  (``num_tags`` logits), trained with Eq. (12) (:func:`dpaudit.data.multi_task_loss`).
+  Returns ``(main_logits, tag_logits)``.
+
+  Attributes:
+    hidden_sizes: widths of the shared hidden layers (at least one).
+    num_classes: main-task classes.
+    num_tags: size of the tag space :math:`C_e`.
+    example_ndim: trailing axes forming one example.
+  """
+  hidden_sizes: Sequence[int] = (256,)
+  num_classes: int = 10
+  num_tags: int = 100
+  example_ndim: int = 3
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    x, batch_shape = _with_batch(x, self.example_ndim)
+    x = x.reshape((x.shape[0], -1))
+    for width in self.hidden_sizes:
+      x = nn.relu(nn.Dense(width)(x))
+    main = nn.Dense(self.num_classes, name="main_head")(x)
+    tag = nn.Dense(self.num_tags, name="tag_head")(x)
+    return (main.reshape(batch_shape + (self.num_classes,)),
+            tag.reshape(batch_shape + (self.num_tags,)))
+
+
 class LeNet5(nn.Module):
   """LeNet-5-style CNN: conv 6@5x5 (same) - pool - conv 16@5x5 (valid) - pool - 120 - 84 - out.
 

@@ -1,0 +1,623 @@
+r"""Auditing DP-SGD: many-run (O(T)) and one-run (O(1)) games, UniAud and UniAud++.
+
+Four games, one engine (:mod:`dpaudit.dpsgd`), one estimator module (:mod:`dpaudit.estimators`):
+
+* ``many_run`` (O(T)): ``num_runs`` models are trained on D' = D plus one canary and as many on
+  D. All 2T runs are one compiled program: :func:`dpaudit.dpsgd.training.make_run` vmapped
+  over run keys and over the canary's inclusion mask (a masked row is never sampled, which is
+  the same mechanism as removing it). A score per run (the canary's negative loss, or for the
+  white-box Dirac canary the parameter change along its coordinate) is turned into an epsilon
+  lower bound by :func:`dpaudit.estimators.epsilon_from_scores` (Eq. (6) of Liu & Xiong,
+  UniAud; Eq. (1) of Chadha et al.).
+* ``one_run`` (O(1), Steinke, Nasr & Jagielski 2023): ``m`` canaries each included with
+  probability 1/2, one training run, guesses with abstention on the top and bottom scores,
+  bound by :func:`dpaudit.estimators.one_run_epsilon_from_scores` (Thm. 2, Eqs. 7-9 of
+  UniAud). Black-box (loss) scores for example canaries, white-box scores for Dirac canaries.
+* ``uniaud`` (Alg. 2 and Thm. 3 of UniAud): synthetic canaries of Alg. 1 (uncorrelated
+  features, uniform labels), *all* trained on; a comparison set with fresh labels; for each
+  canary a fair coin decides whether the trained pair or the comparison pair is presented,
+  the score is :math:`\mathcal{L}(f_\theta, \tilde z_i) - \mathcal{L}(f_\theta, z_i)` and the
+  symmetric one-sided thresholding of Alg. 2 (line 8) makes the guesses.
+* ``uniaud_plus`` (UniAud++, Alg. 3 and Eq. (12)): real images with trigger patches and random
+  tags learnt by a second head (:class:`dpaudit.models.TwoHeadMLP`), the main task trained on
+  every example; the self-comparison of Alg. 2 on the tag head's loss.
+
+Every result reports the epsilon lower bound, the ceiling :math:`\epsilon_O` the game could
+reach with its number of observations, the accountant's epsilon for the run, and the test
+accuracy of the trained model(s).
+
+Neighbouring relations: ``many_run`` and ``one_run`` add or remove a canary, the relation
+DP-SGD's accountant is stated for. ``uniaud`` and ``uniaud_plus`` present one of two
+labellings (tags) of the same canary, so D and D' differ by a *replaced* record; their
+``epsilon_theory`` is the replace-one epsilon of the same run
+(:func:`dpaudit.accounting.dpsgd_epsilon_replace_one`), which UniAud's Thm. 3 leaves implicit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit import accounting
+from dpaudit import data as data_lib
+from dpaudit import estimators
+from dpaudit import models
+from dpaudit.audits.noisy_argmax import to_plain
+from dpaudit.dpsgd import clipping, training
+
+GAMES = ("many_run", "one_run", "uniaud", "uniaud_plus")
+CANARY_TYPES = ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "trigger")
+GAME_CANARIES = {
+    "many_run": ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac"),
+    "one_run": ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac"),
+    "uniaud": ("gaussian", "orthogonal"),
+    "uniaud_plus": ("trigger",),
+}
+SCORE_METHODS = ("split", "bonferroni")
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGDAuditConfig:
+  """One DP-SGD audit.
+
+  Attributes:
+    game: one of ``GAMES``.
+    canary: one of ``GAME_CANARIES[game]``.
+    num_canaries: m, the canaries of an O(1) game (ignored by ``many_run``, which has one).
+    num_runs: T, runs per side of ``many_run`` (2T runs in all).
+    epsilon: target epsilon the noise is calibrated to (RDP accountant, add-or-remove, at
+      ``delta``); ``inf`` trains without noise (clipping kept).
+    delta: the delta of the accountant and of the lower bounds, in (0, 1).
+    significance: beta of the 1 - beta confidence of the lower bound.
+    epochs: expected passes over the training set (steps = round(epochs N / batch_size)).
+    batch_size: expected Poisson batch size qN.
+    learning_rate, optimizer, l2_clip_norm, physical_batch_size: as in
+      :class:`dpaudit.dpsgd.TrainConfig`.
+    hidden_sizes: hidden widths of the MLP (empty: logistic regression).
+    include_data: ``uniaud`` only: also train on the real training set (Alg. 2 trains on the
+      canaries alone, the data-independent setting).
+    sigma0: feature scale of Gaussian synthetic canaries (Alg. 1).
+    num_tags, num_tag_bits, tag_weight, patch_size: UniAud++ tag space C_e, tags per canary H,
+      the lambda of Eq. (12) and the side of the square trigger patch.
+    correction: ``"bonferroni"`` (valid over the guess grid) or ``"none"`` (the papers'
+      best-r reporting; optimistic) for the O(1) games.
+    method: threshold selection of ``many_run``: ``"split"`` or ``"bonferroni"``.
+    chunk_size: runs per vmapped call of ``many_run`` (0: all 2T at once).
+  """
+  game: str = "one_run"
+  canary: str = "mislabelled"
+  num_canaries: int = 1000
+  num_runs: int = 500
+  epsilon: float = 8.0
+  delta: float = 1e-5
+  significance: float = 0.05
+  epochs: float = 10.0
+  batch_size: int = 128
+  learning_rate: float = 0.1
+  optimizer: str = "sgd"
+  l2_clip_norm: float = 1.0
+  physical_batch_size: int = 256
+  hidden_sizes: tuple[int, ...] = (256,)
+  include_data: bool = False
+  sigma0: float = 0.1
+  num_tags: int = 100
+  num_tag_bits: int = 1
+  tag_weight: float = 1.0
+  patch_size: int = 3
+  correction: str = "bonferroni"
+  method: str = "split"
+  chunk_size: int = 0
+
+  def __post_init__(self):
+    _validate.check_choice("game", self.game, GAMES)
+    if self.canary not in GAME_CANARIES[self.game]:
+      raise ValueError(f"canary={self.canary!r} is not valid for game={self.game!r}; choose "
+                       f"one of {', '.join(GAME_CANARIES[self.game])}")
+    for name, low in (("num_canaries", 1), ("num_runs", 2), ("batch_size", 1),
+                      ("physical_batch_size", 1), ("num_tags", 2), ("num_tag_bits", 1),
+                      ("patch_size", 1), ("chunk_size", 0)):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+    _validate.check_range("epsilon", self.epsilon, 0.0, low_open=True)
+    _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+    _validate.check_significance(self.significance)
+    _validate.check_range("epochs", self.epochs, 0.0, math.inf, low_open=True, high_open=True)
+    _validate.check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True,
+                          high_open=True)
+    _validate.check_choice("optimizer", self.optimizer, training.OPTIMIZERS)
+    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, math.inf, low_open=True,
+                          high_open=True)
+    if any(isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1
+           for w in self.hidden_sizes):
+      raise ValueError(f"hidden_sizes={self.hidden_sizes!r} must be integers >= 1")
+    if self.game == "uniaud_plus" and not self.hidden_sizes:
+      raise ValueError("game='uniaud_plus' needs at least one hidden layer (the shared encoder "
+                       "of the two heads); hidden_sizes is empty")
+    _validate.check_range("sigma0", self.sigma0, 0.0, math.inf, low_open=True, high_open=True)
+    _validate.check_range("tag_weight", self.tag_weight, 0.0, math.inf, high_open=True)
+    if self.num_tag_bits >= self.num_tags:
+      raise ValueError(f"num_tag_bits={self.num_tag_bits} is outside [1, num_tags - 1 = "
+                       f"{self.num_tags - 1}]")
+    _validate.check_choice("correction", self.correction, estimators.one_run.CORRECTIONS)
+    _validate.check_choice("method", self.method, SCORE_METHODS)
+    if self.canary == "dirac" and self.optimizer != "sgd":
+      raise ValueError(f"canary='dirac' reads the canary off the parameter change, which "
+                       f"needs optimizer='sgd', got optimizer={self.optimizer!r}")
+
+  @property
+  def adjacency(self) -> str:
+    return "replace_one" if self.game in ("uniaud", "uniaud_plus") else "add_or_remove_one"
+
+
+class AuditData(NamedTuple):
+  """Real data of an audit: the training set D, a test set and a held-out canary pool."""
+  train_features: np.ndarray
+  train_labels: np.ndarray
+  test_features: np.ndarray
+  test_labels: np.ndarray
+  pool_features: np.ndarray
+  pool_labels: np.ndarray
+  num_classes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGDAuditResult:
+  """Result of :func:`run` (all plain Python numbers after :meth:`to_dict`).
+
+  Attributes:
+    epsilon_lower_bound: the audit's 1 - significance lower confidence bound on epsilon.
+    epsilon_ceiling: :math:`\\epsilon_O`, the largest bound this game can report with its
+      number of observations (every guess, or every run, classified correctly).
+    epsilon_theory: the accountant's epsilon for the relation the game tests (add-or-remove:
+      RDP, the calibration target; replace-one for the UniAud games: PLD).
+    epsilon_theory_pld: add-or-remove epsilon from the PLD accountant.
+    noise_multiplier, sampling_rate, num_steps: the DP-SGD run(s).
+    test_accuracy: main-task test accuracy (mean over runs for ``many_run``).
+    num_observations: runs (many_run) or canaries (O(1) games) behind the bound.
+    details: game-specific figures (guesses, correct guesses, threshold, error counts, ...).
+  """
+  game: str
+  canary: str
+  adjacency: str
+  epsilon_lower_bound: float
+  epsilon_ceiling: float
+  epsilon_theory: float
+  epsilon_theory_pld: float
+  noise_multiplier: float
+  sampling_rate: float
+  num_steps: int
+  num_training_examples: int
+  test_accuracy: float
+  num_observations: int
+  details: dict
+  wall_time_s: float
+
+  def to_dict(self) -> dict:
+    return to_plain(dataclasses.asdict(self))
+
+
+# ------------------------------------------------------------------------------ building blocks
+
+def softmax_losses(model, params, features, labels) -> jax.Array:
+  """Per-example cross entropy of ``model`` at ``params`` (the black-box membership score)."""
+  return clipping.softmax_cross_entropy(model.apply({"params": params}, features), labels)
+
+
+def weakest_coordinates(model, params, features, labels, count: int,
+                        sample_size: int = 512) -> np.ndarray:
+  """``count`` flat parameter indices where the data's per-example gradients are smallest.
+
+  The white-box Dirac canaries go there (Nasr et al. 2023 place them in coordinates the real
+  gradients do not touch): the per-example squared gradients at ``params`` are summed over up
+  to ``sample_size`` training examples and the ``count`` smallest coordinates are returned,
+  ties broken by index (for an MLP on images with always-blank pixels, these are the input
+  weights of those pixels, whose gradient is exactly zero at every step). Depends on the
+  data and the initialisation only, never on the canaries' membership.
+  """
+  n = min(sample_size, features.shape[0])
+
+  def flat_grad(x, y):
+    grad = jax.grad(lambda p: clipping.softmax_cross_entropy(
+        model.apply({"params": p}, x[None]), y[None])[0])(params)
+    return jax.flatten_util.ravel_pytree(grad)[0]
+
+  energy = jnp.sum(jax.vmap(flat_grad)(jnp.asarray(features[:n]),
+                                       jnp.asarray(labels[:n])) ** 2, axis=0)
+  if count > energy.shape[0]:
+    raise ValueError(f"num_canaries={count} exceeds the {energy.shape[0]} model parameters "
+                     "available as Dirac canary coordinates")
+  return np.sort(np.argsort(np.asarray(energy), kind="stable")[:count])
+
+
+def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=None,
+             dirac_masks=None, chunk_size: int = 0) -> training.RunOutput:
+  """All runs of ``run`` (from :func:`dpaudit.dpsgd.training.make_run`) as vmapped chunks.
+
+  One compilation: the last chunk is padded with spare keys (and copies of the last masks)
+  and the padding is dropped. Returns the stacked :class:`RunOutput` as NumPy arrays.
+  """
+  num_runs = keys.shape[0]
+  chunk = chunk_size or num_runs
+  num_chunks = math.ceil(num_runs / chunk)
+  padded = num_chunks * chunk
+  extra = padded - num_runs
+
+  def pad(x):
+    if x is None or extra == 0:
+      return x
+    return jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)])
+
+  if extra:
+    keys = jnp.concatenate([keys, jax.random.split(keys[-1], extra)])
+  example_masks, dirac_masks = pad(example_masks), pad(dirac_masks)
+  in_axes = (0, None, None, None if example_masks is None else 0,
+             None if dirac_masks is None else 0)
+  vmapped = jax.jit(jax.vmap(run, in_axes=in_axes))
+  features, labels = jnp.asarray(features), jnp.asarray(labels)
+  outs = []
+  for i in range(num_chunks):
+    part = slice(i * chunk, (i + 1) * chunk)
+    outs.append(jax.device_get(vmapped(
+        keys[part], features, labels,
+        None if example_masks is None else example_masks[part],
+        None if dirac_masks is None else dirac_masks[part])))
+  return jax.tree.map(lambda *xs: np.concatenate(xs)[:num_runs], *outs)
+
+
+def _accuracy(model, params, features, labels) -> float:
+  outputs = model.apply({"params": params}, jnp.asarray(features))
+  main = outputs[0] if isinstance(outputs, tuple) else outputs
+  return float(jnp.mean(jnp.argmax(main, axis=-1) == jnp.asarray(labels)))
+
+
+def _flat(params) -> jax.Array:
+  return jax.flatten_util.ravel_pytree(params)[0]
+
+
+class _Plan(NamedTuple):
+  """The DP-SGD run every game shares: its config, noise and accountant figures."""
+  train_config: training.TrainConfig
+  noise_multiplier: float
+  epsilon_rdp: float
+  epsilon_pld: float
+  epsilon_replace: float
+
+
+def _plan(config: DPSGDAuditConfig, num_examples: int) -> _Plan:
+  if config.batch_size > num_examples:
+    raise ValueError(f"batch_size={config.batch_size} exceeds the {num_examples} training "
+                     "examples")
+  q = config.batch_size / num_examples
+  steps = max(1, round(config.epochs * num_examples / config.batch_size))
+  if math.isinf(config.epsilon):
+    sigma = 0.0
+  else:
+    sigma = accounting.calibrate_noise_multiplier(config.epsilon, q, steps, config.delta)
+  train_config = training.TrainConfig(
+      num_steps=steps, sampling_rate=q, noise_multiplier=sigma, l2_clip_norm=config.l2_clip_norm,
+      learning_rate=config.learning_rate, optimizer=config.optimizer,
+      physical_batch_size=config.physical_batch_size)
+  eps_rdp = accounting.dpsgd_epsilon(sigma, q, steps, config.delta)
+  eps_pld = accounting.dpsgd_epsilon(sigma, q, steps, config.delta, accountant="pld")
+  eps_replace = math.nan
+  if config.adjacency == "replace_one":
+    eps_replace = accounting.dpsgd_epsilon_replace_one(sigma, q, steps, config.delta)
+  return _Plan(train_config, sigma, eps_rdp, eps_pld, eps_replace)
+
+
+def _example_canaries(key, config: DPSGDAuditConfig, data: AuditData, m: int
+                      ) -> data_lib.Canaries:
+  example_shape = data.train_features.shape[1:]
+  if config.canary in ("in_distribution", "mislabelled"):
+    if m > data.pool_features.shape[0]:
+      raise ValueError(f"num_canaries={m} exceeds the {data.pool_features.shape[0]} held-out "
+                       f"real examples available as {config.canary} canaries")
+    if config.canary == "in_distribution":
+      return data_lib.in_distribution_canaries(key, data.pool_features, data.pool_labels, m)
+    return data_lib.mislabelled_canaries(key, data.pool_features, data.pool_labels, m,
+                                         data.num_classes)
+  return data_lib.synthetic_canaries(key, m, example_shape, data.num_classes,
+                                     mode=config.canary, sigma0=config.sigma0)
+
+
+def _result(config, plan, num_examples, lower, ceiling, accuracy, observations, details,
+            start) -> DPSGDAuditResult:
+  theory = plan.epsilon_replace if config.adjacency == "replace_one" else plan.epsilon_rdp
+  return DPSGDAuditResult(
+      game=config.game, canary=config.canary, adjacency=config.adjacency,
+      epsilon_lower_bound=float(lower), epsilon_ceiling=float(ceiling),
+      epsilon_theory=float(theory), epsilon_theory_pld=float(plan.epsilon_pld),
+      noise_multiplier=plan.noise_multiplier,
+      sampling_rate=plan.train_config.sampling_rate, num_steps=plan.train_config.num_steps,
+      num_training_examples=int(num_examples), test_accuracy=float(accuracy),
+      num_observations=int(observations), details=details,
+      wall_time_s=time.perf_counter() - start)
+
+
+def _mlp(config: DPSGDAuditConfig, data: AuditData):
+  ndim = data.train_features.ndim - 1
+  return models.MLP(tuple(config.hidden_sizes), data.num_classes, example_ndim=ndim)
+
+
+# ------------------------------------------------------------------------------ the games
+
+def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
+                   ) -> DPSGDAuditResult:
+  """O(T) audit: ``num_runs`` runs with the canary and as many without, vmapped.
+
+  Runs ``0..T-1`` include the canary (D'), runs ``T..2T-1`` do not (D); every run has its own
+  key (initialisation, batches, noise). Scores (higher means "canary in"): the canary's
+  negative cross entropy for an example canary; for the Dirac canary, the decrease of its
+  coordinate over the run, :math:`\\theta_0[c] - \\theta_T[c]` (SGD moves the coordinate by
+  ``-learning_rate / (qN)`` times the noisy gradient sum, to which the canary adds
+  ``l2_clip_norm`` whenever it is sampled). Bound: :func:`dpaudit.estimators.epsilon_from_scores`
+  with ``config.method``; ceiling: the same bound with no errors.
+  """
+  start = time.perf_counter()
+  canary_key, coordinate_key, run_key = jax.random.split(key, 3)
+  model = _mlp(config, data)
+  base_x, base_y = data.train_features, data.train_labels
+  t = config.num_runs
+  in_flags = np.concatenate([np.ones(t, bool), np.zeros(t, bool)])
+  coordinates = None
+  details: dict[str, Any] = {}
+  if config.canary == "dirac":
+    features, labels = base_x, base_y
+    example_masks = None
+    dirac_masks = jnp.asarray(in_flags[:, None])
+    params0 = model.init(coordinate_key, jnp.asarray(base_x[:1]))["params"]
+    coordinates = weakest_coordinates(model, params0, base_x, base_y, 1)
+    details["dirac_coordinate"] = int(coordinates[0])
+  else:
+    canary = _example_canaries(canary_key, config, data, 1)
+    features = np.concatenate([base_x, np.asarray(canary.features)])
+    labels = np.concatenate([base_y, np.asarray(canary.labels)])
+    example_masks = jnp.asarray(np.concatenate(
+        [np.ones((2 * t, base_x.shape[0]), bool), in_flags[:, None]], axis=1))
+    dirac_masks = None
+  num_examples = features.shape[0]
+  plan = _plan(config, num_examples)
+  run = training.make_run(model, plan.train_config, num_examples, jnp.asarray(features[:1]),
+                          dirac_coordinates=coordinates)
+  keys = jax.random.split(run_key, 2 * t)
+  out = run_many(run, keys, features, labels, example_masks, dirac_masks, config.chunk_size)
+  if config.canary == "dirac":
+    c = int(coordinates[0])
+    initial = jax.vmap(_flat)(out.initial_params)[:, c]
+    final = jax.vmap(_flat)(out.params)[:, c]
+    scores = np.asarray(initial - final)
+  else:
+    x, y = jnp.asarray(features[-1:]), jnp.asarray(labels[-1:])
+    scores = -np.asarray(jax.vmap(lambda p: softmax_losses(model, p, x, y)[0])(out.params))
+  in_scores, out_scores = scores[:t], scores[t:]
+  bound = estimators.epsilon_from_scores(in_scores, out_scores, config.delta,
+                                         config.significance, method=config.method)
+  if config.method == "split":
+    n_in, n_out, level = t // 2, t // 2, config.significance  # the evaluation halves
+  else:
+    n_in, n_out, level = t, t, float(bound.significance)
+  ceiling = estimators.epsilon_from_error_counts(0, n_out, 0, n_in, config.delta, level)
+  accuracy_runs = min(2 * t, 32)
+  accuracies = [_accuracy(model, jax.tree.map(lambda a: a[i], out.params), data.test_features,
+                          data.test_labels) for i in range(accuracy_runs)]
+  details.update(
+      threshold=float(bound.threshold), false_positives=int(bound.false_positives),
+      negatives=int(bound.negatives), false_negatives=int(bound.false_negatives),
+      positives=int(bound.positives), method=config.method,
+      per_test_significance=float(bound.significance),
+      mean_score_in=float(np.mean(in_scores)), mean_score_out=float(np.mean(out_scores)),
+      accuracy_runs=accuracy_runs, mean_batch_size=float(np.mean(out.batch_sizes)))
+  return _result(config, plan, num_examples, bound.epsilon, ceiling, np.mean(accuracies),
+                 2 * t, details, start)
+
+
+def _one_run_bound(scores, members, config: DPSGDAuditConfig):
+  result = estimators.one_run_epsilon_from_scores(
+      jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
+      mode="symmetric", correction=config.correction)
+  m = int(np.shape(scores)[0])
+  ceiling = estimators.one_run_epsilon_ceiling(m, m, config.delta,
+                                               float(result.per_test_significance))
+  details = dict(num_guesses=int(result.num_guesses), num_correct=int(result.num_correct),
+                 accuracy_of_guesses=float(result.num_correct / max(float(result.num_guesses), 1)),
+                 epsilon_ceiling_at_guesses=float(result.epsilon_ceiling),
+                 per_test_significance=float(result.per_test_significance),
+                 correction=config.correction, num_members=int(np.sum(members)),
+                 grid=np.asarray(result.grid).tolist(),
+                 grid_epsilon=np.asarray(result.grid_epsilon).tolist())
+  return float(result.epsilon), float(ceiling), details
+
+
+def _train_once(key, model, plan, features, labels, loss_fn=clipping.softmax_cross_entropy,
+                example_mask=None, coordinates=None, dirac_mask=None):
+  run = training.make_run(model, plan.train_config, features.shape[0],
+                          jnp.asarray(features[:1]), loss_fn, dirac_coordinates=coordinates)
+  return jax.device_get(jax.jit(run)(key, jnp.asarray(features), jnp.asarray(labels),
+                                     example_mask, dirac_mask))
+
+
+def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
+                  ) -> DPSGDAuditResult:
+  """O(1) audit of Steinke, Nasr & Jagielski (2023): m canaries, each in with probability 1/2.
+
+  Example canaries are appended to D and masked out when excluded (one static shape); Dirac
+  canaries occupy the ``m`` weakest coordinates (:func:`weakest_coordinates`). Scores: the
+  negative loss (black box) or the coordinate's decrease :math:`\\theta_0[c_i] - \\theta_T[c_i]`
+  (white box). The guesses and the bound are those of
+  :func:`dpaudit.estimators.one_run_epsilon_from_scores` (symmetric mode: "in" for the top
+  scores, "out" for the bottom ones, abstention in between).
+  """
+  start = time.perf_counter()
+  canary_key, member_key, run_key = jax.random.split(key, 3)
+  m = config.num_canaries
+  model = _mlp(config, data)
+  members = np.asarray(data_lib.include_mask(member_key, m))
+  base_x, base_y = data.train_features, data.train_labels
+  details: dict[str, Any] = {}
+  if config.canary == "dirac":
+    features, labels = base_x, base_y
+    plan = _plan(config, features.shape[0])
+    params0 = model.init(canary_key, jnp.asarray(base_x[:1]))["params"]
+    coordinates = weakest_coordinates(model, params0, base_x, base_y, m)
+    out = _train_once(run_key, model, plan, features, labels, coordinates=coordinates,
+                      dirac_mask=jnp.asarray(members))
+    scores = np.asarray(_flat(out.initial_params)[coordinates] - _flat(out.params)[coordinates])
+  else:
+    canaries = _example_canaries(canary_key, config, data, m)
+    features = np.concatenate([base_x, np.asarray(canaries.features)])
+    labels = np.concatenate([base_y, np.asarray(canaries.labels)])
+    plan = _plan(config, features.shape[0])
+    mask = jnp.asarray(np.concatenate([np.ones(base_x.shape[0], bool), members]))
+    out = _train_once(run_key, model, plan, features, labels, example_mask=mask)
+    scores = -np.asarray(softmax_losses(model, out.params, jnp.asarray(canaries.features),
+                                        jnp.asarray(canaries.labels)))
+  lower, ceiling, bound_details = _one_run_bound(scores, members, config)
+  details.update(bound_details)
+  details["mean_batch_size"] = float(np.mean(out.batch_sizes))
+  accuracy = _accuracy(model, out.params, data.test_features, data.test_labels)
+  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
+
+
+def _self_comparison_scores(loss_fn: Callable, members: np.ndarray, labels, fresh_labels):
+  """Alg. 2, lines 5-7: z_i is the trained pair if S_i = +1, the comparison pair otherwise;
+  the score is L(z~_i) - L(z_i)."""
+  presented = np.where(_expand(members, labels), labels, fresh_labels)
+  other = np.where(_expand(members, labels), fresh_labels, labels)
+  return np.asarray(loss_fn(other) - loss_fn(presented))
+
+
+def _expand(members, labels):
+  labels = np.asarray(labels)
+  return np.asarray(members).reshape(members.shape + (1,) * (labels.ndim - 1))
+
+
+def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
+                 ) -> DPSGDAuditResult:
+  """UniAud (Alg. 2, Thm. 3 of Liu & Xiong): synthetic canaries, all trained on, self-comparison.
+
+  The m canaries of Alg. 1 (:func:`dpaudit.data.synthetic_canaries`, features independent of
+  their uniform labels) form the training set (plus D when ``include_data``); the comparison
+  set gives each canary a fresh uniform label. A fair coin per canary (the membership
+  :math:`S_i`) decides which of the two pairs is presented as :math:`z_i`; the score
+  :math:`\\mathcal{L}(f_\\theta, \\tilde z_i) - \\mathcal{L}(f_\\theta, z_i)` is high when
+  :math:`z_i` is the trained pair. By label independence (Property 1) the two pairs are
+  exchangeable, so this is a one-run game on a replaced record.
+  """
+  start = time.perf_counter()
+  canary_key, fresh_key, member_key, run_key = jax.random.split(key, 4)
+  m = config.num_canaries
+  model = _mlp(config, data)
+  canaries = data_lib.synthetic_canaries(canary_key, m, data.train_features.shape[1:],
+                                         data.num_classes, mode=config.canary,
+                                         sigma0=config.sigma0)
+  fresh = np.asarray(jax.random.randint(fresh_key, (m,), 0, data.num_classes, jnp.int32))
+  members = np.asarray(data_lib.include_mask(member_key, m))
+  cx, cy = np.asarray(canaries.features), np.asarray(canaries.labels)
+  if config.include_data:
+    features = np.concatenate([data.train_features, cx])
+    labels = np.concatenate([data.train_labels, cy])
+  else:
+    features, labels = cx, cy
+  plan = _plan(config, features.shape[0])
+  out = _train_once(run_key, model, plan, features, labels)
+  x = jnp.asarray(cx)
+  scores = _self_comparison_scores(
+      lambda y: softmax_losses(model, out.params, x, jnp.asarray(y)), members, cy, fresh)
+  lower, ceiling, details = _one_run_bound(scores, members, config)
+  details.update(fresh_label_equal=int(np.sum(fresh == cy)), include_data=config.include_data,
+                 mean_batch_size=float(np.mean(out.batch_sizes)))
+  accuracy = _accuracy(model, out.params, data.test_features, data.test_labels)
+  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
+
+
+def pack_multi_task_labels(labels, tags, is_canary) -> np.ndarray:
+  """``[n, 2 + H]`` int32 rows (label, H tags, is_canary): one array for the training loop."""
+  return np.concatenate([np.asarray(labels)[:, None], np.asarray(tags),
+                         np.asarray(is_canary, np.int32)[:, None]], axis=1).astype(np.int32)
+
+
+def multi_task_loss_fn(weight: float) -> Callable:
+  """``loss_fn(outputs, packed)`` for :func:`dpaudit.dpsgd.clipped_grad_sum`: Eq. (12) on
+  :class:`dpaudit.models.TwoHeadMLP` outputs and :func:`pack_multi_task_labels` rows."""
+
+  def loss_fn(outputs, packed):
+    main, tag = outputs
+    single = packed.ndim == 1
+    if single:
+      main, tag, packed = main[None], tag[None], packed[None]
+    losses = data_lib.multi_task_loss(main, tag, packed[:, 0], packed[:, 1:-1],
+                                      packed[:, -1].astype(bool), weight)
+    return losses[0] if single else losses
+
+  return loss_fn
+
+
+def tag_losses(model, params, features, tags) -> jax.Array:
+  """The membership-encoding loss :math:`\\mathcal{L}_{ME}` of each row (mean over its tags)."""
+  _, logits = model.apply({"params": params}, features)
+  log_p = jax.nn.log_softmax(logits, axis=-1)
+  return -jnp.take_along_axis(log_p, jnp.asarray(tags), axis=-1).mean(axis=-1)
+
+
+def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
+                      ) -> DPSGDAuditResult:
+  """UniAud++ (Alg. 3, Eq. (12) of Liu & Xiong): triggers and tags on a second head.
+
+  :func:`dpaudit.data.uniaud_plus_plus_dataset` stamps a random-colour patch on m training
+  images and gives each a random tag (multi-bit with ``num_tag_bits``) and a fresh comparison
+  tag; the two-head model is trained with Eq. (12) on all n images (labels unchanged, so the
+  main task keeps its data). The audit is Alg. 2 on the tag head: the presented tag is the
+  trained one when :math:`S_i = +1` and the comparison one otherwise.
+  """
+  start = time.perf_counter()
+  if data.train_features.ndim != 4:
+    raise ValueError(f"game='uniaud_plus' needs image data [n, height, width, channels], got "
+                     f"training features of shape {data.train_features.shape}")
+  data_key, member_key, run_key = jax.random.split(key, 3)
+  m = config.num_canaries
+  height, width = data.train_features.shape[1:3]
+  if config.patch_size > min(height, width):
+    raise ValueError(f"patch_size={config.patch_size} does not fit images of size "
+                     f"{(height, width)}")
+  multi = data_lib.uniaud_plus_plus_dataset(
+      data_key, data.train_features, data.train_labels, m, config.num_tags,
+      num_tag_bits=config.num_tag_bits, patch_size=(config.patch_size, config.patch_size))
+  model = models.TwoHeadMLP(tuple(config.hidden_sizes), data.num_classes, config.num_tags,
+                            example_ndim=3)
+  packed = pack_multi_task_labels(multi.labels, multi.tags, multi.is_canary)
+  features = np.asarray(multi.features)
+  plan = _plan(config, features.shape[0])
+  out = _train_once(run_key, model, plan, features, packed,
+                    loss_fn=multi_task_loss_fn(config.tag_weight))
+  members = np.asarray(data_lib.include_mask(member_key, m))
+  x = jnp.asarray(features[np.asarray(multi.audit_indices)])
+  trained_tags = np.asarray(multi.tags)[np.asarray(multi.audit_indices)]
+  scores = _self_comparison_scores(lambda e: tag_losses(model, out.params, x, e), members,
+                                   trained_tags, np.asarray(multi.comparison_tags))
+  lower, ceiling, details = _one_run_bound(scores, members, config)
+  details.update(tag_weight=config.tag_weight, num_tags=config.num_tags,
+                 num_tag_bits=config.num_tag_bits, patch_size=config.patch_size,
+                 fresh_tag_equal=int(np.sum(np.all(trained_tags == np.asarray(
+                     multi.comparison_tags), axis=1))),
+                 mean_batch_size=float(np.mean(out.batch_sizes)))
+  accuracy = _accuracy(model, out.params, data.test_features, data.test_labels)
+  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
+
+
+GAME_FUNCTIONS = {"many_run": many_run_audit, "one_run": one_run_audit, "uniaud": uniaud_audit,
+                  "uniaud_plus": uniaud_plus_audit}
+
+
+def run(key: jax.Array, config: DPSGDAuditConfig, data: AuditData) -> DPSGDAuditResult:
+  """Runs the game ``config.game`` on ``data`` with randomness from ``key``."""
+  _validate.check_key(key)
+  return GAME_FUNCTIONS[config.game](key, config, data)
