@@ -27,6 +27,7 @@ visited exactly once, whatever the realised batch size, with one compilation::
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -59,11 +60,20 @@ def _check_static_int(name: str, value: Any, low: int) -> int:
 def poisson_sample(key: jax.Array, num_examples: int, sampling_rate) -> PoissonBatch:
   r"""Poisson sample of :math:`\{0, \dots, N - 1\}`: each index kept independently w.p. :math:`q`.
 
-  Example :math:`i` is kept iff :math:`U_i < q` for i.i.d. :math:`U_i \sim U[0, 1)`
-  (``jax.random.bernoulli``), so memberships are independent Bernoulli(:math:`q`) and the
-  size is :math:`\mathrm{Binomial}(N, q)`, as the sampled Gaussian mechanism assumes (Abadi et
-  al. 2016, Alg. 1; Mironov et al. 2019). Nothing is truncated: the output has room for all
-  :math:`N` examples.
+  Memberships are independent Bernoulli(:math:`q`) and the size is
+  :math:`\mathrm{Binomial}(N, q)`, as the sampled Gaussian mechanism assumes (Abadi et al.
+  2016, Alg. 1; Mironov et al. 2019). Nothing is truncated: the output has room for all
+  :math:`N` examples. Two exact samplers of this one distribution:
+
+  * concrete :math:`q < 1/2` (the DP-SGD case): the gaps between consecutive kept indices of
+    an i.i.d. Bernoulli(:math:`q`) sequence are i.i.d. Geometric(:math:`q`), drawn by
+    inversion, :math:`G = 1 + \lfloor \log U / \log(1 - q) \rfloor`, in chunks of
+    :math:`K \approx qN + 8\sqrt{qN} + 16` until the running position passes :math:`N - 1`
+    (a ``while_loop`` that almost always stops after one chunk). This draws :math:`O(qN)`
+    random numbers instead of :math:`N`, which dominates the cost of small models trained
+    many times at once (:mod:`experiments.benchmarks.many_run`).
+  * otherwise (traced or large :math:`q`): example :math:`i` is kept iff :math:`U_i < q`
+    (``jax.random.bernoulli``).
 
   Args:
     key: PRNG key (typed or raw).
@@ -79,15 +89,58 @@ def poisson_sample(key: jax.Array, num_examples: int, sampling_rate) -> PoissonB
   if np.ndim(sampling_rate) != 0:
     raise ValueError(f"sampling_rate must be a scalar, got shape {np.shape(sampling_rate)}")
   _validate.check_range("sampling_rate", sampling_rate, 0.0, 1.0)
-  return _poisson_sample(key, num_examples, sampling_rate)
+  return poisson_sample_impl(key, num_examples, sampling_rate)
+
+
+def _gap_chunk(num_examples: int, sampling_rate) -> int:
+  """Gaps drawn per chunk by the geometric sampler; 0 means: use the Bernoulli sampler."""
+  if not _validate.is_concrete(sampling_rate):
+    return 0
+  q = float(sampling_rate)
+  if not 0.0 < q < 0.5:
+    return 0
+  mean = q * num_examples
+  chunk = int(min(num_examples, math.ceil(mean + 8.0 * math.sqrt(mean) + 16.0)))
+  # Positions are int32 running sums of gaps capped at N + 1: keep them below 2^31.
+  return chunk if chunk * (num_examples + 1.0) < 2.0**31 else 0
+
+
+def poisson_sample_impl(key, num_examples: int, sampling_rate):
+  """The sampler :func:`poisson_sample` uses, without argument checks (jit/vmap-able)."""
+  chunk = _gap_chunk(num_examples, sampling_rate)
+  if chunk == 0:
+    return _bernoulli_sample(key, num_examples, sampling_rate)
+  return _geometric_sample(key, num_examples, float(sampling_rate), chunk)
 
 
 @functools.partial(jax.jit, static_argnames=("num_examples",))
-def _poisson_sample(key, num_examples, sampling_rate):
+def _bernoulli_sample(key, num_examples, sampling_rate):
   keep = jax.random.bernoulli(key, sampling_rate, (num_examples,))
   (indices,) = jnp.nonzero(keep, size=num_examples, fill_value=0)
   size = jnp.sum(keep, dtype=jnp.int32)
   return PoissonBatch(indices=indices.astype(jnp.int32), size=size)
+
+
+@functools.partial(jax.jit, static_argnames=("num_examples", "sampling_rate", "chunk"))
+def _geometric_sample(key, num_examples, sampling_rate, chunk):
+  n = num_examples
+  log_miss = jnp.log1p(jnp.float32(-sampling_rate))
+  tiny = jnp.finfo(jnp.float32).tiny
+
+  def draw(carry):
+    key, last, size, indices = carry
+    key, sub = jax.random.split(key)
+    u = jax.random.uniform(sub, (chunk,), jnp.float32, minval=tiny, maxval=1.0)
+    gaps = jnp.minimum(jnp.floor(jnp.log(u) / log_miss), n) + 1.0  # Geometric(q), capped
+    positions = last + jnp.cumsum(gaps.astype(jnp.int32))
+    kept = positions < n  # a prefix: positions increase
+    slots = jnp.where(kept, size + jnp.arange(chunk, dtype=jnp.int32), n)
+    indices = indices.at[slots].set(positions, mode="drop")
+    return key, positions[-1], size + jnp.sum(kept, dtype=jnp.int32), indices
+
+  init = (key, jnp.int32(-1), jnp.int32(0), jnp.zeros((n,), jnp.int32))
+  _, _, size, indices = jax.lax.while_loop(lambda c: c[1] < n - 1, draw, init)
+  return PoissonBatch(indices=indices, size=size)
 
 
 def num_microbatches(batch: PoissonBatch, physical_batch_size: int) -> jax.Array:

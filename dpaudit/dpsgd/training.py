@@ -198,6 +198,10 @@ def make_step(model: nn.Module, optimizer: optax.GradientTransformation, config:
       in_canaries = jnp.ones(coordinates.shape, bool) if dirac_mask is None else dirac_mask
       sampled = jax.random.bernoulli(canary_key, config.sampling_rate, coordinates.shape)
       flat, unravel = jax.flatten_util.ravel_pytree(grad_sum)
+      if coordinates.max() >= flat.shape[0]:
+        raise ValueError(f"dirac_coordinates has index {int(coordinates.max())}, outside the "
+                         f"valid range [0, {flat.shape[0] - 1}] of the {flat.shape[0]} model "
+                         "parameters")
       flat = flat.at[coordinates].add(canary_value * (sampled & in_canaries).astype(flat.dtype))
       grad_sum = unravel(flat)
     updates, opt_state = optimizer.update(grad_sum, state.opt_state, state.params)

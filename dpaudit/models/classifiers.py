@@ -59,7 +59,7 @@ class MLP(nn.Module):
 
 
 class TwoHeadMLP(nn.Module):
-  """An MLP encoder with two linear heads: the main task and UniAud++'s tag task.
+  r"""An MLP encoder with two linear heads: the main task and UniAud++'s tag task.
 
   The multi-task model of Sec. VI-A of Liu & Xiong, UniAud: a shared encoder, the main head
   :math:`f_\theta` (``num_classes`` logits) and the membership-encoding head :math:`f_\phi`

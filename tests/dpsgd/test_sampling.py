@@ -185,3 +185,27 @@ def test_key_types_and_traced_rate():
 def test_validation(call, match):
   with pytest.raises(ValueError, match=match):
     call(jax.random.key(0))
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 40])
+def test_geometric_sampler_is_exact_poisson_whatever_the_chunk(chunk):
+  # The gap sampler draws chunks of Geometric(q) gaps until it passes the end; tiny chunks
+  # force many loop iterations. Sizes must be Binomial(N, q) (chi-square) and every index
+  # kept with probability q (binomial z-scores), indices sorted and distinct.
+  from dpaudit.dpsgd.sampling import _geometric_sample
+  n, q, trials = 30, 0.2, 40000
+  keys = jax.random.split(jax.random.key(7), trials)
+  batch = jax.jit(jax.vmap(lambda k: _geometric_sample(k, n, q, chunk)))(keys)
+  sizes, indices = np.asarray(batch.size), np.asarray(batch.indices)
+  observed = np.bincount(sizes, minlength=n + 1)
+  expected = stats.binom.pmf(np.arange(n + 1), n, q) * trials
+  keep = expected > 5
+  assert stats.chisquare(observed[keep],
+                               expected[keep] * observed[keep].sum() / expected[keep].sum()
+                               ).pvalue > 1e-3
+  real = np.arange(n)[None, :] < sizes[:, None]
+  counts = np.bincount(indices[real], minlength=n)
+  z = (counts - trials * q) / np.sqrt(trials * q * (1 - q))
+  assert np.max(np.abs(z)) < 4.5
+  assert all(np.all(np.diff(indices[i, :sizes[i]]) > 0) for i in range(500))
+  assert np.all(indices[~real] == 0)

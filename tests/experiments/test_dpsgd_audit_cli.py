@@ -1,0 +1,82 @@
+"""Smoke tests of `python -m experiments.dpsgd_audit`: every game from the CLI, resuming, the
+skipped-cell path and one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.dpsgd_audit", *flags],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  return str(tmp_path_factory.mktemp("tensorflow_datasets"))
+
+
+def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
+  out_dir = tmp_path / "out"
+  flags = (f"--output_dir={out_dir}", f"--data_dir={data_dir}", "--dataset=digits",
+           "--audits=many_run:dirac,one_run:mislabelled,uniaud:gaussian,uniaud_plus:trigger",
+           "--epsilons=4", "--num_canaries=100", "--num_runs=10", "--epochs=2",
+           "--batch_size=64", "--hidden_sizes=16", "--num_tags=10")
+  out = _run(*flags)
+  assert out.returncode == 0, out.stderr
+  results = json.loads((out_dir / "results.json").read_text())
+  cells = results["cells"]
+  assert len(cells) == 4 and all(c["status"] == "done" for c in cells)
+  assert {(c["config"]["game"], c["config"]["canary"]) for c in cells} == {
+      ("many_run", "dirac"), ("one_run", "mislabelled"), ("uniaud", "gaussian"),
+      ("uniaud_plus", "trigger")}
+  for cell in cells:
+    r = cell["result"]
+    assert 0.0 <= r["epsilon_lower_bound"] <= r["epsilon_ceiling"]
+    assert 0.0 <= r["test_accuracy"] <= 1.0
+    assert r["epsilon_theory"] >= 4.0 - 1e-3 and r["noise_multiplier"] > 0
+    expected_obs = 20 if cell["config"]["game"] == "many_run" else 100
+    assert r["num_observations"] == expected_obs
+  uniaud = [c["result"] for c in cells if c["config"]["game"] == "uniaud"]
+  assert all(r["adjacency"] == "replace_one" for r in uniaud)
+  assert results["data"]["num_train"] + results["data"]["num_pool"] + results["data"][
+      "num_test"] == 1797
+  assert (out_dir / "audit.png").stat().st_size > 0
+  assert "uniaud_plus:trigger" in out.stdout
+  again = _run(*flags)
+  assert again.returncode == 0, again.stderr
+  assert again.stderr.count(" reused") == 4
+  assert json.loads((out_dir / "results.json").read_text())["cells"][0]["result"] == cells[0][
+      "result"]
+
+
+def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_dir):
+  # and a non-private cell: no noise, the accountant's epsilon is inf (null in JSON).
+  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
+             "--audits=one_run:in_distribution", "--num_canaries=5000,50", "--epochs=1",
+             "--hidden_sizes=8", "--epsilons=inf")
+  assert out.returncode == 0, out.stderr
+  skipped, done = json.loads((tmp_path / "results.json").read_text())["cells"]
+  assert skipped["status"] == "skipped" and "num_canaries=5000" in skipped["reason"]
+  assert "skipped" in out.stdout
+  assert done["status"] == "done" and done["result"]["epsilon_theory"] is None
+  assert done["result"]["noise_multiplier"] == 0.0
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--audits=uniaud:mislabelled", "canary='mislabelled' is not valid for game='uniaud'"),
+    ("--audits=one_run", "must be game:canary"),
+    ("--epsilons=0", "epsilon"),
+    ("--num_canaries=ten", "--num_canaries=ten must be a comma-separated list of integers"),
+    ("--pool_fraction=1.5", "pool_fraction"),
+])
+def test_bad_flags_give_one_line_errors(tmp_path, data_dir, flag, message):
+  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", flag)
+  assert out.returncode == 2
+  lines = out.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], out.stderr
