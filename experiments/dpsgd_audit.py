@@ -90,7 +90,6 @@ flags.DEFINE_string("output_dir", "out/dpsgd_audit", "Where results.json, audit.
 flags.DEFINE_bool("resume", True, "Reuse finished cells in output_dir/cells.")
 flags.DEFINE_bool("plot", True, "Write audit.png.")
 
-CELL_FIELDS = ("epsilon", "num_canaries", "tag_weight")
 
 
 def _ints(name: str, values) -> tuple[int, ...]:
