@@ -7,6 +7,7 @@ from dpaudit.accounting.dpsgd import (
     dpsgd_epsilon,
     dpsgd_epsilon_replace_one,
     dpsgd_event,
+    dpsgd_group_rdp,
     dpsgd_rdp,
 )
 from dpaudit.accounting.noisy_argmax import (
@@ -28,6 +29,7 @@ __all__ = [
     "dpsgd_epsilon",
     "dpsgd_epsilon_replace_one",
     "dpsgd_event",
+    "dpsgd_group_rdp",
     "dpsgd_rdp",
     "gnmax_data_dependent_rdp",
     "gnmax_data_independent_rdp",

@@ -8,6 +8,7 @@ reference (scipy, mpmath, statsmodels, dp-accounting or a naive loop).
 from dpaudit.estimators.approx_dp import epsilon_from_error_counts, epsilon_from_scores
 from dpaudit.estimators.binomial import (binomial_cdf, binomial_logpmf, binomial_sf,
                                          clopper_pearson, incomplete_beta_tails)
+from dpaudit.estimators.exposure import Exposure, exposure_exact, exposure_sampled
 from dpaudit.estimators.mia_metrics import precision_at_top, roc_auc, roc_curve, tpr_at_fpr
 from dpaudit.estimators.multinomial import goodman_intervals, sison_glaz_intervals
 from dpaudit.estimators.one_run import (one_run_epsilon, one_run_epsilon_ceiling,
@@ -24,8 +25,9 @@ from dpaudit.estimators.renyi_cuts import (binary_renyi_divergence, renyi_diverg
                                            renyi_two_cut_lower_bound)
 
 __all__ = [
-    "binary_renyi_divergence", "binomial_cdf", "binomial_logpmf", "binomial_sf",
+    "Exposure", "binary_renyi_divergence", "binomial_cdf", "binomial_logpmf", "binomial_sf",
     "clopper_pearson", "compose_rdp", "epsilon_from_error_counts", "epsilon_from_scores",
+    "exposure_exact", "exposure_sampled",
     "goodman_intervals", "incomplete_beta_tails", "leakage_bits", "one_run_epsilon",
     "one_run_epsilon_ceiling", "one_run_epsilon_from_scores", "one_run_p_value",
     "panoramia_bounds", "posterior_bound", "precision_at_top", "rdp_to_epsilon",

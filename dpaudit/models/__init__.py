@@ -1,4 +1,5 @@
-"""Flax models used by the DP-SGD audits: MLP, LeNet-5-style CNN and Wide-ResNet-16-4, and UniAud++'s two-head MLP."""
+"""Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4 and UniAud++'s two-head MLP;
+the reconstruction audits' lazy and neural character n-gram language models."""
 
 from dpaudit.models.classifiers import (
     MODEL_NAMES,
@@ -8,5 +9,7 @@ from dpaudit.models.classifiers import (
     WideResNet,
     make_model,
 )
+from dpaudit.models.ngram import CharNGramLM, CharVocab, LazyNgram, sequence_nll
 
-__all__ = ["MODEL_NAMES", "MLP", "LeNet5", "TwoHeadMLP", "WideResNet", "make_model"]
+__all__ = ["MODEL_NAMES", "MLP", "LeNet5", "TwoHeadMLP", "WideResNet", "make_model",
+           "CharNGramLM", "CharVocab", "LazyNgram", "sequence_nll"]

@@ -1,0 +1,260 @@
+r"""Reconstruction audits with Renyi DP: Stock et al., "Defending against Reconstruction Attacks
+with Renyi Differential Privacy" (2022).
+
+The leakage of a secret :math:`s` is :math:`\log(p_1/p_0)`, with :math:`p_1` (:math:`p_0`) the
+probability that the reconstruction attack outputs :math:`s` from a model trained with (without)
+it; RDP bounds it by :math:`L(p_0)` (Eqs. 2-3, :mod:`dpaudit.estimators.reconstruction`).
+
+:func:`ngram_canary_audit` is the experiment of their Sec. 4.1 (Fig. 4): a random canary
+:math:`c \in \{0..D-1\}^T`, the lazy n-gram model :class:`dpaudit.models.LazyNgram` trained on
+:math:`c` alone by DP-SGD (:mod:`dpaudit.dpsgd`, sampling rate 1, clip :math:`C`, noise
+:math:`\sigma`, learning rate :math:`0.5/\sigma`), :math:`N` models trained as one vmapped
+program, and the Monte Carlo estimate of Eq. (4),
+
+.. math:: \log p_1 \approx \log\frac1N\sum_{i=1}^N f_{\theta_i}(c)
+   = \operatorname{logsumexp}_i \log f_{\theta_i}(c) - \log N,
+
+with :math:`p_0 = D^{-T}` (the untrained problem is invariant under permutations of the
+digits). The theory is the RDP curve of the same mechanism from dp-accounting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit import accounting
+from dpaudit.audits.noisy_argmax import to_plain
+from dpaudit.dpsgd import training
+from dpaudit.estimators import reconstruction as bounds
+from dpaudit.models import ngram
+
+DEFAULT_ORDERS = tuple(np.round(np.concatenate([np.linspace(1.01, 2.0, 100),
+                                                np.linspace(2.02, 63.0, 600)]), 6))
+
+
+def _log_mean_exp(log_values: np.ndarray) -> tuple[float, float, float]:
+  r"""``(log mean exp(x), delta-method standard error of it, effective sample size)``.
+
+  With weights :math:`w_i = e^{x_i}`, the estimate is :math:`\log\bar w`, its standard error
+  :math:`\mathrm{sd}(w) / (\sqrt N \bar w)` and the effective sample size
+  :math:`(\sum w)^2/\sum w^2` (Kong 1992): about :math:`N` when the models contribute evenly,
+  about 1 when the largest term dominates, in which case the estimate and its standard
+  error are not to be trusted.
+  """
+  x = np.asarray(log_values, np.float64)
+  top = np.max(x)
+  w = np.exp(x - top)
+  mean = np.mean(w)
+  n = x.size
+  se = np.std(w, ddof=1) / (math.sqrt(n) * mean) if n > 1 else math.inf
+  return float(top + math.log(mean)), float(se), float(np.sum(w)**2 / np.sum(w**2))
+
+
+@dataclasses.dataclass(frozen=True)
+class NgramCanaryConfig:
+  """The n-gram canary experiment of Stock et al., Sec. 4.1.
+
+  Attributes:
+    noise_multipliers: the :math:`\\sigma` values, each > 0 (the paper: [0.5, 10]).
+    num_models: models :math:`N` trained per :math:`\\sigma` (10,000 in the paper).
+    num_steps: DP-SGD steps per model.
+    canary_length: :math:`T`.
+    vocab_size: :math:`D`.
+    l2_clip_norm: :math:`C`.
+    learning_rate_scale: the learning rate is ``learning_rate_scale / sigma`` (0.5).
+    chunk_size: models per vmapped call (0: all at once); bounds memory.
+    orders: Renyi orders of the theoretical bound (the paper: [1.01, 63]).
+    min_effective_sample_size: estimates whose effective sample size is below this are
+      flagged ``reliable=False``.
+  """
+  noise_multipliers: tuple[float, ...] = (0.5, 0.75, 1.0, 1.5, 2.0, 2.875, 4.0, 6.0, 10.0)
+  num_models: int = 10_000
+  num_steps: int = 100
+  canary_length: int = 10
+  vocab_size: int = 10
+  l2_clip_norm: float = 1.0
+  learning_rate_scale: float = 0.5
+  chunk_size: int = 0
+  orders: tuple[float, ...] = DEFAULT_ORDERS
+  min_effective_sample_size: float = 100.0
+
+  def __post_init__(self):
+    object.__setattr__(self, "noise_multipliers", tuple(float(s) for s in self.noise_multipliers))
+    object.__setattr__(self, "orders", tuple(float(a) for a in self.orders))
+    _validate.check_nonempty("noise_multipliers", self.noise_multipliers)
+    _validate.check_range("noise_multipliers", self.noise_multipliers, 0.0, math.inf,
+                          low_open=True, high_open=True)
+    for name, low in (("num_models", 2), ("num_steps", 1), ("canary_length", 1),
+                      ("vocab_size", 2), ("chunk_size", 0)):
+      _validate.check_integer_valued(name, getattr(self, name))
+      _validate.check_range(name, getattr(self, name), low)
+    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, math.inf,
+                          low_open=True, high_open=True)
+    _validate.check_range("learning_rate_scale", self.learning_rate_scale, 0.0, math.inf,
+                          low_open=True, high_open=True)
+    _validate.check_orders(np.asarray(self.orders))
+    _validate.check_range("min_effective_sample_size", self.min_effective_sample_size, 1.0)
+
+  @property
+  def log_p0(self) -> float:
+    """:math:`\\log p_0 = -T \\log D`."""
+    return -self.canary_length * math.log(self.vocab_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class NgramCanaryPoint:
+  """One noise level of :func:`ngram_canary_audit`; all logs natural.
+
+  Attributes:
+    noise_multiplier, learning_rate: the run's :math:`\\sigma` and :math:`\\eta`.
+    log_p1: Eq. (4), the log-mean-exp of :math:`\\log f_{\\theta_i}(c)`.
+    log_p1_se: its delta-method standard error.
+    effective_sample_size: of the Monte Carlo average (see ``reliable``).
+    reliable: effective sample size >= the config's minimum.
+    leakage: the empirical leakage :math:`\\log(p_1/p_0)`.
+    leakage_bound, bound_order: :math:`L(p_0)` (Eq. 3) and the order attaining it.
+    traditional_bound, traditional_order: :math:`\\min_\\alpha h(\\alpha, p_0)` (Eq. 2).
+    mean_log_f, std_log_f: mean and standard deviation of :math:`\\log f_{\\theta_i}(c)` over
+      the models (the concentration statistics of Sec. 3.2).
+    canary_probability_median: median :math:`f_{\\theta_i}(c)`.
+  """
+  noise_multiplier: float
+  learning_rate: float
+  log_p1: float
+  log_p1_se: float
+  effective_sample_size: float
+  reliable: bool
+  leakage: float
+  leakage_bound: float
+  bound_order: float
+  traditional_bound: float
+  traditional_order: float
+  mean_log_f: float
+  std_log_f: float
+  canary_probability_median: float
+
+  def to_dict(self) -> dict[str, Any]:
+    return to_plain(dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class NgramCanaryResult:
+  """:func:`ngram_canary_audit`'s output: the canary, :math:`\\log p_0` and one point per
+  noise level."""
+  canary: tuple[int, ...]
+  log_p0: float
+  points: tuple[NgramCanaryPoint, ...]
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"canary": list(self.canary), "log_p0": self.log_p0,
+            "points": [p.to_dict() for p in self.points]}
+
+
+def lazy_ngram_train_config(config: NgramCanaryConfig, noise_multiplier: float
+                            ) -> training.TrainConfig:
+  """DP-SGD of Sec. 4.1: sampling rate 1, clip C, noise sigma, SGD at ``scale / sigma``."""
+  return training.TrainConfig(
+      num_steps=config.num_steps, sampling_rate=1.0, noise_multiplier=noise_multiplier,
+      l2_clip_norm=config.l2_clip_norm,
+      learning_rate=config.learning_rate_scale / noise_multiplier, optimizer="sgd",
+      physical_batch_size=1, clipping="vmap")
+
+
+def lazy_ngram_run(config: NgramCanaryConfig, noise_multiplier: float) -> Callable:
+  """``run(key, canary) -> log f_theta(canary)``: one DP-SGD run of the lazy n-gram model on
+  the canary alone (Sec. 4.1), un-jitted; vmap it over keys.
+
+  It is :func:`dpaudit.dpsgd.training.make_run` with one example (the canary as targets of
+  :func:`dpaudit.models.ngram.sequence_nll`) and :func:`lazy_ngram_train_config`; the noisy
+  sum of the clipped gradient is divided by the expected batch size 1.
+  """
+  model = ngram.LazyNgram(config.canary_length, config.vocab_size)
+  features = jnp.zeros((1, 1), jnp.float32)
+  run = training.make_run(model, lazy_ngram_train_config(config, noise_multiplier), 1,
+                          features[0], loss_fn=ngram.sequence_nll, strategy="vmap")
+
+  def log_f(key, canary):
+    out = run(key, features, canary[None])
+    return -ngram.sequence_nll(out.params["logits"], canary)
+
+  return log_f
+
+
+def canary_log_probabilities(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
+                             noise_multiplier: float) -> np.ndarray:
+  """:math:`\\log f_{\\theta_i}(c)` of ``config.num_models`` models (float64 NumPy), trained
+  as vmapped chunks of ``config.chunk_size`` (one compilation)."""
+  _validate.check_key(key)
+  n = config.num_models
+  chunk = min(config.chunk_size or n, n)
+  compiled = jax.jit(jax.vmap(lazy_ngram_run(config, noise_multiplier), in_axes=(0, None)))
+  out = []
+  for start in range(0, n, chunk):
+    keys = jax.random.split(jax.random.fold_in(key, start // chunk), chunk)
+    out.append(np.asarray(compiled(keys, canary), np.float64))
+  return np.concatenate(out)[:n]
+
+
+def ngram_theory(config: NgramCanaryConfig, noise_multiplier: float) -> dict[str, float]:
+  """:math:`L(p_0)` and :math:`\\min_\\alpha h(\\alpha, p_0)` from the dp-accounting RDP curve
+  of the run (sampling rate 1, ``num_steps`` steps)."""
+  orders = np.asarray(config.orders)
+  rdp = accounting.dpsgd_rdp(noise_multiplier, 1.0, config.num_steps, orders)
+  ours = bounds.reconstruction_leakage_bound(rdp, orders, log_p0=config.log_p0)
+  trad = bounds.traditional_reconstruction_bound(rdp, orders, log_p0=config.log_p0)
+  return {"leakage_bound": float(ours.value), "bound_order": float(ours.order),
+          "traditional_bound": float(trad.value), "traditional_order": float(trad.order)}
+
+
+def ngram_point(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
+                noise_multiplier: float) -> NgramCanaryPoint:
+  """Trains the models of one noise level and compares their leakage with the bounds."""
+  log_f = canary_log_probabilities(key, canary, config, noise_multiplier)
+  log_p1, se, ess = _log_mean_exp(log_f)
+  return NgramCanaryPoint(
+      noise_multiplier=noise_multiplier,
+      learning_rate=config.learning_rate_scale / noise_multiplier,
+      log_p1=log_p1, log_p1_se=se, effective_sample_size=ess,
+      reliable=bool(ess >= config.min_effective_sample_size),
+      leakage=log_p1 - config.log_p0, mean_log_f=float(np.mean(log_f)),
+      std_log_f=float(np.std(log_f)), canary_probability_median=float(np.exp(np.median(log_f))),
+      **ngram_theory(config, noise_multiplier))
+
+
+def random_canary(key: jax.Array, config: NgramCanaryConfig) -> jax.Array:
+  """A uniformly random canary in :math:`\\{0..D-1\\}^T` (int32)."""
+  return jax.random.randint(key, (config.canary_length,), 0, config.vocab_size, jnp.int32)
+
+
+def noise_level_key(key: jax.Array, noise_multiplier: float) -> jax.Array:
+  """The key of one noise level's models: ``key`` folded with the float32 bits of
+  :math:`\\sigma`, so the models of a noise level do not depend on the other levels run."""
+  return jax.random.fold_in(key, int(np.float32(noise_multiplier).view(np.uint32)))
+
+
+def ngram_canary_audit(key: jax.Array, config: NgramCanaryConfig,
+                       progress: Callable[[NgramCanaryPoint], None] | None = None
+                       ) -> NgramCanaryResult:
+  """The experiment of Stock et al., Sec. 4.1 / Fig. 4, at every noise level of ``config``.
+
+  ``key`` is split into the canary's key and the models' key, which
+  :func:`noise_level_key` specialises to each noise level.
+  """
+  _validate.check_key(key)
+  canary_key, models_key = jax.random.split(key)
+  canary = random_canary(canary_key, config)
+  points = []
+  for sigma in config.noise_multipliers:
+    point = ngram_point(noise_level_key(models_key, sigma), canary, config, sigma)
+    points.append(point)
+    if progress is not None:
+      progress(point)
+  return NgramCanaryResult(tuple(int(c) for c in np.asarray(canary)), config.log_p0,
+                           tuple(points))
