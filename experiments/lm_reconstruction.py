@@ -164,12 +164,13 @@ def _trained(name: str, key, model, lines, config, vocab):
 
 def secrecy_point(sigma, params, model, vocab, secret, config, key):
   """Secrecy of the canary, its bound and exposure for one target model."""
+  import jax
   import numpy as np
   from dpaudit import accounting, estimators
   from dpaudit.audits import language_model as lm
   kw = dict(top_k=FLAGS.top_k, temperature=FLAGS.temperature)
   log_p1 = float(lm.secret_log_probs(model, params, vocab, FLAGS.prompt, [secret], **kw)[0])
-  digits = np.asarray(__import__("jax").random.randint(
+  digits = np.asarray(jax.random.randint(
       key, (FLAGS.num_exposure_samples, FLAGS.secret_digits), 0, 10))
   randoms = ["".join(lm.DIGITS[d] for d in row) for row in digits]
   log_random = lm.secret_log_probs(model, params, vocab, FLAGS.prompt, randoms, **kw)
@@ -246,11 +247,13 @@ def plot_at_risk(out, threshold, path):
   import matplotlib.pyplot as plt
   import numpy as np
   fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+  both = np.concatenate([out["train"]["calibrated_loss"], out["test"]["calibrated_loss"]])
+  lo, hi = np.quantile(both, [0.002, 0.998])  # memorised canary copies would squash the rest
   for name, color in (("train", "C0"), ("test", "C1")):
-    ax.hist(out[name]["calibrated_loss"], bins=60, alpha=0.5, color=color, label=name,
-            density=True)
+    ax.hist(np.clip(out[name]["calibrated_loss"], lo, hi), bins=60, range=(lo, hi), alpha=0.5,
+            color=color, label=name, density=True)
   ax.axvline(threshold, color="k", ls=":", label="memorised below")
-  ax.set_xlabel("calibrated loss (nats)")
+  ax.set_xlabel("calibrated loss (nats; clipped to the 0.2-99.8% range)")
   ax.set_ylabel("density")
   ax.legend()
   for name, color in (("train", "C0"), ("test", "C1"), ("generated", "C2")):
