@@ -197,7 +197,6 @@ def secrecy_point(sigma, params, model, vocab, secret, config, key):
 def at_risk_analysis(key, model, params, reference, vocab, train, test):
   """Fig. 5 / Table 1 data: calibrated loss and generation log-probability of train, test and
   generated lines; the most at-risk training lines."""
-  import jax
   import numpy as np
   from dpaudit.attacks import reconstruction as attack
   from dpaudit.audits import language_model as lm
