@@ -15,12 +15,14 @@ when ``jax_enable_x64`` is on (float32 otherwise).
 
 from __future__ import annotations
 
+import decimal
 import functools
 import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpaudit import _validate
 
@@ -36,21 +38,39 @@ def _as_float(*xs):
   return tuple(jnp.asarray(x, dtype) for x in xs)
 
 
+_STIRLING_SHIFT = 16
+
+
+def _stirling_series(z):
+  """The asymptotic series of :func:`stirling_remainder`, for ``z > 15`` (error below 1e-16)."""
+  z2 = z * z
+  return (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - (1.0 / 1188) / z2) / z2) / z2)
+          / z2) / z
+
+
 def stirling_remainder(z: jax.Array) -> jax.Array:
   r"""Remainder of Stirling's formula, :math:`\log\Gamma(z+1) - \log(\sqrt{2\pi z}(z/e)^z)`.
 
-  Uses the asymptotic series for ``z > 15`` (truncation error below 1e-16) and the direct
-  ``lgamma`` difference otherwise, where no large terms cancel.
+  Uses the asymptotic series for ``z > 15`` (truncation error below 1e-16). Below, it shifts the
+  argument by :math:`m = 16` with :math:`\Gamma(z+1) = \Gamma(z+m+1) / \prod_{i=1}^m (z+i)`:
+
+  .. math:: s(z) = s(z+m) + (z+m+\tfrac12)\log(z+m) - (z+\tfrac12)\log z - m
+            - \log\prod_{i=1}^{m}(z+i),
+
+  whose terms cancel to an absolute error of about 5e-15 (what matters, since ``s`` enters
+  every bound as an additive term of a logarithm) at a fraction of the cost of ``lgamma``.
   """
   (z,) = _as_float(z)
   big = z > 15.0
   zb = jnp.where(big, z, 16.0)
-  zb2 = zb * zb
-  series = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - (1.0 / 1188) / zb2) / zb2) / zb2)
-            / zb2) / zb
   zs = jnp.where(big, 1.0, jnp.maximum(z, jnp.finfo(z.dtype).tiny))
-  direct = jax.lax.lgamma(zs + 1.0) - _HALF_LOG_2PI - 0.5 * jnp.log(zs) - zs * jnp.log(zs) + zs
-  return jnp.where(big, series, direct)
+  m = float(_STIRLING_SHIFT)
+  product = zs + 1.0
+  for i in range(2, _STIRLING_SHIFT + 1):
+    product = product * (zs + i)
+  shifted = (_stirling_series(zs + m) + (zs + m + 0.5) * jnp.log(zs + m)
+             - (zs + 0.5) * jnp.log(zs) - m - jnp.log(product))
+  return jnp.where(big, _stirling_series(zb), shifted)
 
 
 def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
@@ -91,84 +111,355 @@ def log_beta_prefactor(a: jax.Array, b: jax.Array, x: jax.Array, y: jax.Array | 
   return log_d + jnp.log(b) - jnp.log(n)
 
 
-def _beta_continued_fraction(a, b, x, y, max_iterations):
-  """Modified Lentz evaluation of the continued fraction of DLMF 8.17.22 (converges for
-  ``x < (a + 1) / (a + b + 2)``); runs until every element has converged.
+def _cpu_chunk_size() -> int | None:
+  """Elements per chunk for the elementwise solvers, or None for one pass over the batch.
 
-  The leading term ``1 - (a + b) x / (a + 1)`` cancels badly when ``x`` is close to 1 and
-  ``a + b`` is large (the Poisson regime of a binomial tail), so it is formed as
-  ``((1 - b) + (a + b) y) / (a + 1)`` with ``y = 1 - x`` supplied exactly.
+  XLA:CPU materialises many intermediate arrays of these long elementwise programs; passing
+  over the batch in chunks that stay in the caches is about 1.6x faster on a CPU (measured on
+  2M Clopper-Pearson limits). Accelerators take the whole batch at once."""
+  return 65536 if jax.default_backend() == "cpu" else None
+
+
+def _map_chunks(fn, arrays, fill):
+  """``fn`` on equal-length 1-D ``arrays``, in chunks of :func:`_cpu_chunk_size` elements
+  (padded with ``fill``) when that helps; ``fn`` must be elementwise."""
+  size = arrays[0].shape[0]
+  chunk = _cpu_chunk_size()
+  if chunk is None or size <= chunk:
+    return fn(*arrays)
+  count = -(-size // chunk)
+  padded = [jnp.concatenate([v, jnp.full((count * chunk - size,), f, v.dtype)]).reshape(count, chunk)
+            for v, f in zip(arrays, fill)]
+  out = jax.lax.map(lambda rows: fn(*rows), padded)
+  return jax.tree_util.tree_map(lambda v: v.reshape(-1)[:size], out)
+
+
+# ----------------------------------------------------------------------------------------------
+# The regularized incomplete beta function at a bounded cost per element.
+# ----------------------------------------------------------------------------------------------
+
+
+def _series_coefficients(terms: int) -> np.ndarray:
+  r"""Table ``c[j, i]`` of the density factor :math:`f(\eta) = \sum_j \eta^j \sum_i c_{ji}\kappa^i`.
+
+  With :math:`p = a/(a+b)`, :math:`q = 1 - p`, :math:`\kappa = (q - p)/\sqrt{pq}` and
+  :math:`t = p + \sqrt{pq}\,u`,
+
+  .. math:: -\tfrac12\eta^2 = p\log\frac{t}{p} + q\log\frac{1-t}{q}
+     = -\tfrac12 u^2 + \sum_{n \ge 3} e_n(\kappa)\, u^n,
+     \qquad \operatorname{sign}\eta = \operatorname{sign}u,
+
+  maps the beta integrand :math:`t^{a-1}(1-t)^{b-1}dt` to
+  :math:`p^a q^b (pq)^{-1/2} e^{-(a+b)\eta^2/2} f(\eta)\,d\eta` with :math:`f = \eta/u`. Every
+  :math:`e_n` is a polynomial in :math:`\kappa` (:math:`e_n = -P_{n-1}(s)/(n s^{(n-2)/2})` for even
+  n and :math:`\kappa D_{n-1}(s)/(n s^{(n-3)/2})` for odd n, with the power sums
+  :math:`P_k = p^k + q^k`, :math:`D_k = (q^k - p^k)/(q - p)` written in :math:`s = pq` and
+  :math:`1/s = \kappa^2 + 4`), hence so is every :math:`\phi_j = [\eta^j] f`. Writing
+  :math:`\eta = u H(u)`, Lagrange inversion gives
+  :math:`\phi_j = \frac1j [u^{j-1}]\, H'(u) H(u)^{-j}` (since :math:`f = H(u(\eta))`). The
+  arithmetic runs in 50-digit decimals, far beyond the cancellation it meets (float64 loses up
+  to six digits here), and takes a few hundredths of a second.
   """
-  dtype = x.dtype
+  ctx = decimal.Context(prec=50)
+  one, zero = ctx.create_decimal(1), ctx.create_decimal(0)
+  length = terms + 1  # series orders 0..terms; kappa degrees 0..terms
+
+  def add(p, q):
+    n = max(len(p), len(q))
+    return [ctx.add(p[i] if i < len(p) else zero, q[i] if i < len(q) else zero) for i in range(n)]
+
+  def mul(p, q):
+    out = [zero] * min(len(p) + len(q) - 1, length)
+    for i, u in enumerate(p[:length]):
+      for j, v in enumerate(q[:length - i]):
+        out[i + j] = ctx.add(out[i + j], ctx.multiply(u, v))
+    return out
+
+  def scale(p, c):
+    return [ctx.multiply(u, c) for u in p]
+
+  def total(polys):
+    out = [zero]
+    for p in polys:
+      out = add(out, p)
+    return out
+
+  order = terms + 3
+  power_sums, differences = [[2 * one], [one]], [[zero], [one]]  # polynomials in s = pq
+  for _ in range(2, order):
+    power_sums.append(add(power_sums[-1], [zero] + scale(power_sums[-2], -one)))
+    differences.append(add(differences[-1], [zero] + scale(differences[-2], -one)))
+  inv_s_powers = [[one]]  # (1/s)^m = (kappa^2 + 4)^m
+  for _ in range(order):
+    inv_s_powers.append(mul(inv_s_powers[-1], [4 * one, zero, one]))
+  e = {}
+  for n in range(3, order + 1):
+    if n % 2 == 0:
+      acc = total(scale(inv_s_powers[(n - 2) // 2 - i], c)
+                  for i, c in enumerate(power_sums[n - 1]))
+      e[n] = scale(acc, ctx.divide(-one, n))
+    else:
+      acc = total(scale(inv_s_powers[(n - 3) // 2 - i], c)
+                  for i, c in enumerate(differences[n - 1]))
+      e[n] = [zero] + scale(acc, ctx.divide(one, n))
+  # H(u)^2 = 1 - 2 sum_{n >= 3} e_n u^{n-2}; H by the square-root recursion, then 1/H.
+  h_squared = [[one]] + [scale(e[k + 2], -2 * one) for k in range(1, length)]
+  h = [[one]]
+  for k in range(1, length):
+    acc = add(h_squared[k], scale(total(mul(h[i], h[k - i]) for i in range(1, k)), -one))
+    h.append(scale(acc, ctx.divide(one, 2)))
+  h_inv = [[one]]
+  for k in range(1, length):
+    h_inv.append(scale(total(mul(h[i], h_inv[k - i]) for i in range(1, k + 1)), -one))
+  h_prime = [scale(h[k + 1], k + 1) for k in range(length - 1)]
+  phi = [[one]]
+  h_pow = [[one]] + [[zero]] * (length - 1)  # H^{-j}
+  for j in range(1, length):
+    h_pow = [total(mul(h_pow[i], h_inv[k - i]) for i in range(k + 1)) for k in range(length)]
+    acc = total(mul(h_prime[i], h_pow[j - 1 - i]) for i in range(j))
+    phi.append(scale(acc, ctx.divide(one, j)))
+  table = np.zeros((length, length))
+  for j, poly in enumerate(phi):
+    for i, c in enumerate(poly[:length]):
+      table[j, i] = float(c)
+  return table
+
+
+_SERIES_TERMS = 20
+_SERIES_TABLE = _series_coefficients(_SERIES_TERMS)
+_SERIES_MIN_SHAPE = 20.0
+"""The uniform series is used only when both parameters are at least this large: its terms
+then fall like ``(|zeta| / sqrt(4 pi min(a, b)))^j`` (the nearest singularity of ``f`` lies at
+``|eta|^2 = 4 pi min(p, q)``) and its asymptotic part like ``(2j-1)!! / (4 pi min(a, b))^j``,
+both below 1e-15 at 20 terms."""
+_SERIES_MAX_RATIO = 0.18
+"""...and only where ``|zeta| <= 0.18 sqrt(4 pi min(a, b))``: 0.18^21 = 2e-16."""
+
+
+def _series_max_zeta(dtype) -> float:
+  # exp(-zeta^2 / 2) stays a normal number: e^-612 ~ 1e-266 (float64), e^-40.5 ~ 3e-18 (float32).
+  return 35.0 if dtype == jnp.float64 else 9.0
+
+
+def _continued_fraction_steps(dtype) -> int:
+  # Measured: with min(a, b) >= 1 the even fraction below converges to 1e-16 within 20 steps
+  # wherever the series is not used (at most 20 steps for min(a, b) <= 20 at any x, 16 at
+  # |zeta| >= 0.18 sqrt(4 pi min(a, b)) beyond that); float32 needs about half.
+  return 24 if dtype == jnp.float64 else 12
+
+
+def _max_adaptive_steps(dtype) -> int:
+  # For min(a, b) < 1 the fraction needs O(1 / min(a, b)) more steps near the mean.
+  return 100_000 if dtype == jnp.float64 else 10_000
+
+
+class _Oriented(NamedTuple):
+  """``I_x(a, b)`` on the side of the mean where ``x <= a / (a + b)`` (``lam >= 0``)."""
+  a: jax.Array
+  b: jax.Array
+  x: jax.Array
+  y: jax.Array
+  lam: jax.Array  # a - (a + b) x >= 0, formed without cancellation
+  swapped: jax.Array  # True when the parameters and x, y were exchanged
+
+
+def _orient(a, b, x, y) -> _Oriented:
+  """``I_x(a, b) = 1 - I_y(b, a)``: exchanges so that the computed tail is the one below the
+  mean, which is the smaller one up to O(1/sqrt(a + b)) and the one the fraction converges on.
+  ``lam`` is formed from whichever of x, y is below 1/2, so it keeps its absolute accuracy."""
+  lam = jnp.where(x <= 0.5, a - (a + b) * x, (a + b) * y - b)
+  swapped = lam < 0.0
+  return _Oriented(jnp.where(swapped, b, a), jnp.where(swapped, a, b), jnp.where(swapped, y, x),
+                   jnp.where(swapped, x, y), jnp.abs(lam), swapped)
+
+
+def _fraction_terms(o: _Oriented, m: int):
+  r"""``(alpha_m, beta_m)`` of the even part of the continued fraction of DLMF 8.17.22.
+
+  With :math:`d_{2m} = \frac{m(b-m)x}{(a+2m-1)(a+2m)}` and
+  :math:`d_{2m+1} = -\frac{(a+m)(a+b+m)x}{(a+2m)(a+2m+1)}`, the even contraction of
+  :math:`1/(1 + d_1/(1 + d_2/(1 + \dots)))` is
+  :math:`1/(\beta_0 + \alpha_1/(\beta_1 + \alpha_2/(\beta_2 + \dots)))` with
+  :math:`\beta_m = 1 + d_{2m} + d_{2m+1}` and :math:`\alpha_m = -d_{2m-1}d_{2m}`. Substituting
+  :math:`(a+b)x = a - \lambda` writes :math:`1 + d_{2m+1}` as a sum of non-negative terms,
+
+  .. math:: 1 + d_{2m+1} = \frac{a(1+2m) + m(3m+2) + (a+m)\lambda + m(a+m)y}{(a+2m)(a+2m+1)},
+
+  so nothing cancels when x is close to 1 (the Poisson regime of a binomial tail), which is
+  where the plain fraction loses ``eps / (1 - x)``.
+  """
+  a, b, x, y, lam = o.a, o.b, o.x, o.y, o.lam
+  if m == 0:
+    return None, (lam + 1.0) / (a + 1.0)
+  c = a + 2.0 * m
+  odd = a * (1 + 2 * m) + m * (3 * m + 2) + (a + m) * lam + m * (a + m) * y
+  beta = (odd * (c - 1.0) + m * (b - m) * x * (c + 1.0)) / ((c - 1.0) * c * (c + 1.0))
+  alpha = ((a + m - 1.0) * (a + b + m - 1.0) * x * (m * (b - m) * x)
+           / (((c - 2.0) * (c - 1.0)) * ((c - 1.0) * c)))
+  return alpha, beta
+
+
+def _continued_fraction(o: _Oriented, steps: int) -> jax.Array:
+  """The fraction's value ``I_x(a, b) / prefactor`` by the backward recurrence over a fixed
+  number of steps: no division beyond the terms themselves, one fusible expression."""
+  _, p = _fraction_terms(o, steps)
+  q = jnp.ones_like(p)
+  for m in range(steps - 1, -1, -1):
+    alpha, _ = _fraction_terms(o, m + 1)
+    _, beta = _fraction_terms(o, m)
+    p, q = beta * p + alpha * q, p
+  return q / p
+
+
+def _adaptive_continued_fraction(o: _Oriented, active: jax.Array, max_steps: int) -> jax.Array:
+  """The same fraction by the modified Lentz method, stepping until every ``active`` element
+  has converged (inactive elements are replaced by a case that converges at once). Costs one
+  loop test when nothing is active."""
+  dtype = o.x.dtype
   tiny = jnp.asarray(1e-300 if dtype == jnp.float64 else 1e-30, dtype)
-  eps = jnp.asarray(jnp.finfo(dtype).eps, dtype)
+  eps = jnp.finfo(dtype).eps
+  o = _Oriented(*(jnp.where(active, v, d) for v, d in
+                  zip(o[:5], (1.0, 1.0, 0.25, 0.75, 0.5))), o.swapped)
+  block = 8
 
   def clamp(v):
     return jnp.where(jnp.abs(v) < tiny, tiny, v)
 
-  f0 = jnp.ones_like(x)
-  c0 = jnp.ones_like(x)
-  lead = jnp.where(x > 0.5, ((1.0 - b) + (a + b) * y) / (a + 1.0), 1.0 - (a + b) * x / (a + 1.0))
-  d0 = 1.0 / clamp(lead)
-  state = (jnp.asarray(1, jnp.int32), d0 * f0, c0, d0, jnp.zeros(x.shape, bool))
+  def body(state):
+    m, f, c, d, done = state
+    for j in range(block):
+      mf = (m + j + 1).astype(dtype)
+      ca = o.a + 2.0 * mf
+      odd = (o.a * (1.0 + 2.0 * mf) + mf * (3.0 * mf + 2.0) + (o.a + mf) * o.lam
+             + mf * (o.a + mf) * o.y)
+      beta = (odd * (ca - 1.0) + mf * (o.b - mf) * o.x * (ca + 1.0)) / ((ca - 1.0) * ca * (ca + 1.0))
+      alpha = ((o.a + mf - 1.0) * (o.a + o.b + mf - 1.0) * o.x * (mf * (o.b - mf) * o.x)
+               / (((ca - 2.0) * (ca - 1.0)) * ((ca - 1.0) * ca)))
+      d = 1.0 / clamp(beta + alpha * d)
+      c = clamp(beta + alpha / c)
+      delta = c * d
+      f = jnp.where(done, f, f * delta)
+      done = jnp.logical_or(done, jnp.abs(delta - 1.0) < 2.0 * eps)
+    return m + block, f, c, d, done
 
   def cond(state):
     m, _, _, _, done = state
-    return jnp.logical_and(m < max_iterations, jnp.logical_not(jnp.all(done)))
+    return jnp.logical_and(m < max_steps, jnp.logical_not(jnp.all(done)))
 
-  def body(state):
-    m, f, c, d, done = state
-    mf = m.astype(dtype)
-    # Even step: d_{2m} = m (b - m) x / ((a + 2m - 1)(a + 2m)).
-    num = mf * (b - mf) * x / ((a + 2 * mf - 1.0) * (a + 2 * mf))
-    d = 1.0 / clamp(1.0 + num * d)
-    c = clamp(1.0 + num / c)
-    f_new = f * d * c
-    # Odd step: d_{2m+1} = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)).
-    num = -(a + mf) * (a + b + mf) * x / ((a + 2 * mf) * (a + 2 * mf + 1.0))
-    d = 1.0 / clamp(1.0 + num * d)
-    c = clamp(1.0 + num / c)
-    delta = d * c
-    f_new = f_new * delta
-    converged = jnp.abs(delta - 1.0) < 2.0 * eps
-    f = jnp.where(done, f, f_new)
-    return m + 1, f, c, d, jnp.logical_or(done, converged)
-
+  f0 = clamp((o.lam + 1.0) / (o.a + 1.0))
+  state = (jnp.asarray(0, jnp.int32), f0, f0, jnp.zeros_like(f0), jnp.logical_not(active))
   _, f, _, _, _ = jax.lax.while_loop(cond, body, state)
-  return f
+  return 1.0 / f
 
 
-def _max_cf_iterations(dtype) -> int:
-  # The fraction needs O(sqrt(max(a, b))) terms near the mean; 2e5 covers counts up to ~1e10.
-  return 200_000 if dtype == jnp.float64 else 20_000
+def _uniform_series(zeta, omega, inv_r):
+  r"""``S`` with :math:`I_x(a, b) = \frac{\Gamma^*(a+b)}{\Gamma^*(a)\Gamma^*(b)}\frac{S}{\sqrt{2\pi}}`.
 
+  With the substitution of :func:`_series_coefficients` and
+  :math:`\zeta = \eta\sqrt{a+b}`,
+  :math:`I_x(a, b) = \frac{\Gamma^*(a+b)}{\Gamma^*(a)\Gamma^*(b)}\sqrt{\frac{r}{2\pi}}
+  \int_{-\infty}^{\eta_x} e^{-r\eta^2/2} f(\eta)\,d\eta`, and integrating the series of ``f`` term
+  by term,
 
-def _binomial_lower_tail_sum(k, n, p, q, max_terms):
-  """``Pr[Bin(n, p) <= k]`` for ``k`` below the mean, summing pmf terms downward from ``k``.
+  .. math:: S = \sum_j K_j(\zeta) \sum_i c_{ji}\,\omega^i r^{-(j-i)/2}, \quad
+     K_j(\zeta) = \int_{-\infty}^{\zeta} t^j e^{-t^2/2}dt,\quad \omega = \frac{\kappa}{\sqrt r}
+     = \frac{b - a}{\sqrt{ab(a+b)}},
 
-  Terms decrease geometrically away from the mean, so the loop stops once a term no longer
-  changes the sum; each term comes from the previous one by the exact ratio
-  ``pmf(j-1)/pmf(j) = j q / ((n - j + 1) p)``.
+  with :math:`K_0 = \sqrt{\pi/2}\,\mathrm{erfc}(-\zeta/\sqrt2)`, :math:`K_1 = -e^{-\zeta^2/2}`,
+  :math:`K_j = -\zeta^{j-1}e^{-\zeta^2/2} + (j-1)K_{j-2}` (for :math:`\zeta \le 0` every term of
+  this recursion has the sign of :math:`(-1)^j`, so it does not cancel). :math:`\Gamma^*` is the
+  Stirling-scaled gamma function :math:`\Gamma(z)/(\sqrt{2\pi/z}(z/e)^z)`. This is Temme's uniform
+  expansion of the incomplete beta function (Temme, *Special Functions*, 1996, Sec. 11.3.3) in
+  the form of an expansion about the saddle point, as in DiDonato & Morris (ACM TOMS 18, 1992).
   """
-  eps = jnp.finfo(k.dtype).eps
-  first = jnp.exp(binomial_logpmf(k, n, p, q))
-  ratio_pq = q / jnp.where(p > 0.0, p, 1.0)
+  gauss = jnp.exp(-0.5 * zeta * zeta)
+  k_prev, k_cur = math.sqrt(math.pi / 2.0) * jax.scipy.special.erfc(-zeta / math.sqrt(2.0)), -gauss
+  omega_powers = [jnp.ones_like(omega)]
+  for _ in range(_SERIES_TERMS):
+    omega_powers.append(omega_powers[-1] * omega)
+  out = k_prev + _SERIES_TABLE[1, 1] * omega * k_cur
+  power = gauss  # zeta^(j-1) exp(-zeta^2/2)
+  for j in range(2, _SERIES_TERMS + 1):
+    power = power * zeta
+    k_prev, k_cur = k_cur, -power + (j - 1) * k_prev
+    coefficient = jnp.zeros_like(omega)
+    for l in range(j // 2, -1, -1):  # Horner in 1/r over the terms omega^(j-2l) r^-l
+      coefficient = coefficient * inv_r + _SERIES_TABLE[j, j - 2 * l] * omega_powers[j - 2 * l]
+    out = out + coefficient * k_cur
+  return out
 
-  def cond(state):
-    i, _, _, _, active = state
-    return jnp.logical_and(i < max_terms, jnp.any(active))
 
-  def body(state):
-    i, j, term, total, active = state
-    term = jnp.where(active, term * j / (n - j + 1.0) * ratio_pq, term)
-    total = jnp.where(active, total + term, total)
-    j = j - 1.0
-    active = jnp.logical_and(active, jnp.logical_and(j > 0.0, term > eps * total))
-    return i + 1, j, term, total, active
+class _BetaShape(NamedTuple):
+  """The parts of ``I_x(a, b)`` that do not depend on x (all symmetric in a and b but omega)."""
+  log_gamma_star_ratio: jax.Array  # log(G*(a+b) / (G*(a) G*(b))), G* of _uniform_series
+  half_log_ratio: jax.Array  # 0.5 log(a b / (a + b))
+  log_a: jax.Array
+  log_b: jax.Array
+  min_shape: jax.Array
+  omega: jax.Array  # (b - a) / sqrt(a b (a + b)), for the unexchanged order
+  series_reach: jax.Array  # largest |zeta| the series serves (-1 where it serves none)
 
-  active = jnp.logical_and(k > 0.0, first > 0.0)
-  state = (jnp.asarray(0, jnp.int32), k, first, first, active)
-  return jax.lax.while_loop(cond, body, state)[3]
+
+def _beta_shape(a, b) -> _BetaShape:
+  r = a + b
+  log_a, log_b = jnp.log(a), jnp.log(b)
+  min_shape = jnp.minimum(a, b)
+  reach = jnp.minimum(_SERIES_MAX_RATIO * jnp.sqrt(4.0 * math.pi * min_shape),
+                      _series_max_zeta(a.dtype))
+  return _BetaShape(
+      stirling_remainder(r) - stirling_remainder(a) - stirling_remainder(b),
+      0.5 * (log_a + log_b - jnp.log(r)), log_a, log_b, min_shape,
+      (b - a) / jnp.sqrt(a * b * r), jnp.where(min_shape >= _SERIES_MIN_SHAPE, reach, -1.0))
+
+
+class _SmallTail(NamedTuple):
+  log_tail: jax.Array  # log I_x(a, b) after orientation: the tail below the mean
+  log_density: jax.Array  # log(x^a y^b / B(a, b)), the same in either orientation
+  swapped: jax.Array
+
+
+def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) -> _SmallTail:
+  """``log`` of the tail below the mean, by the uniform series where both parameters are large
+  and x is within its reach, else by the fixed continued fraction, else (a parameter below 1)
+  by the adaptive one. Requires ``a, b > 0`` and ``0 < x, y < 1``; with ``small_shapes=False``
+  the caller guarantees ``a, b >= 1`` (binomial tails, Clopper-Pearson) and the adaptive branch
+  is left out of the program.
+
+  Everything that does not need the orientation (the deviances, the density, zeta) is formed
+  from the unexchanged arguments, so that the exchanged ones feed only the fraction: on a CPU
+  this keeps XLA's fused kernels few and the memory traffic low."""
+  dtype = x.dtype
+  r = a + b
+  lam = jnp.where(x <= 0.5, a - r * x, r * y - b)
+  swapped = lam < 0.0
+  dev = binomial_deviance(a, r * x) + binomial_deviance(b, r * y)  # symmetric under exchange
+  log_density = shape.half_log_ratio - _HALF_LOG_2PI + shape.log_gamma_star_ratio - dev
+  zeta = -jnp.sqrt(2.0 * dev)
+  use_series = -zeta <= shape.series_reach
+  series = _uniform_series(jnp.where(use_series, zeta, 0.0),
+                           jnp.where(use_series, jnp.where(swapped, -shape.omega, shape.omega),
+                                     0.0), 1.0 / r)
+  log_series = shape.log_gamma_star_ratio - _HALF_LOG_2PI + jnp.log(series)
+  def oriented():
+    return _Oriented(jnp.where(swapped, b, a), jnp.where(swapped, a, b),
+                     jnp.where(swapped, y, x), jnp.where(swapped, x, y), jnp.abs(lam), swapped)
+
+  def fixed():
+    return _continued_fraction(oriented(), _continued_fraction_steps(dtype))
+
+  if small_shapes:  # the series needs min(a, b) >= 20, so these always take the fraction
+    slow = shape.min_shape < 1.0
+    fraction = jax.lax.cond(
+        jnp.any(slow),
+        lambda: jnp.where(slow, _adaptive_continued_fraction(oriented(), slow,
+                                                             _max_adaptive_steps(dtype)),
+                          fixed()),
+        fixed)
+  else:
+    fraction = fixed()
+  log_fraction = (log_density - jnp.where(swapped, shape.log_b, shape.log_a)
+                  + jnp.log(fraction))
+  return _SmallTail(jnp.where(use_series, log_series, log_fraction), log_density, swapped)
 
 
 class BetaTails(NamedTuple):
@@ -184,10 +475,16 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
 
   .. math:: I_x(a, b) = \frac{1}{B(a,b)} \int_0^x t^{a-1}(1-t)^{b-1}\,dt
 
-  Evaluated by the continued fraction of DLMF 8.17.22 on whichever side of the mean it
-  converges, with the prefactor of :func:`log_beta_prefactor`; the other tail is one minus it.
-  Requires ``a, b > 0``; ``x`` is clipped to ``[0, 1]``. ``y = 1 - x`` may be passed
-  separately so that tiny ``1 - x`` keeps its relative accuracy.
+  The tail below the mean is computed and the other is one minus it. Where both parameters are
+  at least 20 and x lies within a few standard deviations of the mean, by Temme's uniform
+  expansion (:func:`_uniform_series`, 20 terms); elsewhere by the even part of the continued
+  fraction of DLMF 8.17.22 (:func:`_fraction_terms`), 24 steps evaluated backwards, times
+  Loader's saddle-point prefactor (:func:`log_beta_prefactor`). Both are fixed, fusible
+  computations, so the cost per element does not depend on the parameters. Only a parameter
+  below 1 near the mean needs more fraction steps; such elements run an adaptive loop, which
+  costs one test when the batch has none. Requires ``a, b > 0``; ``x`` is clipped to
+  ``[0, 1]``. ``y = 1 - x`` may be passed separately so that tiny ``1 - x`` keeps its relative
+  accuracy.
   """
   a, b, x = _as_float(a, b, x)
   y = 1.0 - x if y is None else _as_float(y)[0]
@@ -197,28 +494,25 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
 @jax.jit
 def _incomplete_beta_tails(a, b, x, y):
   a, b, x, y = jnp.broadcast_arrays(a, b, x, y)
-  swap = x > (a + 1.0) / (a + b + 2.0)
-  aa = jnp.where(swap, b, a)
-  bb = jnp.where(swap, a, b)
-  xx = jnp.where(swap, y, x)
-  yy = jnp.where(swap, x, y)
-  interior = jnp.logical_and(xx > 0.0, yy > 0.0)
-  xs = jnp.where(interior, xx, 0.5)
-  ys = jnp.where(interior, yy, 0.5)
-  log_pre = log_beta_prefactor(aa, bb, xs, ys)
-  cf = _beta_continued_fraction(aa, bb, xs, ys, _max_cf_iterations(x.dtype))
-  near = jnp.exp(log_pre) * cf
-  # The fraction loses about eps / (1 - x) when x is close to 1 (the Poisson regime of a
-  # binomial tail). For whole b the same value is a finite, well-conditioned binomial sum:
-  # I_x(a, b) = Pr[Bin(a + b - 1, 1 - x) <= b - 1].
-  use_sum = jnp.logical_and(xs > 0.9, bb == jnp.round(bb))
-  bs = jnp.where(use_sum, bb, 1.0)
-  summed = _binomial_lower_tail_sum(bs - 1.0, aa + bs - 1.0, ys, xs, _max_cf_iterations(x.dtype))
-  near = jnp.where(use_sum, summed, near)
-  near = jnp.where(interior, near, jnp.where(xx <= 0.0, 0.0, 1.0))
-  near = jnp.clip(near, 0.0, 1.0)
+  interior = jnp.logical_and(x > 0.0, y > 0.0)
+  xs = jnp.where(interior, x, 0.5)
+  ys = jnp.where(interior, y, 0.5)
+  shape = a.shape
+
+  def tail(a, b, x, y):
+    small = _log_small_tail(a, b, x, y, _beta_shape(a, b))
+    return small.log_tail, small.swapped
+
+  log_tail, swapped = _map_chunks(tail, tuple(v.reshape(-1) for v in (a, b, xs, ys)),
+                                  (1.0, 1.0, 0.5, 0.5))
+  small = _SmallTail(log_tail.reshape(shape), None, swapped.reshape(shape))
+  near = jnp.clip(jnp.exp(small.log_tail), 0.0, 1.0)
   far = 1.0 - near
-  return BetaTails(lower=jnp.where(swap, far, near), upper=jnp.where(swap, near, far))
+  lower = jnp.where(small.swapped, far, near)
+  upper = jnp.where(small.swapped, near, far)
+  lower = jnp.where(interior, lower, jnp.where(x <= 0.0, 0.0, 1.0))
+  upper = jnp.where(interior, upper, jnp.where(x <= 0.0, 1.0, 0.0))
+  return BetaTails(lower=lower, upper=upper)
 
 
 def regularized_incomplete_beta(a: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
@@ -250,6 +544,38 @@ def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   return jnp.where(k < 0.0, 0.0, jnp.where(k >= n, 1.0, tail))
 
 
+class LogBinomialTails(NamedTuple):
+  """``log Pr[Bin(n, p) >= k]`` and ``log Pr[Bin(n, p) < k]``, each accurate in relative terms
+  when its probability is the smaller of the two (and in absolute terms otherwise)."""
+  upper: jax.Array
+  lower: jax.Array
+
+
+def log_binomial_tails(k, n, p, q=None) -> LogBinomialTails:
+  r"""Both tails of :math:`\mathrm{Bin}(n, p)` at ``k``, on the log scale, from one evaluation of
+  the incomplete beta function (:math:`\Pr[\mathrm{Bin}(n, p) \ge k] = I_p(k, n - k + 1)`).
+  ``q = 1 - p`` may be passed when it is known more accurately. Whole ``k`` and ``n``; for use
+  inside other estimators (no validation, traceable, broadcasts)."""
+  k, n, p = _as_float(k, n, p)
+  q = 1.0 - p if q is None else _as_float(q)[0]
+  k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
+  inside = jnp.logical_and(jnp.logical_and(k >= 1.0, k <= n),
+                           jnp.logical_and(p > 0.0, q > 0.0))
+  a = jnp.where(inside, k, 1.0)
+  b = jnp.where(inside, n - k + 1.0, 1.0)
+  small = _log_small_tail(a, b, jnp.where(inside, p, 0.5), jnp.where(inside, q, 0.5),
+                          _beta_shape(a, b), small_shapes=False)
+  other = _log1mexp(jnp.minimum(small.log_tail, 0.0))
+  upper = jnp.where(small.swapped, other, small.log_tail)
+  lower = jnp.where(small.swapped, small.log_tail, other)
+  # Outside the interior the tails are 0 or 1: k <= 0 always succeeds, k > n never does, and
+  # p = 0 (q = 0) puts all mass on 0 (n).
+  certain = jnp.logical_or(k <= 0.0, jnp.logical_and(k <= n, q <= 0.0))
+  upper = jnp.where(inside, upper, jnp.where(certain, 0.0, -jnp.inf))
+  lower = jnp.where(inside, lower, jnp.where(certain, -jnp.inf, 0.0))
+  return LogBinomialTails(upper, lower)
+
+
 def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | None = None
                     ) -> jax.Array:
   """``log Pr[Bin(n, p) = k]`` by Loader's saddle-point formula (no lgamma cancellation).
@@ -276,59 +602,136 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
   return jnp.where(jnp.logical_or(k < 0.0, k > n), -jnp.inf, out)
 
 
-def _bisection_steps(dtype) -> int:
-  return 72 if dtype == jnp.float64 else 40
 
 
-def _bisect_logit(tail_fn, target, increasing):
-  dtype = target.dtype
-  lo_bound = -745.0 if dtype == jnp.float64 else -103.0
-  hi_bound = 37.0 if dtype == jnp.float64 else 17.0
-  lo = jnp.full(target.shape, lo_bound, dtype)
-  hi = jnp.full(target.shape, hi_bound, dtype)
-
-  def body(_, bracket):
-    lo, hi = bracket
-    mid = 0.5 * (lo + hi)
-    above = tail_fn(jax.nn.sigmoid(mid), jax.nn.sigmoid(-mid)) > target
-    if not increasing:
-      above = jnp.logical_not(above)
-    return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
-
-  lo, hi = jax.lax.fori_loop(0, _bisection_steps(dtype), body, (lo, hi))
-  return jax.nn.sigmoid(0.5 * (lo + hi))
+# ----------------------------------------------------------------------------------------------
+# Beta quantiles and Clopper-Pearson limits.
+# ----------------------------------------------------------------------------------------------
 
 
-def _beta_quantile_lower_tail(a, b, tail):
-  """x such that I_x(a, b) = tail."""
-  return _bisect_logit(lambda x, y: incomplete_beta_tails(a, b, x, y).lower, tail,
-                       increasing=True)
+def _log1mexp(v):
+  """``log(1 - exp(v))`` for ``v <= 0`` without cancellation (Maechler, 2012)."""
+  return jnp.where(v > -math.log(2.0), jnp.log(-jnp.expm1(v)), jnp.log1p(-jnp.exp(v)))
 
 
-def _beta_quantile_upper_tail(a, b, tail):
-  """x such that 1 - I_x(a, b) = tail (accurate for small tails)."""
-  return _bisect_logit(lambda x, y: incomplete_beta_tails(a, b, x, y).upper, tail,
-                       increasing=False)
+def _halley_steps(dtype) -> int:
+  return 2
 
 
-def _cp_lower(k, n, tail):
-  """Lower Clopper-Pearson limit: p with Pr[Bin(n, p) >= k] = tail (0 when k = 0)."""
-  positive = k > 0.0
-  ks = jnp.where(positive, k, 1.0)
-  all_success = k >= n
-  closed = jnp.exp(jnp.log(tail) / jnp.where(n > 0, n, 1.0))  # k = n: p^n = tail
-  general = _beta_quantile_lower_tail(ks, jnp.maximum(n - ks + 1.0, 1.0), tail)
-  return jnp.where(positive, jnp.where(all_success, closed, general), 0.0)
+def _max_halley_steps(dtype) -> int:
+  return 60
 
 
-def _cp_upper(k, n, tail):
-  """Upper Clopper-Pearson limit: p with Pr[Bin(n, p) <= k] = tail (1 when k = n)."""
-  below = k < n
-  ks = jnp.where(below, k, 0.0)
-  ns = jnp.where(below, n, 1.0)
-  closed = -jnp.expm1(jnp.log(tail) / ns)  # k = 0: (1 - p)^n = tail
-  general = _beta_quantile_upper_tail(ks + 1.0, jnp.maximum(ns - ks, 1.0), tail)
-  return jnp.where(below, jnp.where(ks == 0.0, closed, general), 1.0)
+def _converged_mismatch(dtype) -> float:
+  # Halley's error is cubic in the error before the step: a step taken at |log I - log tau| <=
+  # 1e-4 (float64) leaves an error of order 1e-12 of the tail's scale, 1e-3 (float32) 1e-9.
+  return 1e-4 if dtype == jnp.float64 else 1e-3
+
+
+def _logit_bounds(dtype):
+  return (-745.0, 37.0) if dtype == jnp.float64 else (-103.0, 17.0)
+
+
+def _tail_model_logit(a, b, log_target, log_beta, steps: int = 3):
+  r"""Solves the first approximant of the fraction, :math:`\log I_x(a, b) \approx
+  a\log x + b\log y - \log(aB(a, b)) - \log\frac{\lambda + 1}{a + 1}`, :math:`\lambda = a - (a+b)x`,
+  for ``w = logit(x)`` by Newton's method from the power-series start
+  :math:`x^a = a B(a, b) e^{\mathrm{target}}`. Good below the mean for any a and b (it keeps the
+  :math:`y^b` factor that matters when b is small); cheap (no fraction, no series)."""
+  w = (log_target + jnp.log(a) + log_beta) / a
+  w = w - _log1mexp(jnp.minimum(w, -1e-300))
+  for _ in range(steps):
+    x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
+    lam1 = jnp.maximum(a + 1.0 - (a + b) * x, 1e-3)
+    model = (a * jax.nn.log_sigmoid(w) + b * jax.nn.log_sigmoid(-w) - jnp.log(a) - log_beta
+             - jnp.log(lam1) + jnp.log(a + 1.0))
+    slope = a * y - b * x + (a + b) * x * y / lam1
+    w = w - jnp.clip((model - log_target) / slope, -8.0, 8.0)
+  return w
+
+
+def _initial_logit(a, b, log_tau, shape: _BetaShape):
+  r"""A starting point for the quantile of Beta(a, b) at ``tau``, on the logit scale.
+
+  Near the bulk (:math:`|\Phi^{-1}(\tau)| \le 0.6\sqrt{\min(a, b)}`): the two leading terms of
+  the uniform expansion give :math:`I_x \approx \Phi(\zeta + \omega/3)`, so
+  :math:`\zeta_0 = \Phi^{-1}(\tau) - \omega/3`, and the reversion
+  :math:`u = \eta(1 + \kappa\eta/3 + (\kappa^2/36 - 1/4)\eta^2)` of :func:`_series_coefficients`
+  maps it to :math:`x = p + \sqrt{pq}\,u`. Farther out, the tail model of
+  :func:`_tail_model_logit`, on the lower tail when ``tau < 1/2`` and on the upper one (with the
+  parameters exchanged) when not. (Chosen from the 99.9th percentile of the first mismatch
+  ``|log I - log tau|`` of each start over random Clopper-Pearson problems with n up to 1e7.)
+  """
+  dtype = a.dtype
+  r = a + b
+  tau = jnp.exp(log_tau)
+  z = jax.scipy.special.ndtri(jnp.clip(tau, jnp.finfo(dtype).tiny, 1.0 - jnp.finfo(dtype).eps))
+  zeta = z - shape.omega / 3.0
+  kz = shape.omega * zeta
+  u_scaled = zeta * (1.0 + kz / 3.0 + kz * kz / 36.0 - zeta * zeta / (4.0 * r))
+  x_normal = (a + jnp.sqrt(a * b / r) * u_scaled) / r
+  near_bulk = jnp.abs(z) <= 0.6 * jnp.sqrt(shape.min_shape)  # measured: see the docstring
+  normal_ok = jnp.logical_and(near_bulk, jnp.logical_and(x_normal > 0.0, x_normal < 1.0))
+  x_normal = jnp.where(normal_ok, x_normal, 0.5)
+  w_normal = jnp.log(x_normal) - jnp.log1p(-x_normal)
+  # log B(a, b) = log(sqrt(2 pi / r) p^a q^b / sqrt(pq)) - log_gamma_star_ratio
+  log_p, log_q = jnp.log(a) - jnp.log(r), jnp.log(b) - jnp.log(r)
+  log_beta = (_HALF_LOG_2PI - 0.5 * jnp.log(r) + (a - 0.5) * log_p + (b - 0.5) * log_q
+              - shape.log_gamma_star_ratio)
+  low_side = log_tau < -math.log(2.0)
+  first, second = jnp.where(low_side, a, b), jnp.where(low_side, b, a)
+  target = jnp.where(low_side, log_tau, _log1mexp(jnp.minimum(log_tau, 0.0)))
+  w_tail = _tail_model_logit(first, second, target, log_beta)
+  return jnp.where(normal_ok, w_normal, jnp.where(low_side, w_tail, -w_tail))
+
+
+def _beta_quantile_logit(a, b, log_tau):
+  r"""``w = logit(x)`` with :math:`I_x(a, b) = \tau`, by Halley's method on :math:`\log I` as a
+  function of w.
+
+  With :math:`g(w) = \log I_{x(w)}(a, b) - \log\tau`, :math:`g' = x^a y^b / (B(a, b) I)` and
+  :math:`g'' = g'(a y - b x - g')`, each step is
+  :math:`w \leftarrow w - (g/g') / (1 - g g'' / (2 g'^2))` (cubic convergence). A fixed number of
+  steps runs for the whole batch, then more only while some element's last step began farther
+  than :func:`_converged_mismatch` from the target (one test when none does); one loop holds
+  both, so the step is compiled once.
+  """
+  dtype = a.dtype
+  shape = _beta_shape(a, b)
+  lo, hi = _logit_bounds(dtype)
+  tol = _converged_mismatch(dtype)
+
+  def step(w):
+    x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
+    small = _log_small_tail(a, b, x, y, shape, small_shapes=False)
+    log_t = jnp.where(small.swapped, _log1mexp(jnp.minimum(small.log_tail, 0.0)), small.log_tail)
+    g = log_t - log_tau
+    g1 = jnp.exp(small.log_density - log_t)
+    g2 = g1 * (a * y - b * x - g1)
+    newton = g / g1
+    denominator = 1.0 - 0.5 * newton * g2 / g1
+    delta = jnp.where(denominator > 0.25, newton / denominator, newton)
+    delta = jnp.clip(delta, -16.0, 16.0)
+    w_new = jnp.clip(w - delta, lo, hi)
+    return jnp.where(jnp.isfinite(w_new), w_new, w), jnp.where(jnp.isfinite(g), g, jnp.inf)
+
+  steps = _halley_steps(dtype)
+
+  def cond(state):
+    i, _, g = state
+    unsettled = jnp.logical_and(i < _max_halley_steps(dtype), jnp.any(jnp.abs(g) > tol))
+    return jnp.logical_or(i < steps, unsettled)
+
+  def body(state):
+    i, w, g = state
+    w_new, g_new = step(w)
+    keep = jnp.logical_and(i >= steps, jnp.abs(g) <= tol)
+    return i + 1, jnp.where(keep, w, w_new), jnp.where(keep, g, g_new)
+
+  w = _initial_logit(a, b, log_tau, shape)
+  state = (jnp.asarray(0, jnp.int32), w, jnp.full_like(w, jnp.inf))
+  _, w, _ = jax.lax.while_loop(cond, body, state)
+  return w
 
 
 class Interval(NamedTuple):
@@ -350,13 +753,15 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   * ``"greater"``: :math:`[B(\beta; k, n-k+1),\; 1]` (a lower confidence bound),
 
   where :math:`B(q; a, b)` is the Beta quantile (Clopper and Pearson, Biometrika 1934). The
-  naming of ``alternative`` follows ``scipy.stats.binomtest``. Quantiles are found by bisection
-  on the logit scale against :func:`incomplete_beta_tails`, each limit solving its own tail
-  equation so that it stays accurate (1e-10 relative in float64) for tiny and huge counts.
+  naming of ``alternative`` follows ``scipy.stats.binomtest``. Each limit solves its own tail
+  equation, :math:`I_x(k, n-k+1) = \tau` for the lower and :math:`I_{1-x}(n-k, k+1) = \tau` for
+  the upper, by a few Halley steps on the logit scale from an asymptotic starting point
+  (:func:`_beta_quantile_logit`), so that it stays accurate (1e-10 relative in float64) for
+  tiny and huge counts; ``k = 0`` and ``k = n`` have closed forms.
 
   Args:
     successes: number of successes k (whole numbers, 0 <= k <= trials); any shape.
-    trials: number of trials n (broadcasts against ``successes``).
+    trials: number of trials n >= 1 (broadcasts against ``successes``).
     significance: beta in (0, 1) of the 1 - beta confidence level.
     alternative: one of "two-sided", "less", "greater".
 
@@ -366,16 +771,59 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   _validate.check_choice("alternative", alternative, ALTERNATIVES)
   _validate.check_significance(significance)
   _validate.check_counts("successes", successes, trials, "trials")
+  _validate.check_range("trials", trials, 1)
   k, n, beta = _as_float(successes, trials, significance)
   return _clopper_pearson(k, n, beta, alternative)
 
 
+def _cp_limits(k, n, log_tau, lower: bool, upper: bool):
+  """The requested Clopper-Pearson limits at tail ``exp(log_tau)``, all from one solver call
+  (one compiled solver however many limits are asked for). No validation; broadcasts."""
+  k, n, log_tau = jnp.broadcast_arrays(*_as_float(k, n, log_tau))
+  shape = k.shape
+  k, n, log_tau = (v.reshape(-1) for v in (k, n, log_tau))
+  params = []
+  if lower:  # I_x(k, n - k + 1) = tau
+    params.append((jnp.where(k > 0.0, k, 1.0), jnp.where(k > 0.0, n - k + 1.0, 1.0)))
+  if upper:  # I_y(n - k, k + 1) = tau with y = 1 - x
+    params.append((jnp.where(k < n, n - k, 1.0), jnp.where(k < n, k + 1.0, 1.0)))
+  a = jnp.concatenate([p[0] for p in params])
+  b = jnp.concatenate([p[1] for p in params])
+  w = _map_chunks(_beta_quantile_logit, (a, b, jnp.concatenate([log_tau] * len(params))),
+                  (1.0, 1.0, -1.0))
+  size = k.shape[0]
+  out = []
+  if lower:
+    closed = jnp.exp(log_tau / n)  # k = n: x^n = tau
+    x = jnp.where(k > 0.0, jnp.where(k >= n, closed, jax.nn.sigmoid(w[:size])), 0.0)
+    out.append(x.reshape(shape))
+  if upper:
+    closed = -jnp.expm1(log_tau / n)  # k = 0: (1 - x)^n = tau
+    x = jnp.where(k < n, jnp.where(k <= 0.0, closed, jax.nn.sigmoid(-w[-size:])), 1.0)
+    out.append(x.reshape(shape))
+  return out
+
+
+def cp_lower_limit(k, n, log_tail):
+  """Lower Clopper-Pearson limit: p with ``Pr[Bin(n, p) >= k] = exp(log_tail)`` (0 for k = 0).
+  For use inside other estimators: no validation, traceable, broadcasts."""
+  return _cp_limits(k, n, log_tail, True, False)[0]
+
+
+def cp_upper_limit(k, n, log_tail):
+  """Upper Clopper-Pearson limit: p with ``Pr[Bin(n, p) <= k] = exp(log_tail)`` (1 for k = n).
+  For use inside other estimators: no validation, traceable, broadcasts."""
+  return _cp_limits(k, n, log_tail, False, True)[0]
+
+
 @functools.partial(jax.jit, static_argnames="alternative")
 def _clopper_pearson(k, n, beta, alternative):
-  k, n = jnp.broadcast_arrays(k, n)
-  beta = jnp.broadcast_to(beta, k.shape)
+  k, n, beta = jnp.broadcast_arrays(k, n, beta)
   if alternative == "two-sided":
-    return Interval(_cp_lower(k, n, beta / 2), _cp_upper(k, n, beta / 2))
+    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True)
+    return Interval(lower, upper)
   if alternative == "less":
-    return Interval(jnp.zeros_like(k), _cp_upper(k, n, beta))
-  return Interval(_cp_lower(k, n, beta), jnp.ones_like(k))
+    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True)
+    return Interval(jnp.zeros_like(k), upper)
+  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False)
+  return Interval(lower, jnp.ones_like(k))

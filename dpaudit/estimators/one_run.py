@@ -20,6 +20,8 @@ must be static) and compute in ``jnp.result_type(float)``.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -28,6 +30,7 @@ import numpy as np
 
 from dpaudit import _validate
 from dpaudit.estimators import binomial
+from dpaudit.estimators._sorting import argsort_descending
 
 EPSILON_BRACKET = (0.0, 64.0)
 """Bisection bracket for epsilon. The largest epsilon any test can reject (all r guesses
@@ -46,15 +49,6 @@ def _float_dtype():
 def _bisection_steps(dtype) -> int:
   # 64 / 2^50 ~ 6e-14 in float64; 64 / 2^30 ~ 6e-8 in float32.
   return 50 if dtype == jnp.float64 else 30
-
-
-def _static_length(num_examples) -> int:
-  """The pmf support 0..m needs a static m."""
-  if not _validate.is_concrete(num_examples):
-    raise TypeError("num_examples sets array lengths and must be static (a Python int or a "
-                    "concrete array); mark it static under jit, e.g. static_argnums=0")
-  arr = np.asarray(num_examples)
-  return int(arr.max()) if arr.size else 0
 
 
 def _check_shapes(**arrays) -> None:
@@ -82,61 +76,74 @@ def _delta_is_zero(delta) -> bool:
   return _validate.is_concrete(delta) and bool(np.all(np.asarray(delta) == 0))
 
 
-def _log_binomial_coefficients(num_guesses, length: int):
-  """``log C(r, k)`` for k = 0..length (-inf for k > r), by Loader's saddle point at p = 1/2."""
-  r = num_guesses[..., None]
-  k = jnp.arange(length + 1, dtype=r.dtype)
-  return binomial.binomial_logpmf(k, r, 0.5) + r * jnp.log(2.0)
+def _window(tails_v: binomial.LogBinomialTails, tails_j: binomial.LogBinomialTails):
+  r""":math:`\Pr[j \le \check W < v]` from the tails at v and at j <= v, taking the difference
+  of whichever pair of tails is small (so that it keeps its relative accuracy)."""
+  upper_small = tails_j.upper < -math.log(2.0)  # Pr[W >= j] < 1/2: both upper tails are small
+  lower_small = tails_v.lower < -math.log(2.0)  # Pr[W < v] < 1/2: both lower tails are small
+  from_upper = jnp.exp(tails_j.upper) * -jnp.expm1(jnp.minimum(tails_v.upper - tails_j.upper,
+                                                                 0.0))
+  from_lower = jnp.exp(tails_v.lower) * -jnp.expm1(jnp.minimum(tails_j.lower - tails_v.lower,
+                                                                 0.0))
+  middle = 1.0 - jnp.exp(tails_v.upper) - jnp.exp(tails_j.lower)
+  return jnp.maximum(jnp.where(upper_small, from_upper, jnp.where(lower_small, from_lower, middle)),
+                     0.0)
 
 
-def _alpha(num_guesses, num_correct, epsilon, log_coefficients):
-  r"""Eq. 9: :math:`\alpha = \max_{0 \le k < v} \frac{2}{v - k}\Pr[k \le \check W < v]`.
+def _beta_and_alpha(num_guesses, num_correct, epsilon):
+  r"""Eqs. 8-9: :math:`\beta = \Pr[\check W \ge v]` and
+  :math:`\alpha = \max_{1 \le i \le m} \frac{2}{i}\Pr[v > \check W \ge v - i]`, at a cost that
+  grows like :math:`\log v` (and not at all with m).
 
-  Substituting k = v - i; terms with i > v equal the i = v term times v / i, so only
-  k = 0..v-1 matter. The window sums are suffix sums of the pmf masked to k < v, so they are
-  sums of non-negative terms accumulated from the small end of the upper tail (no cancellation).
-  The pmf is ``exp(log C(r, k) + k log q + (r - k) log(1 - q))`` with the epsilon-free
-  coefficients computed once per bisection; the sum of the three terms loses about
-  ``r log(2) * 2^-52`` in relative accuracy (1e-13 for r = 1e3, 1e-10 for r = 1e6).
+  Terms with i > v equal the i = v term times v / i, so only i = 1..v matter. With
+  :math:`s_i = \Pr[\check W = v - i]` and :math:`g(i) = \frac1i\sum_{l \le i} s_l`,
+  :math:`g(i+1) > g(i)` exactly when :math:`s_{i+1} > g(i)`. The binomial pmf is unimodal, so
+  going down from v - 1 the :math:`s_i` first rise (up to the mode) and then fall; while they
+  rise they exceed their running mean, and once one falls below it every later one does too. So
+  g increases up to the first i with :math:`s_{i+1} \le g(i)` and never again after it: the
+  maximum is found by bisection on that condition, each probe one evaluation of the binomial
+  tails (:func:`binomial.log_binomial_tails`) and of the pmf. ``1 - q = sigmoid(-epsilon)`` is
+  passed exactly, so the tails keep their relative accuracy for large epsilon.
   """
-  k = jnp.arange(log_coefficients.shape[-1], dtype=log_coefficients.dtype)
-  r = num_guesses[..., None]
-  v = num_correct[..., None]
-  eps = epsilon[..., None]
-  below = k < v
-  log_pmf = log_coefficients + k * jax.nn.log_sigmoid(eps) + (r - k) * jax.nn.log_sigmoid(-eps)
-  pmf = jnp.where(below, jnp.exp(jnp.where(below, log_pmf, -jnp.inf)), 0.0)
-  window = jnp.flip(jnp.cumsum(jnp.flip(pmf, -1), axis=-1), -1)  # sum_{j=k}^{v-1} pmf_j
-  ratio = jnp.where(below, 2.0 * window / jnp.where(below, v - k, 1.0), 0.0)
-  return jnp.max(ratio, axis=-1, initial=0.0)
+  q, one_minus_q = jax.nn.sigmoid(epsilon), jax.nn.sigmoid(-epsilon)
+  r, v = num_guesses, num_correct
+
+  def tails(j):
+    stacked = binomial.log_binomial_tails(jnp.stack([v, j]), r, q, one_minus_q)
+    return (binomial.LogBinomialTails(stacked.upper[0], stacked.lower[0]),
+            binomial.LogBinomialTails(stacked.upper[1], stacked.lower[1]))
+
+  def probe(i):
+    tails_v, tails_j = tails(v - i)
+    mean = _window(tails_v, tails_j) / jnp.maximum(i, 1.0)
+    next_pmf = jnp.exp(binomial.binomial_logpmf(v - i - 1.0, r, q, one_minus_q))
+    return jnp.exp(tails_v.upper), mean, next_pmf <= mean
+
+  # Bisection for the first i in [1, v] with s_{i+1} <= g(i) (i = v always qualifies); once the
+  # bracket has closed, one more probe at it gives g there. One loop holds every probe, so the
+  # tails are compiled once.
+  def body(state):
+    lo, hi, _, _, _ = state
+    closed = lo >= hi
+    mid = jnp.where(closed, lo, jnp.floor(0.5 * (lo + hi)))
+    beta, mean, done = probe(mid)
+    return (jnp.where(done | closed, lo, mid + 1.0), jnp.where(done & ~closed, mid, hi),
+            beta, mean, closed)
+
+  hi = jnp.maximum(v, 1.0)
+  state = (jnp.ones_like(v), hi, jnp.zeros_like(v), jnp.zeros_like(v), jnp.zeros(v.shape, bool))
+  _, _, beta, mean, _ = jax.lax.while_loop(lambda s: jnp.logical_not(jnp.all(s[4])), body, state)
+  return jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * mean)
 
 
-def _beta(num_guesses, num_correct, epsilon):
-  r"""Eq. 8, :math:`\Pr[\mathrm{Bin}(r, q) \ge v] = I_q(v, r - v + 1)` as in
-  :func:`binomial.binomial_sf`, but passing ``1 - q = sigmoid(-epsilon)`` exactly so that the
-  tail keeps its relative accuracy for large epsilon."""
-  inside = jnp.logical_and(num_correct >= 1.0, num_correct <= num_guesses)
-  v = jnp.where(inside, num_correct, 1.0)
-  r = jnp.where(inside, num_guesses, 1.0)
-  tail = binomial.incomplete_beta_tails(v, r - v + 1.0, jax.nn.sigmoid(epsilon),
-                                        jax.nn.sigmoid(-epsilon)).lower
-  return jnp.where(num_correct <= 0.0, 1.0, jnp.where(num_correct > num_guesses, 0.0, tail))
-
-
-def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, log_coefficients=None):
-  """Eqs. 7-9; the delta term is skipped when ``log_coefficients`` is None."""
-  beta = _beta(num_guesses, num_correct, epsilon)
-  if log_coefficients is None:
-    return jnp.minimum(beta, 1.0)
-  alpha = _alpha(num_guesses, num_correct, epsilon, log_coefficients)
+def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, with_delta: bool):
+  """Eqs. 7-9; the delta term is skipped when ``with_delta`` is False."""
+  if not with_delta:
+    tails = binomial.log_binomial_tails(num_correct, num_guesses, jax.nn.sigmoid(epsilon),
+                                        jax.nn.sigmoid(-epsilon))
+    return jnp.where(num_correct <= 0.0, 1.0, jnp.minimum(jnp.exp(tails.upper), 1.0))
+  beta, alpha = _beta_and_alpha(num_guesses, num_correct, epsilon)
   return jnp.minimum(beta + alpha * num_examples * delta, 1.0)
-
-
-def _p_value_full(num_examples, num_guesses, num_correct, epsilon, delta, length: int,
-                  with_delta: bool):
-  m, r, v, eps, d = _broadcast_float(num_examples, num_guesses, num_correct, epsilon, delta)
-  log_c = _log_binomial_coefficients(r, length) if with_delta else None
-  return _p_value(m, r, v, eps, d, log_c)
 
 
 def _as_float(*xs):
@@ -150,26 +157,39 @@ def _broadcast_float(*xs):
   return jnp.broadcast_arrays(*(jnp.asarray(x, dtype) for x in xs))
 
 
-def _epsilon_bisection(num_examples, num_guesses, num_correct, delta, significance,
-                       length: int, with_delta: bool):
+@functools.partial(jax.jit, static_argnames="with_delta")
+def _p_value_jit(num_examples, num_guesses, num_correct, epsilon, delta, with_delta: bool):
+  m, r, v, eps, d = _broadcast_float(num_examples, num_guesses, num_correct, epsilon, delta)
+  return _p_value(m, r, v, eps, d, with_delta)
+
+
+def _delta_free_epsilon(num_guesses, num_correct, significance):
+  """With delta = 0 the p-value is :math:`\\Pr[\\mathrm{Bin}(r, \\sigma(\\epsilon)) \\ge v]`, increasing
+  in epsilon, so the bound is the logit of the one-sided Clopper-Pearson lower limit (0 below
+  1/2): no search."""
+  r, v = num_guesses, num_correct
+  limit = binomial.cp_lower_limit(v, jnp.maximum(r, 1.0), jnp.log(significance))
+  positive = jnp.logical_and(v > 0.0, limit > 0.5)
+  safe = jnp.where(positive, limit, 0.75)
+  return jnp.where(positive, jnp.log(safe) - jnp.log1p(-safe), 0.0)
+
+
+@functools.partial(jax.jit, static_argnames="with_delta")
+def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, with_delta: bool):
   m, r, v, d, sig = _broadcast_float(num_examples, num_guesses, num_correct, delta,
                                      significance)
-  log_c = _log_binomial_coefficients(r, length) if with_delta else None
-  lo = jnp.full(r.shape, EPSILON_BRACKET[0], r.dtype)
-  hi = jnp.full(r.shape, EPSILON_BRACKET[1], r.dtype)
+  if not with_delta:
+    return _delta_free_epsilon(r, v, sig)
 
   def body(_, bracket):
     lo, hi = bracket
     mid = 0.5 * (lo + hi)
-    rejected = _p_value(m, r, v, mid, d, log_c) <= sig
+    rejected = _p_value(m, r, v, mid, d, with_delta=True) <= sig
     return jnp.where(rejected, mid, lo), jnp.where(rejected, hi, mid)
 
-  lo, _ = jax.lax.fori_loop(0, _bisection_steps(r.dtype), body, (lo, hi))
+  bracket = (jnp.full_like(r, EPSILON_BRACKET[0]), jnp.full_like(r, EPSILON_BRACKET[1]))
+  lo, _ = jax.lax.fori_loop(0, _bisection_steps(r.dtype), body, bracket)
   return lo
-
-
-_p_value_jit = jax.jit(_p_value_full, static_argnames=("length", "with_delta"))
-_epsilon_bisection_jit = jax.jit(_epsilon_bisection, static_argnames=("length", "with_delta"))
 
 
 def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
@@ -184,14 +204,16 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
        + m\,\delta \max_{1 \le i \le m} \frac{2}{i}\Pr[v > \check W \ge v - i]\Big),
      \qquad \check W \sim \mathrm{Bin}\big(r, e^\epsilon / (1 + e^\epsilon)\big).
 
+  The maximum over i is found by bisection in O(log v) tail evaluations
+  (:func:`_beta_and_alpha`), so the cost does not depend on m.
+
   Args:
-    num_examples: number m of canaries (static: it sets the length of the pmf 0..m that the
-      delta term needs; a Python int, or a concrete array that broadcasts with the counts).
+    num_examples: number m of canaries; any shape broadcasting with the counts.
     num_guesses: number r of non-abstaining guesses, 0 <= r <= m; any shape.
     num_correct: number v of correct guesses, 0 <= v <= r; broadcasts with ``num_guesses``.
     epsilon: epsilon >= 0 of the null hypothesis; broadcasts.
     delta: delta in [0, 1) of the null hypothesis; broadcasts. When it is concretely 0 the
-      O(m) delta term is skipped.
+      delta term is skipped.
 
   Returns:
     The p-value, with the broadcast shape of the inputs.
@@ -199,9 +221,8 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_range("epsilon", epsilon, 0.0)
   _validate.check_delta(delta)
-  length = _static_length(num_examples)
   return _p_value_jit(*_as_float(num_examples, num_guesses, num_correct, epsilon, delta),
-                      length=length, with_delta=not _delta_is_zero(delta))
+                      with_delta=not _delta_is_zero(delta))
 
 
 def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
@@ -215,20 +236,20 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
 
   so that :math:`\Pr[\epsilon_L > \epsilon_{\text{true}}] \le \beta` for an
   (:math:`\epsilon_{\text{true}}`, delta)-DP algorithm whenever the guesses are computed from
-  the training output alone (never from the memberships). Found by a fixed number of bisection steps on
-  ``EPSILON_BRACKET = [0, 64]`` (resolution 6e-14 in float64), returning the lower end of the
-  final bracket; 0 when no epsilon >= 0 is rejected (e.g. ``num_correct = 0`` or
-  ``num_guesses = 0``). The returned value is always 0 or an epsilon whose p-value was checked
-  to be <= ``significance``. Bisection presumes the p-value is non-decreasing in epsilon: the
-  beta term is; the delta term is not in general (alpha can fall as epsilon grows), but the
-  sum was non-decreasing wherever it is below 1 in every case checked (see the tests), and
-  alpha >= 2 (1 - beta) / v makes the sum reach 1 when 2 m delta >= v.
+  the training output alone (never from the memberships).
 
-  For ``delta = 0`` this equals ``logit`` of the one-sided Clopper-Pearson lower limit of
-  ``v / r`` at level ``significance``.
+  For ``delta = 0`` this is ``logit`` of the one-sided Clopper-Pearson lower limit of ``v / r``
+  at level ``significance`` (0 when that limit is below 1/2), computed directly. For
+  ``delta > 0`` it is a bisection of 50 steps on ``EPSILON_BRACKET = [0, 64]`` (resolution 6e-14
+  in float64) that returns the lower end of its final bracket: the returned value is always 0
+  or an epsilon whose p-value was checked to be <= ``significance``. Bisection presumes the p-value is non-decreasing in epsilon: the beta
+  term is; the delta term is not in general (alpha can fall as epsilon grows), but the sum was
+  non-decreasing wherever it is below 1 in every case checked (see the tests), and
+  alpha >= 2 (1 - beta) / v makes the sum reach 1 when 2 m delta >= v. Each p-value costs
+  O(log v) binomial tails (:func:`one_run_p_value`), whatever m.
 
   Args:
-    num_examples: number m of canaries (static; see :func:`one_run_p_value`).
+    num_examples: number m of canaries; any shape broadcasting with the counts.
     num_guesses: number r of guesses, 0 <= r <= m; any shape.
     num_correct: number v of correct guesses, 0 <= v <= r; broadcasts with ``num_guesses``.
     delta: delta in [0, 1); broadcasts.
@@ -240,10 +261,8 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_delta(delta)
   _validate.check_significance(significance)
-  length = _static_length(num_examples)
-  return _epsilon_bisection_jit(
-      *_as_float(num_examples, num_guesses, num_correct, delta, significance), length=length,
-      with_delta=not _delta_is_zero(delta))
+  return _epsilon_jit(*_as_float(num_examples, num_guesses, num_correct, delta, significance),
+                      with_delta=not _delta_is_zero(delta))
 
 
 def one_run_epsilon_ceiling(num_examples, num_guesses, delta=0.0,
@@ -298,7 +317,7 @@ def _correct_counts(scores, is_member, grid: np.ndarray, mode: str):
   dtype = _float_dtype()
   scores = jnp.asarray(scores)
   m = scores.shape[-1]
-  order = jnp.argsort(scores, descending=True, stable=True)  # ties: lower index first
+  order = argsort_descending(scores, stable=True)  # ties: lower index first
   members = jnp.asarray(is_member)[order].astype(dtype)
   top_members = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(members)])  # in top k
   if mode == "top":
@@ -381,11 +400,10 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   correct = _correct_counts(scores, is_member, grid, mode)
   n = len(grid)
   grid_f = jnp.asarray(grid, dtype)
-  # One bisection for the bounds (v = correct) and the ceilings (v = r) of every grid point.
-  both = _epsilon_bisection_jit(
-      *_as_float(m, jnp.concatenate([grid_f, grid_f]), jnp.concatenate([correct, grid_f]),
-                 delta, per_test),
-      length=m, with_delta=not _delta_is_zero(delta))
+  # One solve for the bounds (v = correct) and the ceilings (v = r) of every grid point.
+  both = _epsilon_jit(*_as_float(m, jnp.concatenate([grid_f, grid_f]),
+                                 jnp.concatenate([correct, grid_f]), delta, per_test),
+                      with_delta=not _delta_is_zero(delta))
   grid_eps, grid_ceiling = both[:n], both[n:]
   best = jnp.argmax(grid_eps)
   return OneRunResult(epsilon=grid_eps[best], num_guesses=grid_f[best],

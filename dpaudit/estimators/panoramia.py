@@ -32,6 +32,7 @@ import numpy as np
 
 from dpaudit import _validate
 from dpaudit.estimators import binomial
+from dpaudit.estimators._sorting import argsort_descending
 
 TAILS = ("binomial", "hoeffding")
 CORRECTIONS = ("bonferroni", "none")
@@ -110,33 +111,50 @@ def _clipped_logit(p):
   return jnp.where(above, jnp.log(ps) - jnp.log1p(-ps), 0.0)
 
 
-def _threshold_curve(scores, is_member, significance, bonferroni, min_predictions,
-                     tail: str) -> ThresholdCurve:
-  dtype = scores.dtype
+class _SortedCounts(NamedTuple):
+  sorted_scores: jax.Array
+  true_positives: jax.Array
+  predictions: jax.Array
+  valid: jax.Array
+
+
+def _sorted_counts(scores, is_member, min_predictions) -> _SortedCounts:
+  """One sort and cumulative counts: position k predicts "member" for the top k + 1 points
+  (ties broken by index); it is a threshold when it ends its group of tied scores."""
   m = scores.shape[0]
-  order = jnp.argsort(scores, descending=True, stable=True)
+  order = argsort_descending(scores, stable=True)
   sorted_scores = scores[order]
   tp = jnp.cumsum(is_member[order])
-  r = jnp.arange(1, m + 1, dtype=dtype)
+  r = jnp.arange(1, m + 1, dtype=scores.dtype)
   # Position k ends a tie group when the next score is strictly smaller (or k is last).
   last = jnp.ones((min(m, 1),), bool)
   is_end = jnp.concatenate([sorted_scores[:-1] > sorted_scores[1:], last])
-  valid = jnp.logical_and(is_end, r >= min_predictions)
-  num_thresholds = jnp.sum(valid)
+  return _SortedCounts(sorted_scores, tp, r, jnp.logical_and(is_end, r >= min_predictions))
+
+
+@functools.partial(jax.jit, static_argnames=("tail",))
+def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
+  """``scores`` stacks the baseline and MIA scores, (2, m); both curves share one solver call."""
+  dtype = scores.dtype
+  counts = jax.vmap(_sorted_counts, in_axes=(0, None, None))(scores, is_member, min_predictions)
+  num_thresholds = jnp.sum(counts.valid, axis=-1)
   level = significance / 2.0
   level = jnp.where(bonferroni, level / jnp.maximum(num_thresholds, 1).astype(dtype), level)
+  tp, r = counts.true_positives, counts.predictions
   precision = tp / r
   if tail == "binomial":
     # Largest p with P[Bin(r, p) >= tp] <= level: the one-sided Clopper-Pearson lower limit.
-    p_lb = binomial.clopper_pearson(tp, r, level, alternative="greater").lower
+    p_lb = binomial.cp_lower_limit(tp, r, jnp.log(level)[:, None])
   else:
-    p_lb = precision - jnp.sqrt(jnp.log(1.0 / level) / (2.0 * r))
+    p_lb = precision - jnp.sqrt(jnp.log(1.0 / level)[:, None] / (2.0 * r))
   bound = _clipped_logit(p_lb)
-  members = tp[-1] if m else jnp.zeros((), dtype)
+  m = scores.shape[1]
+  members = tp[:, -1:] if m else jnp.zeros((2, 1), dtype)
   recall = tp / jnp.maximum(members, 1.0)
   nan = jnp.asarray(jnp.nan, dtype)
-  return ThresholdCurve(
-      thresholds=jnp.where(valid, sorted_scores, nan),
+  valid = counts.valid
+  curves = ThresholdCurve(
+      thresholds=jnp.where(valid, counts.sorted_scores, nan),
       predictions=r,
       true_positives=tp,
       precision=jnp.where(valid, precision, nan),
@@ -145,15 +163,7 @@ def _threshold_curve(scores, is_member, significance, bonferroni, min_prediction
       valid=valid,
       num_thresholds=num_thresholds,
       per_test_significance=level)
-
-
-@functools.partial(jax.jit, static_argnames=("tail",))
-def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
-  """``scores`` stacks the baseline and MIA scores, (2, m): one vectorised pass (and one copy
-  of the Clopper-Pearson solver in the compiled program) serves both curves."""
-  curves = jax.vmap(_threshold_curve, in_axes=(0, None, None, None, None, None))(
-      scores, is_member, significance, bonferroni, min_predictions, tail)
-  lbs = jnp.max(jnp.where(curves.valid, curves.lower_bound, 0.0), axis=-1, initial=0.0)
+  lbs = jnp.max(jnp.where(valid, bound, 0.0), axis=-1, initial=0.0)
   baseline, mia = (jax.tree_util.tree_map(lambda x, i=i: x[i], curves) for i in (0, 1))
   return PanoramiaBounds(c_lb=lbs[0], c_plus_eps_lb=lbs[1],
                          eps_tilde=jnp.maximum(lbs[1] - lbs[0], 0.0),

@@ -21,8 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.estimators import multinomial
-from dpaudit.estimators.binomial import clopper_pearson
+from dpaudit.estimators import binomial, multinomial
 
 
 def _float(x):
@@ -122,18 +121,31 @@ def renyi_two_cut_lower_bound(counts_p, trials_p, counts_q, trials_q, orders,
   _validate.check_counts("counts_q", counts_q, trials_q, "trials_q")
   _validate.check_range("trials_p", trials_p, 1)
   _validate.check_range("trials_q", trials_q, 1)
-  beta = per_sample_significance(significance)
-  p = clopper_pearson(counts_p, trials_p, beta)
-  q = clopper_pearson(counts_q, trials_q, beta)
-  above = p.lower > q.upper
-  below = p.upper < q.lower
-  x = jnp.where(above, p.lower, jnp.where(below, p.upper, 0.5))
-  y = jnp.where(above, q.upper, jnp.where(below, q.lower, 0.5))
-  value = binary_renyi_divergence(x, y, orders)
-  separated = jnp.logical_or(above, below)
-  if jnp.ndim(orders):
-    separated = separated[..., None]
-  return jnp.where(separated, value, 0.0)
+  alpha = _orders_last(orders)
+  return _two_cut(*(_float(v) for v in (counts_p, trials_p, counts_q, trials_q, significance)),
+                  alpha)
+
+
+@jax.jit
+def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
+  counts_p, trials_p, counts_q, trials_q = jnp.broadcast_arrays(counts_p, trials_p, counts_q,
+                                                                trials_q)
+  # Both samples' two-sided intervals from one solver call.
+  log_tail = jnp.log(per_sample_significance(significance) / 2.0)
+  lower, upper = binomial._cp_limits(jnp.stack([counts_p, counts_q]),
+                                     jnp.stack([trials_p, trials_q]), log_tail, True, True)
+  p_lower, q_lower = lower
+  p_upper, q_upper = upper
+  above = p_lower > q_upper
+  below = p_upper < q_lower
+  x = jnp.where(above, p_lower, jnp.where(below, p_upper, 0.5))
+  y = jnp.where(above, q_upper, jnp.where(below, q_lower, 0.5))
+  if alpha.ndim:
+    x, y = x[..., None], y[..., None]
+    above, below = above[..., None], below[..., None]
+  log_sum = jnp.logaddexp(_xlogy_ratio(alpha, x, y), _xlogy_ratio(alpha, 1.0 - x, 1.0 - y))
+  value = jnp.maximum(log_sum / (alpha - 1.0), 0.0)
+  return jnp.where(jnp.logical_or(above, below), value, 0.0)
 
 
 K_CUT_METHODS = ("sison-glaz", "goodman")
