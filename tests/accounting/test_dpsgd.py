@@ -10,7 +10,7 @@ import dp_accounting
 import mpmath
 import numpy as np
 import pytest
-from scipy import optimize, stats
+from scipy import integrate, optimize, stats
 
 from dpaudit import accounting
 from dpaudit.accounting import dpsgd
@@ -195,7 +195,7 @@ def test_rdp_fractional_orders_bound_the_exact_integral(sigma, q, max_excess):
   orders = np.array([1.05, 1.5, 2.5, 7.3])
   with mpmath.workdps(30):
     exact = np.array([float(_log_a_integral(q, sigma, a) / (a - 1)) for a in orders])
-  got = dpsgd.dpsgd_rdp(sigma, q, 1, orders)
+  got = dpsgd.dpsgd_rdp(sigma, q, 1, orders, fractional_orders="dp_accounting")
   assert np.all(got >= exact * (1 - 1e-9))
   assert np.all(got <= exact * (1 + max_excess))
   # the bound tightens with the order: within 1e-5 relative at alpha = 7.3
@@ -218,9 +218,58 @@ def test_rdp_shapes_composition_and_limits():
 
 def test_rdp_series_non_convergence_gives_inf():
   """Documented dp_accounting behaviour: a fractional order whose series does not converge is
-  +inf (vacuous), while integer orders stay finite."""
-  got = dpsgd.dpsgd_rdp(0.8, 0.1, 1, [1.1, 2.0, 3.0])
+  +inf (vacuous), while integer orders stay finite; the quadrature (the default) is finite."""
+  got = dpsgd.dpsgd_rdp(0.8, 0.1, 1, [1.1, 2.0, 3.0], fractional_orders="dp_accounting")
   assert math.isinf(got[0]) and np.all(np.isfinite(got[1:]))
+  exact = dpsgd.dpsgd_rdp(0.8, 0.1, 1, [1.1, 2.0, 3.0])
+  assert np.all(np.isfinite(exact)) and exact[0] <= exact[1]
+  np.testing.assert_array_equal(exact[1:], got[1:])
+
+
+FRACTIONAL_CASES = [  # sigma, q, steps, alpha
+    (6.43, 0.0683, 1, 1.1),  # dp_accounting's series is 3.1x the exact value here
+    (10.04, 0.49, 10, 1.1),  # ... and does not converge here
+    (1.0, 0.01, 1, 1.05), (0.8, 2.81e-4, 1, 1.5), (0.3, 2.81e-4, 1, 3.7), (0.5, 0.3, 1, 20.5),
+    (2.0, 0.9, 1, 1.01), (0.3, 2.81e-4, 1, 62.5),
+]
+
+
+@pytest.mark.parametrize("sigma,q,steps,alpha", FRACTIONAL_CASES)
+def test_rdp_fractional_orders_are_the_exact_integral(sigma, q, steps, alpha):
+  """The default quadrature against mpmath's quadrature (1e-12) and against scipy's ``quad`` of
+  A - 1 with the linear term removed (1e-9): an independent integrator on the same integral."""
+  got = float(dpsgd.dpsgd_rdp(sigma, q, steps, [alpha])[0])
+  with mpmath.workdps(40):
+    exact = steps * float(_log_a_integral(q, sigma, alpha) / (alpha - 1))
+  assert got == pytest.approx(exact, rel=1e-12)
+
+  # scipy's quad of A_alpha itself, scaled by its peak to stay finite. Forming A and then its log
+  # leaves ~1e-16 / log(A) relative error, so this check needs log(A) well above 1e-7.
+  log_a = got * (alpha - 1) / steps
+  if log_a < 1e-5:
+    return
+
+  def log_integrand(z):
+    log_ratio = np.logaddexp(math.log1p(-q), math.log(q) + (2 * z - 1) / (2 * sigma ** 2))
+    return stats.norm.logpdf(z, scale=sigma) + alpha * log_ratio
+
+  peak = optimize.minimize_scalar(lambda z: -log_integrand(z), bounds=(-1.0, alpha + 1.0),
+                                  method="bounded").x
+  top = log_integrand(peak)
+  edges = sorted({-40 * sigma, peak - 10 * sigma, peak, peak + 10 * sigma, alpha + 40 * sigma,
+                  0.0, 0.5})
+  total = sum(integrate.quad(lambda z: math.exp(log_integrand(z) - top), lo, hi, epsabs=0,
+                             epsrel=1e-13, limit=200)[0] for lo, hi in zip(edges[:-1], edges[1:]))
+  assert got == pytest.approx(steps * (math.log(total) + top) / (alpha - 1), rel=1e-9)
+
+
+def test_issue_examples_are_tightened():
+  """q = 0.0683, sigma = 6.43, alpha = 1.1: 6.27e-5 (dp_accounting 1.92e-4); q = 0.49,
+  sigma = 10.04, T = 10, alpha = 1.1: 0.0131 (dp_accounting +inf)."""
+  assert dpsgd.dpsgd_rdp(6.43, 0.0683, 1, [1.1])[0] == pytest.approx(6.272e-5, rel=1e-3)
+  assert dpsgd.dpsgd_rdp(6.43, 0.0683, 1, [1.1], fractional_orders="dp_accounting")[0] == (
+      pytest.approx(1.92e-4, rel=1e-2))
+  assert dpsgd.dpsgd_rdp(10.04, 0.49, 10, [1.1])[0] == pytest.approx(0.01312, rel=1e-3)
 
 
 def test_rdp_converts_to_dpsgd_epsilon():
@@ -229,11 +278,15 @@ def test_rdp_converts_to_dpsgd_epsilon():
   KL shortcut, where the two conversions coincide)."""
   sigma, q, steps, delta = 1.1, 0.01, 1000, 1e-5
   orders = np.concatenate([np.linspace(1.5, 10.5, 19), np.arange(11.0, 64.0)])
-  curve = dpsgd.dpsgd_rdp(sigma, q, steps, orders)
+  curve = dpsgd.dpsgd_rdp(sigma, q, steps, orders, fractional_orders="dp_accounting")
   eps = dpsgd.dpsgd_epsilon(sigma, q, steps, delta, orders=orders)
   assert dp_accounting.rdp.compute_epsilon(orders, curve, delta)[0] == eps
   assert float(rdp_estimators.rdp_to_epsilon(curve, orders, delta).epsilon) == pytest.approx(
       eps, rel=1e-12)
+  # The exact fractional orders can only lower the curve, and with it epsilon.
+  exact = dpsgd.dpsgd_rdp(sigma, q, steps, orders)
+  assert np.all(exact <= curve * (1 + 1e-12))
+  assert dp_accounting.rdp.compute_epsilon(orders, exact, delta)[0] <= eps
 
 
 # ----------------------------------------------------------------------------- calibration
