@@ -67,8 +67,19 @@ def check_integer_valued(name: str, value: Any) -> None:
       raise ValueError(f"{name}={_first_offender(arr, bad)} must be a whole number")
 
 
+def check_not_boolean(name: str, value: Any) -> None:
+  """Booleans are not counts: ``True`` as a number of trials is almost always a mistake."""
+  if isinstance(value, (bool, np.bool_)) or (
+      is_concrete(value) and np.asarray(value).dtype.kind == "b"):
+    raise ValueError(f"{name}={value!r} is boolean; counts must be whole numbers >= 0 (sum "
+                     "indicators first, or convert with .astype(int))")
+
+
 def check_counts(name: str, counts: Any, trials: Any = None, trials_name: str = "trials") -> None:
-  """Counts are whole numbers >= 0 and, when ``trials`` is given, <= trials."""
+  """Counts are whole numbers >= 0 (not booleans) and, when ``trials`` is given, <= trials."""
+  check_not_boolean(name, counts)
+  if trials is not None:
+    check_not_boolean(trials_name, trials)
   check_integer_valued(name, counts)
   check_range(name, counts, 0)
   if trials is None:
@@ -91,8 +102,15 @@ def check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
 
 
 def check_orders(orders: Any, name: str = "orders") -> None:
-  """Renyi orders alpha must be > 1 (the audits and conversions here are stated for alpha > 1)."""
+  """Renyi orders alpha must be finite and > 1 (the audits and conversions here are stated for
+  1 < alpha < inf; at alpha = inf their formulas give NaN)."""
   check_range(name, orders, 1.0, None, low_open=True)
+  if is_concrete(orders):
+    arr = np.asarray(orders)
+    bad = ~np.isfinite(arr)
+    if np.any(bad):
+      raise ValueError(f"{name}={_first_offender(arr, bad)} is outside the valid range (1, inf): "
+                       "Renyi orders must be finite")
   if is_concrete(orders) and np.ndim(orders) > 1:
     raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {np.shape(orders)}")
 

@@ -14,11 +14,12 @@ import numpy as np
 
 
 def _host_argsort_descending(stable: bool):
-  kind = "stable" if stable else "quicksort"
-
-  def argsort(x):
-    return np.argsort(-np.asarray(x), axis=-1, kind=kind).astype(np.int32)
-
+  if stable:
+    def argsort(x):
+      return np.argsort(-np.asarray(x), axis=-1, kind="stable").astype(np.int32)
+  else:  # ascending order reversed: ties come out in some order, which is all that is asked
+    def argsort(x):
+      return np.ascontiguousarray(np.argsort(np.asarray(x), axis=-1)[..., ::-1].astype(np.int32))
   return argsort
 
 

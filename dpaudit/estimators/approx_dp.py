@@ -147,7 +147,7 @@ METHODS = ("split", "bonferroni")
 
 
 _BLOCK = 64  # thresholds per block
-_GROUP = 8  # candidate blocks solved per loop step
+_MAX_CHUNK = 16384  # limits per solver call
 
 
 def _rate_terms(limits, delta):
@@ -161,58 +161,138 @@ def _bound(fp_terms, fn_terms):
   return jnp.maximum(jnp.maximum(fn_terms[0] - fp_terms[1], fp_terms[0] - fn_terms[1]), 0.0)
 
 
-def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_tail):
-  """Index of the first threshold (in order of decreasing threshold) with the largest bound of
-  Eq. (1), and that bound, computed exactly without solving for every threshold.
+def _pad_blocks(values, blocks: int, fill):
+  """(blocks + 1, _BLOCK): the thresholds in blocks, then one all-padding block."""
+  pad = (blocks + 1) * _BLOCK - values.shape[0]
+  return jnp.concatenate([values, jnp.full((pad,), fill, values.dtype)]).reshape(blocks + 1,
+                                                                                _BLOCK)
+
+
+class _Search(NamedTuple):
+  index: jax.Array  # position of the first threshold with the largest bound
+  epsilon: jax.Array  # its bound
+  evaluation_epsilon: jax.Array  # the bound on the evaluation counts there (split only)
+
+
+def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_tail,
+                    evaluation=None) -> _Search:
+  """The first threshold (in order of decreasing threshold) with the largest bound of Eq. (1),
+  computed exactly without solving for every threshold.
 
   Along the sweep the false-positive count only grows and the false-negative count only falls;
   the Clopper-Pearson upper limits increase with the counts and the bound decreases in both
   limits. So for a block of 64 consecutive thresholds, the bound at (first false-positive count,
   last false-negative count) is at least every bound in the block, and the bound at the block's
-  first threshold is attained. Three limits per block are solved; only blocks whose ceiling
-  reaches the best attained bound can hold the maximum, and only their thresholds are solved
-  (8 blocks per step of one compiled loop, as many steps as needed). For a million scores per
-  list this solves about 3% of the 4 million limits a full sweep needs.
+  first threshold is attained. The first steps of one loop solve those three limits of every
+  block (up to 16,384 limits per step); only blocks whose ceiling reaches the best attained bound
+  can hold the maximum, and the next steps solve their thresholds (for a million scores per
+  list, about 3% of the 4 million limits a full sweep needs). One loop holds every solve, so the
+  solver is compiled once.
+
+  ``evaluation = (fp_eval, fn_eval, n_out_eval, n_in_eval)``, functions of a threshold position
+  giving the error counts of the evaluation half there (the split method), has the bound on the
+  evaluation counts solved alongside, for the chosen threshold.
   """
-  fp, fn, valid = counts.false_positives, counts.false_negatives, counts.valid
   dtype = log_tail.dtype
-  size = fp.shape[0]
+  size = counts.false_positives.shape[0]
   blocks = -(-size // _BLOCK)
-  pad = blocks * _BLOCK - size + _BLOCK  # one extra all-invalid block pads the last group
-  fp = jnp.concatenate([fp, jnp.full((pad,), n_out, fp.dtype)]).reshape(blocks + 1, _BLOCK)
-  fn = jnp.concatenate([fn, jnp.zeros((pad,), fn.dtype)]).reshape(blocks + 1, _BLOCK)
-  valid = jnp.concatenate([valid, jnp.zeros((pad,), bool)]).reshape(blocks + 1, _BLOCK)
+  fp = _pad_blocks(counts.false_positives, blocks, n_out)
+  fn = _pad_blocks(counts.false_negatives, blocks, 0)
+  valid = _pad_blocks(counts.valid, blocks, False)
+  position = jnp.arange((blocks + 1) * _BLOCK).reshape(blocks + 1, _BLOCK)
   last = jnp.clip(size - 1 - jnp.arange(blocks) * _BLOCK, 0, _BLOCK - 1)  # last real position
   fn_last = jnp.take_along_axis(fn[:blocks], last[:, None], axis=1)[:, 0]
-  edges = binomial.cp_upper_limit(
-      jnp.stack([fp[:blocks, 0], fn[:blocks, 0], fn_last]).astype(dtype),
-      jnp.asarray([[n_out], [n_in], [n_in]], dtype), log_tail)
-  fp_first, fn_first, fn_end = (_rate_terms(edges[i], delta) for i in range(3))
-  ceiling = _bound(fp_first, fn_end)
-  attained = jnp.where(valid[:blocks, 0], _bound(fp_first, fn_first), -1.0)
-  candidates = ceiling >= jnp.max(attained)
-  order = jnp.nonzero(candidates, size=blocks + _GROUP, fill_value=blocks)[0]
-  steps = -(-jnp.sum(candidates) // _GROUP)
-  positions = jnp.arange(_GROUP * _BLOCK).reshape(_GROUP, _BLOCK)
+  edge_k = jnp.concatenate([fp[:blocks, 0], fn[:blocks, 0], fn_last]).astype(dtype)
+  edge_n = jnp.repeat(jnp.asarray([n_out, n_in, n_in], dtype), blocks)
+  per_threshold = 2 if evaluation is None else 4
+  edges = 3 * blocks
+  chunk = max(min(edges, _MAX_CHUNK), per_threshold * _BLOCK)
+  group = chunk // (per_threshold * _BLOCK)  # candidate blocks solved per step
+  edge_steps = -(-edges // chunk)
+  edge_k = jnp.concatenate([edge_k, jnp.zeros((edge_steps * chunk - edges,), dtype)])
+  edge_n = jnp.concatenate([edge_n, jnp.ones((edge_steps * chunk - edges,), dtype)])
+
+  def group_jobs(ids):
+    ks = [fp[ids], fn[ids]]
+    ns = [jnp.full(ks[0].shape, n_out, dtype), jnp.full(ks[0].shape, n_in, dtype)]
+    if evaluation is not None:
+      fp_eval, fn_eval, n_out_eval, n_in_eval = evaluation
+      ks += [fp_eval(position[ids]), fn_eval(position[ids])]
+      ns += [jnp.full(ks[0].shape, n_out_eval, dtype), jnp.full(ks[0].shape, n_in_eval, dtype)]
+    k = jnp.stack(ks).astype(dtype).reshape(-1)
+    n = jnp.stack(ns).reshape(-1)
+    pad = chunk - k.shape[0]
+    return jnp.concatenate([k, jnp.zeros((pad,), dtype)]), jnp.concatenate(
+        [n, jnp.ones((pad,), dtype)])
+
+  def after_edges(limits, state):
+    solved = jax.lax.dynamic_update_slice(state.edge_limits, limits, (state.edge_cursor,))
+    state = state._replace(edge_limits=solved, edge_cursor=state.edge_cursor + chunk)
+
+    def candidates(state):
+      fp_first, fn_first, fn_end = (_rate_terms(solved[i * blocks:(i + 1) * blocks], delta)
+                                    for i in range(3))
+      ceiling = _bound(fp_first, fn_end)
+      attained = jnp.where(valid[:blocks, 0], _bound(fp_first, fn_first), -1.0)
+      chosen = ceiling >= jnp.max(attained)
+      order = jnp.nonzero(chosen, size=blocks + group, fill_value=blocks)[0]
+      return state._replace(order=order.astype(jnp.int32),
+                            count=jnp.sum(chosen).astype(jnp.int32),
+                            edges_done=jnp.asarray(True))
+
+    return jax.lax.cond(state.edge_cursor >= edges, candidates, lambda s: s, state)
+
+  def after_group(limits, state):
+    shape = (per_threshold, group, _BLOCK)
+    limits = limits[:per_threshold * group * _BLOCK].reshape(shape)
+    ids = jax.lax.dynamic_slice(state.order, (state.cursor,), (group,))
+    eps = jnp.where(valid[ids], _bound(_rate_terms(limits[0], delta),
+                                       _rate_terms(limits[1], delta)), -jnp.inf).reshape(-1)
+    top = jnp.argmax(eps)  # blocks come in increasing order: the first maximum wins
+    better = eps[top] > state.best_eps
+    evaluation_eps = state.best_evaluation
+    if evaluation is not None:
+      evaluation_eps = _bound(_rate_terms(limits[2], delta),
+                              _rate_terms(limits[3], delta)).reshape(-1)[top]
+    return state._replace(
+        cursor=state.cursor + group,
+        best_index=jnp.where(better, position[ids].reshape(-1)[top].astype(jnp.int32),
+                             state.best_index),
+        best_eps=jnp.where(better, eps[top], state.best_eps),
+        best_evaluation=jnp.where(better, evaluation_eps, state.best_evaluation))
 
   def body(state):
-    i, best_index, best_eps = state
-    group = jax.lax.dynamic_slice(order, (i * _GROUP,), (_GROUP,))
-    upper = binomial.cp_upper_limit(jnp.stack([fp[group], fn[group]]).astype(dtype),
-                                    jnp.asarray([n_out, n_in], dtype)[:, None, None], log_tail)
-    eps = jnp.where(valid[group], _bound(_rate_terms(upper[0], delta),
-                                         _rate_terms(upper[1], delta)), -jnp.inf)
-    # Blocks come in increasing order, so the first maximum in the group is the earliest.
-    top = jnp.argmax(eps.reshape(-1))
-    index = group[top // _BLOCK] * _BLOCK + positions.reshape(-1)[top] % _BLOCK
-    better = eps.reshape(-1)[top] > best_eps
-    return (i + 1, jnp.where(better, index, best_index),
-            jnp.where(better, eps.reshape(-1)[top], best_eps))
+    ids = jax.lax.dynamic_slice(state.order, (state.cursor,), (group,))
+    group_k, group_n = group_jobs(ids)
+    start = jnp.minimum(state.edge_cursor, edge_k.shape[0] - chunk)
+    k = jnp.where(state.edges_done, group_k, jax.lax.dynamic_slice(edge_k, (start,), (chunk,)))
+    n = jnp.where(state.edges_done, group_n, jax.lax.dynamic_slice(edge_n, (start,), (chunk,)))
+    limits = binomial.cp_upper_limit(k, n, log_tail)
+    return jax.lax.cond(state.edges_done, after_group, after_edges, limits, state)
 
-  state = (jnp.asarray(0, order.dtype), jnp.asarray(0, order.dtype),
-           jnp.asarray(-jnp.inf, dtype))
-  _, best_index, best_eps = jax.lax.while_loop(lambda s: s[0] < steps, body, state)
-  return best_index, best_eps
+  state = _LoopState(edges_done=jnp.asarray(False),
+                     edge_cursor=jnp.asarray(0, jnp.int32),
+                     edge_limits=jnp.zeros((edge_steps * chunk,), dtype),
+                     order=jnp.full((blocks + group,), blocks, jnp.int32),
+                     count=jnp.asarray(0, jnp.int32), cursor=jnp.asarray(0, jnp.int32),
+                     best_index=jnp.asarray(0, jnp.int32),
+                     best_eps=jnp.asarray(-jnp.inf, dtype),
+                     best_evaluation=jnp.asarray(0.0, dtype))
+  state = jax.lax.while_loop(
+      lambda s: jnp.logical_or(jnp.logical_not(s.edges_done), s.cursor < s.count), body, state)
+  return _Search(state.best_index, state.best_eps, state.best_evaluation)
+
+
+class _LoopState(NamedTuple):
+  edges_done: jax.Array
+  edge_cursor: jax.Array
+  edge_limits: jax.Array
+  order: jax.Array
+  count: jax.Array
+  cursor: jax.Array
+  best_index: jax.Array
+  best_eps: jax.Array
+  best_evaluation: jax.Array
 
 
 @jax.jit
@@ -220,10 +300,14 @@ def _bonferroni(in_scores, out_scores, delta, significance):
   n_in, n_out = in_scores.shape[0], out_scores.shape[0]
   corrected = 2.0 * significance / (n_in + n_out + 2)
   counts = threshold_counts(in_scores, out_scores)
-  best, eps = _best_threshold(counts, n_out, n_in, delta, jnp.log(corrected / 2.0))
-  return ScoreEpsilon(eps, counts.thresholds[best], counts.false_positives[best],
-                      jnp.asarray(n_out), counts.false_negatives[best], jnp.asarray(n_in),
-                      corrected)
+  best = _best_threshold(counts, n_out, n_in, delta, jnp.log(corrected / 2.0))
+  return ScoreEpsilon(best.epsilon, counts.thresholds[best.index],
+                      counts.false_positives[best.index], jnp.asarray(n_out),
+                      counts.false_negatives[best.index], jnp.asarray(n_in), corrected)
+
+
+def _sorted_ascending(x):
+  return x[argsort_descending(x)][::-1]
 
 
 @jax.jit
@@ -231,17 +315,25 @@ def _split(in_scores, out_scores, delta, significance):
   sel_in, eval_in = in_scores[0::2], in_scores[1::2]
   sel_out, eval_out = out_scores[0::2], out_scores[1::2]
   counts = threshold_counts(sel_in, sel_out)
-  log_tail = jnp.log(significance / 2.0)
-  best, _ = _best_threshold(counts, sel_out.shape[0], sel_in.shape[0], delta, log_tail)
-  threshold = counts.thresholds[best]
+  sorted_out, sorted_in = _sorted_ascending(eval_out), _sorted_ascending(eval_in)
+
+  def fp_eval(positions):  # evaluation negatives scoring >= the threshold
+    t = counts.thresholds[jnp.minimum(positions, counts.thresholds.shape[0] - 1)]
+    return eval_out.shape[0] - jnp.searchsorted(sorted_out, t, side="left")
+
+  def fn_eval(positions):  # evaluation positives scoring < the threshold
+    t = counts.thresholds[jnp.minimum(positions, counts.thresholds.shape[0] - 1)]
+    return jnp.searchsorted(sorted_in, t, side="left")
+
+  best = _best_threshold(counts, sel_out.shape[0], sel_in.shape[0], delta,
+                         jnp.log(significance / 2.0),
+                         (fp_eval, fn_eval, eval_out.shape[0], eval_in.shape[0]))
+  threshold = counts.thresholds[best.index]
   false_positives = jnp.sum(eval_out >= threshold)
   false_negatives = jnp.sum(eval_in < threshold)
-  upper = binomial.cp_upper_limit(
-      jnp.stack([false_positives, false_negatives]).astype(log_tail.dtype),
-      jnp.asarray([eval_out.shape[0], eval_in.shape[0]], log_tail.dtype), log_tail)
-  eps = _epsilon_from_rate_bounds(upper[0], upper[1], delta)
-  return ScoreEpsilon(eps, threshold, false_positives, jnp.asarray(eval_out.shape[0]),
-                      false_negatives, jnp.asarray(eval_in.shape[0]), significance)
+  return ScoreEpsilon(best.evaluation_epsilon, threshold, false_positives,
+                      jnp.asarray(eval_out.shape[0]), false_negatives,
+                      jnp.asarray(eval_in.shape[0]), significance)
 
 
 def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance: float = 0.05,

@@ -76,18 +76,21 @@ def _delta_is_zero(delta) -> bool:
   return _validate.is_concrete(delta) and bool(np.all(np.asarray(delta) == 0))
 
 
-def _window(tails_v: binomial.LogBinomialTails, tails_j: binomial.LogBinomialTails):
-  r""":math:`\Pr[j \le \check W < v]` from the tails at v and at j <= v, taking the difference
-  of whichever pair of tails is small (so that it keeps its relative accuracy)."""
+def _log_window(tails_v: binomial.LogBinomialTails, tails_j: binomial.LogBinomialTails):
+  r""":math:`\log\Pr[j \le \check W < v]` from the tails at v and at j <= v, taking the
+  difference of whichever pair of tails is small, on the log scale (so that it keeps its
+  relative accuracy, also where every probability involved is below the smallest double)."""
   upper_small = tails_j.upper < -math.log(2.0)  # Pr[W >= j] < 1/2: both upper tails are small
   lower_small = tails_v.lower < -math.log(2.0)  # Pr[W < v] < 1/2: both lower tails are small
-  from_upper = jnp.exp(tails_j.upper) * -jnp.expm1(jnp.minimum(tails_v.upper - tails_j.upper,
-                                                                 0.0))
-  from_lower = jnp.exp(tails_v.lower) * -jnp.expm1(jnp.minimum(tails_j.lower - tails_v.lower,
-                                                                 0.0))
-  middle = 1.0 - jnp.exp(tails_v.upper) - jnp.exp(tails_j.lower)
-  return jnp.maximum(jnp.where(upper_small, from_upper, jnp.where(lower_small, from_lower, middle)),
-                     0.0)
+  from_upper = tails_j.upper + binomial._log1mexp(jnp.minimum(tails_v.upper - tails_j.upper,
+                                                                0.0))
+  from_lower = tails_v.lower + binomial._log1mexp(jnp.minimum(tails_j.lower - tails_v.lower,
+                                                                0.0))
+  middle = jnp.log(jnp.maximum(1.0 - jnp.exp(tails_v.upper) - jnp.exp(tails_j.lower), 0.0))
+  return jnp.where(upper_small, from_upper, jnp.where(lower_small, from_lower, middle))
+
+
+_PROBES = 8  # probes per round of the search for alpha's maximiser
 
 
 def _beta_and_alpha(num_guesses, num_correct, epsilon):
@@ -100,40 +103,50 @@ def _beta_and_alpha(num_guesses, num_correct, epsilon):
   :math:`g(i+1) > g(i)` exactly when :math:`s_{i+1} > g(i)`. The binomial pmf is unimodal, so
   going down from v - 1 the :math:`s_i` first rise (up to the mode) and then fall; while they
   rise they exceed their running mean, and once one falls below it every later one does too. So
-  g increases up to the first i with :math:`s_{i+1} \le g(i)` and never again after it: the
-  maximum is found by bisection on that condition, each probe one evaluation of the binomial
-  tails (:func:`binomial.log_binomial_tails`) and of the pmf. ``1 - q = sigmoid(-epsilon)`` is
-  passed exactly, so the tails keep their relative accuracy for large epsilon.
+  g increases up to the first i with :math:`s_{i+1} \le g(i)` and never again after it. That i
+  is found by an 8-way search (each round probes 8 points of the bracket at once, one
+  vectorised evaluation of the binomial tails, :func:`binomial.log_binomial_tails`, and of the
+  pmf, and keeps the stretch before the first probe that satisfies the condition): 7 rounds for
+  v = 1e6. The comparison runs on the log scale: far in the tail every probability involved can
+  be below the smallest double, and compared as zeros the condition would hold at once. ``1 - q = sigmoid(-epsilon)`` is passed exactly, so the tails keep their relative
+  accuracy for large epsilon.
   """
   q, one_minus_q = jax.nn.sigmoid(epsilon), jax.nn.sigmoid(-epsilon)
   r, v = num_guesses, num_correct
+  steps = jnp.arange(1, _PROBES + 1, dtype=v.dtype)
 
-  def tails(j):
-    stacked = binomial.log_binomial_tails(jnp.stack([v, j]), r, q, one_minus_q)
-    return (binomial.LogBinomialTails(stacked.upper[0], stacked.lower[0]),
-            binomial.LogBinomialTails(stacked.upper[1], stacked.lower[1]))
+  def probe(lo, hi):
+    width = hi - lo + 1.0
+    exhaustive = width[..., None] <= _PROBES
+    i = jnp.where(exhaustive, jnp.minimum(lo[..., None] + steps - 1.0, hi[..., None]),
+                  lo[..., None] + jnp.ceil(width[..., None] * steps / _PROBES) - 1.0)
+    tails = binomial.log_binomial_tails(jnp.concatenate([v[..., None], v[..., None] - i], -1),
+                                        r[..., None], q[..., None], one_minus_q[..., None])
+    tails_v = binomial.LogBinomialTails(tails.upper[..., :1], tails.lower[..., :1])
+    tails_j = binomial.LogBinomialTails(tails.upper[..., 1:], tails.lower[..., 1:])
+    log_mean = _log_window(tails_v, tails_j) - jnp.log(jnp.maximum(i, 1.0))
+    log_next = binomial.binomial_logpmf(v[..., None] - i - 1.0, r[..., None], q[..., None],
+                                        one_minus_q[..., None])
+    done = jnp.logical_or(log_next <= log_mean, i >= hi[..., None])  # always true at i = hi
+    first = jnp.argmax(done, axis=-1)[..., None]
+    take = lambda x: jnp.take_along_axis(x, first, axis=-1)[..., 0]
+    before = jnp.take_along_axis(jnp.concatenate([lo[..., None] - 1.0, i], -1), first, axis=-1)
+    return (before[..., 0] + 1.0, take(i), take(log_mean), jnp.exp(tails_v.upper[..., 0]),
+            exhaustive[..., 0])
 
-  def probe(i):
-    tails_v, tails_j = tails(v - i)
-    mean = _window(tails_v, tails_j) / jnp.maximum(i, 1.0)
-    next_pmf = jnp.exp(binomial.binomial_logpmf(v - i - 1.0, r, q, one_minus_q))
-    return jnp.exp(tails_v.upper), mean, next_pmf <= mean
-
-  # Bisection for the first i in [1, v] with s_{i+1} <= g(i) (i = v always qualifies); once the
-  # bracket has closed, one more probe at it gives g there. One loop holds every probe, so the
-  # tails are compiled once.
   def body(state):
-    lo, hi, _, _, _ = state
-    closed = lo >= hi
-    mid = jnp.where(closed, lo, jnp.floor(0.5 * (lo + hi)))
-    beta, mean, done = probe(mid)
-    return (jnp.where(done | closed, lo, mid + 1.0), jnp.where(done & ~closed, mid, hi),
-            beta, mean, closed)
+    lo, hi, beta, mean, closed = state
+    new_lo, new_hi, new_mean, new_beta, exhaustive = probe(lo, hi)
+    keep = closed
+    return (jnp.where(keep, lo, new_lo), jnp.where(keep, hi, new_hi),
+            jnp.where(keep, beta, new_beta), jnp.where(keep, mean, new_mean),
+            jnp.logical_or(closed, exhaustive))
 
   hi = jnp.maximum(v, 1.0)
   state = (jnp.ones_like(v), hi, jnp.zeros_like(v), jnp.zeros_like(v), jnp.zeros(v.shape, bool))
-  _, _, beta, mean, _ = jax.lax.while_loop(lambda s: jnp.logical_not(jnp.all(s[4])), body, state)
-  return jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * mean)
+  _, _, beta, log_mean, _ = jax.lax.while_loop(lambda s: jnp.logical_not(jnp.all(s[4])), body,
+                                               state)
+  return jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * jnp.exp(log_mean))
 
 
 def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, with_delta: bool):
@@ -174,21 +187,68 @@ def _delta_free_epsilon(num_guesses, num_correct, significance):
   return jnp.where(positive, jnp.log(safe) - jnp.log1p(-safe), 0.0)
 
 
+def _tolerance(dtype) -> float:
+  return 1e-10 if dtype == jnp.float64 else 1e-6
+
+
+def _epsilon_ceiling(num_guesses, num_correct, significance):
+  """An upper end for the search, without a solve: the delta-free bound is the logit of the
+  Clopper-Pearson lower limit, which is at most v / r, and equals significance^(1/r) at v = r."""
+  r, v = num_guesses, num_correct
+  all_right = v >= r
+  rate = jnp.where(all_right, jnp.exp(jnp.log(significance) / jnp.maximum(r, 1.0)),
+                   v / jnp.maximum(r, 1.0))
+  rate = jnp.clip(rate, 0.5, 1.0 - 1e-300)
+  return jnp.log(rate) - jnp.log1p(-rate)
+
+
 @functools.partial(jax.jit, static_argnames="with_delta")
 def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, with_delta: bool):
   m, r, v, d, sig = _broadcast_float(num_examples, num_guesses, num_correct, delta,
                                      significance)
   if not with_delta:
     return _delta_free_epsilon(r, v, sig)
+  # p increases with epsilon; the root of f = log p - log(significance) lies in [0, ceiling].
+  # Illinois' regula falsi keeps a bracket whose lower end was checked to have p <= significance
+  # (a rejected epsilon) and shrinks it superlinearly. Its first two steps evaluate the ends, so
+  # that the p-value is compiled once.
+  log_sig = jnp.log(sig)
+  tol = _tolerance(r.dtype)
+  ceiling = _epsilon_ceiling(r, v, sig)
 
-  def body(_, bracket):
-    lo, hi = bracket
-    mid = 0.5 * (lo + hi)
-    rejected = _p_value(m, r, v, mid, d, with_delta=True) <= sig
-    return jnp.where(rejected, mid, lo), jnp.where(rejected, hi, mid)
+  def cond(state):
+    i, lo, hi, _, _, _, active = state
+    return jnp.logical_or(i < 2, jnp.logical_and(i < 200, jnp.any(jnp.logical_and(
+        active, hi - lo > tol * jnp.maximum(hi, 1.0)))))
 
-  bracket = (jnp.full_like(r, EPSILON_BRACKET[0]), jnp.full_like(r, EPSILON_BRACKET[1]))
-  lo, _ = jax.lax.fori_loop(0, _bisection_steps(r.dtype), body, bracket)
+  def body(state):
+    i, lo, hi, f_lo, f_hi, side, active = state
+    width = hi - lo
+    secant = hi - f_hi * width / jnp.where(f_hi > f_lo, f_hi - f_lo, 1.0)
+    # Regula falsi inside the middle 98% of the bracket; every eighth step a bisection.
+    eps = jnp.where(i == 0, lo, jnp.where(i == 1, hi, jnp.where(
+        i % 8 == 7, lo + 0.5 * width, jnp.clip(secant, lo + 0.01 * width, hi - 0.01 * width))))
+    p = _p_value(m, r, v, eps, d, with_delta=True)
+    value, rejected = jnp.log(p) - log_sig, p <= sig
+    # Step 0: the lower end (nothing is rejected if p(0) > significance). Step 1: the upper end
+    # (if even it is rejected, it is the bound).
+    start = i == 0
+    active = jnp.where(start, rejected, jnp.where(i == 1, active & ~rejected, active))
+    hi = jnp.where((i == 1) & rejected, eps, hi)
+    lo = jnp.where((i == 1) & rejected, eps, lo)
+    f_lo = jnp.where(start, jnp.minimum(value, 0.0), f_lo)
+    f_hi = jnp.where(i == 1, jnp.maximum(value, 0.0), f_hi)
+    search = jnp.logical_and(i >= 2, jnp.logical_and(active, width > tol * jnp.maximum(hi, 1.0)))
+    # Illinois: when the same end is kept twice, halve the value at the other end.
+    f_hi_next = jnp.where(rejected, jnp.where(side > 0, 0.5 * f_hi, f_hi), value)
+    f_lo_next = jnp.where(rejected, value, jnp.where(side < 0, 0.5 * f_lo, f_lo))
+    return (i + 1, jnp.where(search & rejected, eps, lo), jnp.where(search & ~rejected, eps, hi),
+            jnp.where(search, f_lo_next, f_lo), jnp.where(search, f_hi_next, f_hi),
+            jnp.where(search, jnp.where(rejected, 1, -1), side), active)
+
+  state = (jnp.asarray(0), jnp.zeros_like(r), ceiling, jnp.zeros_like(r), jnp.zeros_like(r),
+           jnp.zeros(r.shape, jnp.int32), jnp.ones(r.shape, bool))
+  _, lo, _, _, _, _, _ = jax.lax.while_loop(cond, body, state)
   return lo
 
 
@@ -204,8 +264,8 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
        + m\,\delta \max_{1 \le i \le m} \frac{2}{i}\Pr[v > \check W \ge v - i]\Big),
      \qquad \check W \sim \mathrm{Bin}\big(r, e^\epsilon / (1 + e^\epsilon)\big).
 
-  The maximum over i is found by bisection in O(log v) tail evaluations
-  (:func:`_beta_and_alpha`), so the cost does not depend on m.
+  The maximum over i is found in O(log v) tail evaluations (:func:`_beta_and_alpha`), so the
+  cost does not depend on m.
 
   Args:
     num_examples: number m of canaries; any shape broadcasting with the counts.
@@ -240,10 +300,12 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
 
   For ``delta = 0`` this is ``logit`` of the one-sided Clopper-Pearson lower limit of ``v / r``
   at level ``significance`` (0 when that limit is below 1/2), computed directly. For
-  ``delta > 0`` it is a bisection of 50 steps on ``EPSILON_BRACKET = [0, 64]`` (resolution 6e-14
-  in float64) that returns the lower end of its final bracket: the returned value is always 0
-  or an epsilon whose p-value was checked to be <= ``significance``. Bisection presumes the p-value is non-decreasing in epsilon: the beta
-  term is; the delta term is not in general (alpha can fall as epsilon grows), but the sum was
+  ``delta > 0`` the delta term only raises the p-value, so the root lies between 0 and the
+  delta-free bound, itself at most ``logit(v / r)`` (``logit(significance^(1/r))`` at v = r);
+  Illinois' regula falsi (with a bisection every eighth step) shrinks that
+  bracket to 1e-12 relative (float64) and returns its lower end: the returned value is always 0
+  or an epsilon whose p-value was checked to be <= ``significance``. The search presumes the
+  p-value is non-decreasing in epsilon: the beta term is; the delta term is not in general (alpha can fall as epsilon grows), but the sum was
   non-decreasing wherever it is below 1 in every case checked (see the tests), and
   alpha >= 2 (1 - beta) / v makes the sum reach 1 when 2 m delta >= v. Each p-value costs
   O(log v) binomial tails (:func:`one_run_p_value`), whatever m.
@@ -397,13 +459,23 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   per_test = jnp.asarray(significance, dtype)
   if correction == "bonferroni":
     per_test = per_test / len(grid)
+  return _from_scores(jnp.asarray(scores), jnp.asarray(is_member), jnp.asarray(delta, dtype),
+                      per_test, grid=tuple(int(r) for r in grid), mode=mode,
+                      with_delta=not _delta_is_zero(delta))
+
+
+@functools.partial(jax.jit, static_argnames=("grid", "mode", "with_delta"))
+def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, with_delta: bool):
+  dtype = per_test.dtype
+  grid = np.asarray(grid, np.int64)
+  m = scores.shape[0]
   correct = _correct_counts(scores, is_member, grid, mode)
   n = len(grid)
   grid_f = jnp.asarray(grid, dtype)
   # One solve for the bounds (v = correct) and the ceilings (v = r) of every grid point.
   both = _epsilon_jit(*_as_float(m, jnp.concatenate([grid_f, grid_f]),
                                  jnp.concatenate([correct, grid_f]), delta, per_test),
-                      with_delta=not _delta_is_zero(delta))
+                      with_delta=with_delta)
   grid_eps, grid_ceiling = both[:n], both[n:]
   best = jnp.argmax(grid_eps)
   return OneRunResult(epsilon=grid_eps[best], num_guesses=grid_f[best],

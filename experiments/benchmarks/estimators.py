@@ -1,0 +1,543 @@
+r"""Speed of dpaudit's estimators against the tools a user would otherwise call, same run.
+
+  python -m experiments.benchmarks.estimators
+
+For each workload the dpaudit estimator and each peer compute the same bound on the same random
+input in this process; the median of ``--repeats`` timed calls is reported (compile excluded:
+the first call is timed apart and ``compile_s`` is its excess over the median), with the ratio
+``peer median / dpaudit median`` and whether the target of the workload is met. Peers:
+
+* scipy (``scipy.stats.beta.ppf/isf``, ``binom.sf/cdf``): Clopper-Pearson limits and binomial
+  tails, and a vectorised scipy version of each score-based bound (what a user would write);
+* jax-privacy's ``auditing.CanaryScoreAuditor`` (optional: ``pip install jax-privacy``), timed
+  with the construction of the auditor, which does its sorting;
+* tf-privacy's ``privacy_tests.epsilon_lower_bound`` when importable (the PyPI wheel does not ship
+  it and pins numpy < 2; see the README);
+* statsmodels' ``multinomial_proportions_confint`` for the k-cut intervals (one row per call:
+  timed on a subset and extrapolated, which the result says).
+
+Also checked, per workload: the largest relative difference from the peer's values (accuracy
+is kept), one-run cost at large m, and that calling again with new values of the same shape
+compiles nothing. Prints one JSON object (also ``--output_dir/results.json``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+from absl import app
+from absl import flags
+
+from experiments import common
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("repeats", 3, "Timed calls per measurement (median reported).")
+flags.DEFINE_integer("seed", 0, "Seed of the random workloads (NumPy generator).")
+flags.DEFINE_float("scale", 1.0, "Multiplies every workload size (0.001 for a smoke test); "
+                   "targets are judged only at scale 1.")
+flags.DEFINE_list("only", [], "Run only the workload groups named here (cp, binomial, "
+                  "error_counts, scores, panoramia, one_run, renyi); default all.")
+flags.DEFINE_string("output_dir", "out/benchmarks/estimators", "Where results.json goes.")
+
+GROUPS = ("cp", "binomial", "error_counts", "scores", "panoramia", "one_run", "renyi")
+COMPILE_TARGET_S = 2.0
+SLOW_PEER_BUDGET_S = 20.0  # a peer slower than this per call is timed once
+
+
+def _block(x):
+  import jax
+  return jax.block_until_ready(x)
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+  times, out = [], None
+  for _ in range(repeats):
+    start = time.perf_counter()
+    out = _block(fn())
+    times.append(time.perf_counter() - start)
+  return statistics.median(times), out
+
+
+class CompileCounter:
+  """Counts XLA backend compilations (jax.monitoring) while a block runs."""
+
+  def __init__(self):
+    import jax
+    self.count = 0
+    self._active = False
+    jax.monitoring.register_event_duration_secs_listener(self._listen)
+
+  def _listen(self, event: str, duration: float, **kwargs) -> None:
+    del duration, kwargs
+    if self._active and event == "/jax/core/compile/backend_compile_duration":
+      self.count += 1
+
+  def __enter__(self):
+    self.count, self._active = 0, True
+    return self
+
+  def __exit__(self, *exc):
+    self._active = False
+
+
+def time_dpaudit(make_call: Callable[[int], Callable[[], Any]], repeats: int,
+                 counter: CompileCounter) -> dict[str, Any]:
+  """``make_call(seed)`` returns a call on fresh data of the same shapes. The first call
+  compiles; the timed calls reuse it; a call on new values must compile nothing."""
+  call = make_call(0)
+  start = time.perf_counter()
+  out = _block(call())
+  first = time.perf_counter() - start
+  median, out = _median_time(call, repeats)
+  other = make_call(1)
+  with counter:
+    _block(other())
+  return {"median_s": median, "first_call_s": first,
+          "compile_s": max(first - median, 0.0), "repeats": repeats,
+          "recompiles_on_new_values": counter.count}, out
+
+
+def time_peer(call: Callable[[], Any], repeats: int) -> tuple[dict[str, Any], Any]:
+  start = time.perf_counter()
+  out = call()
+  first = time.perf_counter() - start
+  if first > SLOW_PEER_BUDGET_S or repeats <= 1:
+    return {"median_s": first, "repeats": 1}, out
+  median, out = _median_time(call, repeats - 1)
+  return {"median_s": statistics.median([first, median]), "repeats": repeats}, out
+
+
+def _max_rel_diff(a, b) -> float:
+  import numpy as np
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  both = np.isfinite(a) & np.isfinite(b)
+  if np.any(np.isfinite(a) != np.isfinite(b)):
+    return float("inf")
+  scale = np.maximum(np.abs(b[both]), 1e-300)
+  return float(np.max(np.abs(a[both] - b[both]) / scale, initial=0.0))
+
+
+def record(results: list, name: str, group: str, ours: dict, peers: dict, target: str,
+           target_ratio: float | None = None, target_seconds: float | None = None,
+           extra: dict | None = None) -> dict:
+  """One workload's entry; ``ratio`` is fastest peer time / dpaudit time."""
+  entry = {"name": name, "group": group, "dpaudit": ours, "peers": peers, "target": target}
+  if peers:
+    fastest = min(peers, key=lambda k: peers[k]["median_s"])
+    entry["fastest_peer"] = fastest
+    entry["ratio"] = peers[fastest]["median_s"] / ours["median_s"]
+  met = ours["compile_s"] < COMPILE_TARGET_S and ours["recompiles_on_new_values"] == 0
+  if target_ratio is not None:
+    met = met and entry.get("ratio", 0.0) >= target_ratio
+  if target_seconds is not None:
+    met = met and ours["median_s"] < target_seconds
+  entry["compile_target_met"] = ours["compile_s"] < COMPILE_TARGET_S
+  entry["target_met"] = bool(met)
+  entry.update(extra or {})
+  results.append(entry)
+  print(f"{name}: dpaudit {ours['median_s'] * 1e3:.2f} ms (compile {ours['compile_s']:.2f} s)"
+        + "".join(f", {k} {v['median_s'] * 1e3:.2f} ms" for k, v in peers.items())
+        + (f", ratio {entry['ratio']:.2f}" if "ratio" in entry else "")
+        + f" -> {'met' if met else 'NOT met'} ({target})", file=sys.stderr)
+  return entry
+
+
+def _size(n: float) -> int:
+  return max(int(round(n * FLAGS.scale)), 4)
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+def count_pairs(rng, size: int, max_trials: float):
+  """k uniform on 0..n; n uniform on 1..max_trials up to 1e3, log-uniform above (so that a
+  range up to 1e9 covers every scale rather than only n ~ 5e8)."""
+  import numpy as np
+  if max_trials <= 1e3:
+    n = rng.integers(1, int(max_trials) + 1, size)
+  else:
+    n = np.maximum(np.round(np.exp(rng.uniform(0.0, math.log(max_trials), size))), 1)
+  return rng.integers(0, n.astype(np.int64) + 1).astype(np.float64), n.astype(np.float64)
+
+
+def scipy_clopper_pearson(k, n, beta):
+  import numpy as np
+  from scipy import stats
+  lower = np.where(k > 0, stats.beta.ppf(beta / 2, np.maximum(k, 1), n - k + 1), 0.0)
+  upper = np.where(k < n, stats.beta.isf(beta / 2, k + 1, np.maximum(n - k, 1)), 1.0)
+  return lower, upper
+
+
+def bench_cp(results, repeats, counter):
+  import jax.numpy as jnp
+  import numpy as np
+  from dpaudit import estimators
+  cases = [(1e5, 1e3, 1.0), (1e4, 1e6, 1.0), (1e3, 1e9, 1.0),
+           (1e6, 1e3, 10.0), (1e6, 1e6, 10.0), (1e6, 1e9, 10.0)]
+  for pairs, max_n, target in cases:
+    size = _size(pairs)
+
+    def make(seed, size=size, max_n=max_n):
+      k, n = count_pairs(np.random.default_rng(FLAGS.seed + seed), size, max_n)
+      kj, nj = jnp.asarray(k), jnp.asarray(n)
+      return lambda: estimators.clopper_pearson(kj, nj, 0.05)
+
+    ours, out = time_dpaudit(make, repeats, counter)
+    k, n = count_pairs(np.random.default_rng(FLAGS.seed), size, max_n)
+    scipy_t, ref = time_peer(lambda: scipy_clopper_pearson(k, n, 0.05), repeats)
+    record(results, f"clopper_pearson {size:.0e} pairs n<={max_n:.0e}", "cp", ours,
+           {"scipy": scipy_t}, f"ratio >= {target:g} vs scipy beta.ppf/isf", target,
+           extra={"max_rel_diff": max(_max_rel_diff(out.lower, ref[0]),
+                                      _max_rel_diff(out.upper, ref[1]))})
+
+
+def bench_binomial(results, repeats, counter):
+  import jax.numpy as jnp
+  import numpy as np
+  from scipy import stats
+  from dpaudit import estimators
+  for pairs, max_n, target in [(1e5, 1e3, 1.0), (1e4, 1e6, 1.0), (1e3, 1e9, 1.0),
+                               (1e6, 1e9, 10.0)]:
+    size = _size(pairs)
+    for name, ours_fn, peer_fn in (
+        ("binomial_sf", estimators.binomial_sf, lambda k, n, p: stats.binom.sf(k - 1, n, p)),
+        ("binomial_cdf", estimators.binomial_cdf, stats.binom.cdf)):
+
+      def draw(seed, size=size, max_n=max_n):
+        rng = np.random.default_rng(FLAGS.seed + seed)
+        k, n = count_pairs(rng, size, max_n)
+        # p near k / n (where tails are neither 0 nor 1), within a few standard deviations
+        p = np.clip((k + rng.normal(0, 2, size) * np.sqrt(k + 1)) / n, 1e-12, 1 - 1e-12)
+        return k, n, p
+
+      def make(seed, draw=draw, ours_fn=ours_fn):
+        k, n, p = (jnp.asarray(v) for v in draw(seed))
+        return lambda: ours_fn(k, n, p)
+
+      ours, out = time_dpaudit(make, repeats, counter)
+      k, n, p = draw(0)
+      peer_t, ref = time_peer(lambda: peer_fn(k, n, p), repeats)
+      # Relative agreement where the tail is not below 1e-300 (scipy underflows there).
+      mask = np.asarray(ref) > 1e-300
+      record(results, f"{name} {size:.0e} n<={max_n:.0e}", "binomial", ours,
+             {"scipy": peer_t}, f"ratio >= {target:g} vs scipy binom", target,
+             extra={"max_rel_diff": _max_rel_diff(np.asarray(out)[mask], np.asarray(ref)[mask])})
+
+
+def scipy_error_count_epsilon(fp, neg, fn, pos, delta, beta):
+  import numpy as np
+  from scipy import stats
+  fpr = np.where(fp < neg, stats.beta.isf(beta / 2, fp + 1, np.maximum(neg - fp, 1)), 1.0)
+  fnr = np.where(fn < pos, stats.beta.isf(beta / 2, fn + 1, np.maximum(pos - fn, 1)), 1.0)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    one = np.where(1 - delta - fnr > 0, np.log(1 - delta - fnr) - np.log(fpr), -np.inf)
+    two = np.where(1 - delta - fpr > 0, np.log(1 - delta - fpr) - np.log(fnr), -np.inf)
+  return np.maximum(np.maximum(one, two), 0.0)
+
+
+def bench_error_counts(results, repeats, counter):
+  import jax.numpy as jnp
+  import numpy as np
+  from dpaudit import estimators
+  for count in (1e4, 1e6):
+    size = _size(count)
+
+    def draw(seed, size=size):
+      rng = np.random.default_rng(FLAGS.seed + seed)
+      neg = rng.integers(100, 100_000, size)
+      pos = rng.integers(100, 100_000, size)
+      return (rng.binomial(neg, 0.05), neg, rng.binomial(pos, 0.3), pos)
+
+    def make(seed, draw=draw):
+      fp, neg, fn, pos = (jnp.asarray(v) for v in draw(seed))
+      return lambda: estimators.epsilon_from_error_counts(fp, neg, fn, pos, 1e-5, 0.05)
+
+    ours, out = time_dpaudit(make, repeats, counter)
+    args = draw(0)
+    peer_t, ref = time_peer(lambda: scipy_error_count_epsilon(*args, 1e-5, 0.05), repeats)
+    record(results, f"epsilon_from_error_counts {size:.0e} tests", "error_counts", ours,
+           {"scipy": peer_t}, "ratio >= 1 vs scipy (no jax-/tf-privacy counterpart)", 1.0,
+           extra={"max_rel_diff": _max_rel_diff(out, ref)})
+
+
+def _score_peers(ins, outs, method: str) -> dict[str, Callable[[], Any]]:
+  peers = {}
+  try:
+    from jax_privacy import auditing
+    strategy = (auditing.Bonferroni() if method == "bonferroni"
+                else auditing.Split(threshold_estimation_frac=0.5, seed=0))
+    peers["jax_privacy"] = lambda: auditing.CanaryScoreAuditor(ins, outs).epsilon_clopper_pearson(
+        0.05, 0.0, one_sided=False, threshold_strategy=strategy)
+  except ImportError:
+    pass
+  try:
+    from tensorflow_privacy.privacy.privacy_tests import epsilon_lower_bound as elb
+    if method == "bonferroni":
+      peers["tf_privacy"] = lambda: elb.EpsilonLowerBound(
+          ins, outs, alpha=0.05 / (len(ins) + len(outs) + 2)).compute_epsilon_lower_bound(
+              elb.BoundMethod.CLOPPER_PEARSON, k=1)
+  except ImportError:
+    pass
+  return peers
+
+
+def draw_scores(seed: int, size: int):
+  import numpy as np
+  rng = np.random.default_rng(FLAGS.seed + seed)
+  return rng.normal(1.0, 1.0, size), rng.normal(0.0, 1.0, size)
+
+
+def bench_scores(results, repeats, counter):
+  import jax.numpy as jnp
+  from dpaudit import estimators
+  for count in (1e4, 1e6):
+    size = _size(count)
+    for method in ("bonferroni", "split"):
+
+      def make(seed, size=size, method=method):
+        ins, outs = (jnp.asarray(v) for v in draw_scores(seed, size))
+        return lambda: estimators.epsilon_from_scores(ins, outs, 0.0, 0.05, method)
+
+      ours, out = time_dpaudit(make, repeats, counter)
+      ins, outs = draw_scores(0, size)
+      peers, values = {}, {}
+      for name, call in _score_peers(ins, outs, method).items():
+        peers[name], values[name] = time_peer(call, repeats)
+      record(results, f"epsilon_from_scores[{method}] {size:.0e} scores per list", "scores",
+             ours, peers, "ratio >= 1 vs the fastest of jax-privacy / tf-privacy", 1.0,
+             extra={"epsilon": float(out.epsilon),
+                    "peer_epsilon": {k: float(v if not hasattr(v, "__len__") else v[0])
+                                     for k, v in values.items()},
+                    "note": "the peers' bounds differ by design: jax-privacy applies its "
+                            "Bonferroni factor to the thresholds on its ROC hull only"})
+
+
+def scipy_panoramia(baseline, mia, member, significance):
+  """PANORAMIA's c_lb and {c+eps}_lb over thresholds with scipy's Beta quantiles."""
+  import numpy as np
+  from scipy import stats
+  out = []
+  for scores in (baseline, mia):
+    order = np.argsort(-scores, kind="stable")
+    s = scores[order]
+    tp = np.cumsum(member[order])
+    r = np.arange(1, len(s) + 1)
+    end = np.r_[s[:-1] > s[1:], True]
+    level = significance / 2 / end.sum()
+    p = np.where(tp > 0, stats.beta.ppf(level, np.maximum(tp, 1), r - tp + 1), 0.0)
+    with np.errstate(divide="ignore"):
+      bound = np.where(p > 0.5, np.log(p) - np.log1p(-p), 0.0)
+    out.append(float(np.max(np.where(end, bound, 0.0))))
+  return out
+
+
+def bench_panoramia(results, repeats, counter):
+  import jax.numpy as jnp
+  import numpy as np
+  from dpaudit import estimators
+  for count in (1e4, 1e6):
+    size = _size(count)
+
+    def draw(seed, size=size):
+      rng = np.random.default_rng(FLAGS.seed + seed)
+      member = rng.random(size) < 0.5
+      return (rng.normal(0.3 * member, 1.0), rng.normal(0.6 * member, 1.0), member)
+
+    def make(seed, draw=draw):
+      b, m, s = (jnp.asarray(v) for v in draw(seed))
+      return lambda: estimators.panoramia_bounds(b, m, s, 0.05)
+
+    ours, out = time_dpaudit(make, repeats, counter)
+    b, m, s = draw(0)
+    peer_t, ref = time_peer(lambda: scipy_panoramia(b, m, s.astype(float), 0.05), repeats)
+    record(results, f"panoramia_bounds {size:.0e} points", "panoramia", ours,
+           {"scipy": peer_t}, "ratio >= 1 vs scipy (no jax-/tf-privacy counterpart)", 1.0,
+           extra={"max_rel_diff": _max_rel_diff([out.c_lb, out.c_plus_eps_lb], ref)})
+
+
+def bench_one_run(results, repeats, counter):
+  import jax.numpy as jnp
+  import numpy as np
+  from dpaudit import estimators
+  for count in (1e4, 1e6):
+    size = _size(count)
+
+    def draw(seed, size=size):
+      rng = np.random.default_rng(FLAGS.seed + seed)
+      member = rng.random(size) < 0.5
+      return rng.normal(0.5 * member, 1.0), member
+
+    def make(seed, draw=draw):
+      scores, member = (jnp.asarray(v) for v in draw(seed))
+      return lambda: estimators.one_run_epsilon_from_scores(scores, member, 1e-5, 0.05)
+
+    ours, out = time_dpaudit(make, repeats, counter)
+    scores, member = draw(0)
+    peers = {}
+    try:
+      from jax_privacy import auditing
+      peers["jax_privacy"], _ = time_peer(
+          lambda: auditing.CanaryScoreAuditor(scores[member], scores[~member]).epsilon_one_run(
+              0.05, 1e-5), repeats)
+    except ImportError:
+      pass
+    record(results, f"one_run_epsilon_from_scores {size:.0e} canaries", "one_run", ours,
+           peers, "ratio >= 1 vs jax-privacy epsilon_one_run", 1.0,
+           extra={"epsilon": float(out.epsilon)})
+  # Cost grows with the number of guesses r, not with the number of canaries m.
+  for m, r, v, delta, limit in ((10**7, 100, 95, 1e-8, 0.1), (10**6, 10**6, 600_000, 1e-7, 2.0)):
+    m_s, r_s, v_s = (max(int(x * FLAGS.scale), 10) if FLAGS.scale < 1 else x for x in (m, r, v))
+
+    def make(seed, m_s=m_s, r_s=r_s, v_s=v_s, delta=delta):
+      return lambda: estimators.one_run_epsilon(m_s, r_s, v_s - seed, delta, 0.05)
+
+    ours, out = time_dpaudit(make, repeats, counter)
+    record(results, f"one_run_epsilon m={m_s:.0e} r={r_s:.0e}", "one_run", ours, {},
+           f"under {limit:g} s", target_seconds=limit, extra={"epsilon": float(out)})
+
+
+def statsmodels_rows(counts, method, rows_timed):
+  from statsmodels.stats.proportion import multinomial_proportions_confint
+  start = time.perf_counter()
+  for row in counts[:rows_timed]:
+    multinomial_proportions_confint(row, 0.05, method=method)
+  return (time.perf_counter() - start) / rows_timed * len(counts)
+
+
+def bench_renyi(results, repeats, counter):
+  import jax.numpy as jnp
+  import numpy as np
+  from dpaudit import estimators
+  orders = np.array([1.5, 2.0, 4.0, 8.0, 16.0])
+  for count in (1e4, 1e6):
+    size = _size(count)
+
+    def draw(seed, size=size):
+      rng = np.random.default_rng(FLAGS.seed + seed)
+      trials = rng.integers(1000, 10**6, size)
+      return (rng.binomial(trials, 0.6), trials, rng.binomial(trials, 0.4), trials)
+
+    def make(seed, draw=draw):
+      cp, tp, cq, tq = (jnp.asarray(v) for v in draw(seed))
+      return lambda: estimators.renyi_two_cut_lower_bound(cp, tp, cq, tq, orders, 0.05)
+
+    ours, out = time_dpaudit(make, repeats, counter)
+    cp, tp, cq, tq = draw(0)
+
+    def scipy_two_cut():
+      b = 1 - math.sqrt(0.95)
+      pl, pu = scipy_clopper_pearson(cp.astype(float), tp.astype(float), b)
+      ql, qu = scipy_clopper_pearson(cq.astype(float), tq.astype(float), b)
+      x = np.where(pl > qu, pl, np.where(pu < ql, pu, 0.5))[:, None]
+      y = np.where(pl > qu, qu, np.where(pu < ql, ql, 0.5))[:, None]
+      value = np.log(x ** orders * y ** (1 - orders) + (1 - x) ** orders * (1 - y) ** (1 - orders))
+      return np.where(((pl > qu) | (pu < ql))[:, None], np.maximum(value / (orders - 1), 0), 0)
+
+    peer_t, ref = time_peer(scipy_two_cut, repeats)
+    record(results, f"renyi_two_cut_lower_bound {size:.0e} count pairs", "renyi", ours,
+           {"scipy": peer_t}, "ratio >= 1 vs scipy (no jax-/tf-privacy counterpart)", 1.0,
+           extra={"max_rel_diff": _max_rel_diff(out, ref)})
+  # k-cut: 100 histograms of 10 classes with 1e4 and 1e6 trials each (statsmodels computes the
+  # simultaneous intervals one histogram per call).
+  for total in (1e4, 1e6):
+    rows = max(int(100 * min(FLAGS.scale * 1000, 1.0)), 2)
+
+    def draw(seed, total=total, rows=rows):
+      rng = np.random.default_rng(FLAGS.seed + seed)
+      p = rng.dirichlet(np.ones(10), rows)
+      q = 0.8 * p + 0.2 * rng.dirichlet(np.ones(10), rows)
+      return (np.stack([rng.multinomial(int(total), x) for x in p]).astype(float),
+              np.stack([rng.multinomial(int(total), x) for x in q]).astype(float))
+
+    for method in ("sison-glaz", "goodman"):
+
+      def make(seed, draw=draw, method=method):
+        p, q = (jnp.asarray(v) for v in draw(seed))
+        return lambda: estimators.renyi_k_cut_lower_bound(p, q, orders, 0.05, method)
+
+      ours, _ = time_dpaudit(make, repeats, counter)
+      p, q = draw(0)
+      timed = min(rows, 5 if method == "sison-glaz" else rows)
+      seconds = 2 * statsmodels_rows(p, method, timed)  # both distributions' intervals
+      record(results, f"renyi_k_cut_lower_bound[{method}] {rows} histograms x {total:.0e} "
+             "trials", "renyi", ours,
+             {"statsmodels": {"median_s": seconds, "repeats": 1,
+                              "extrapolated_from_rows": timed}},
+             "ratio >= 1 vs statsmodels (per histogram)", 1.0)
+
+
+BENCHES = {"cp": bench_cp, "binomial": bench_binomial, "error_counts": bench_error_counts,
+           "scores": bench_scores, "panoramia": bench_panoramia, "one_run": bench_one_run,
+           "renyi": bench_renyi}
+
+
+def config_from_flags() -> dict[str, Any]:
+  if FLAGS.repeats < 1:
+    raise ValueError(f"--repeats={FLAGS.repeats} is outside the valid range [1, inf)")
+  if not 0 < FLAGS.scale <= 1:
+    raise ValueError(f"--scale={FLAGS.scale} is outside the valid range (0, 1]")
+  unknown = [g for g in FLAGS.only if g not in GROUPS]
+  if unknown:
+    raise ValueError(f"--only={','.join(FLAGS.only)} names unknown groups {unknown}; valid: "
+                     + ", ".join(GROUPS))
+  return {"repeats": FLAGS.repeats, "seed": FLAGS.seed, "scale": FLAGS.scale,
+          "groups": list(FLAGS.only) or list(GROUPS)}
+
+
+def _finite(value):
+  """Non-finite numbers (an infinite relative difference) as None, so the JSON is strict."""
+  if isinstance(value, dict):
+    return {k: _finite(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_finite(v) for v in value]
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  return value
+
+
+def peers_installed() -> dict[str, str | None]:
+  import importlib.metadata
+  out = {}
+  for name in ("scipy", "statsmodels", "jax-privacy", "tensorflow-privacy"):
+    try:
+      out[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      out[name] = None
+  return out
+
+
+@common.cli
+def main(argv) -> None:
+  del argv
+  common.enable_x64()
+  common.quiet_logging()
+  config = config_from_flags()
+  import jax
+  counter = CompileCounter()
+  results: list[dict] = []
+  with common.Timer() as timer:
+    for group in config["groups"]:
+      BENCHES[group](results, config["repeats"], counter)
+  full_scale = config["scale"] == 1.0
+  report = {
+      "device": f"{jax.devices()[0].platform}:{jax.devices()[0].device_kind}",
+      "cpu_cores": os.cpu_count(), "peers_installed": peers_installed(),
+      "compile_target_s": COMPILE_TARGET_S,
+      "workloads": results,
+      "all_targets_met": all(r["target_met"] for r in results) if full_scale else None,
+      "unmet": [r["name"] for r in results if not r["target_met"]],
+  }
+  report = _finite(report)
+  path = common.write_results(FLAGS.output_dir, "benchmarks.estimators", config, report,
+                              timer.seconds)
+  with open(path) as f:
+    print(f.read())
+
+
+if __name__ == "__main__":
+  app.run(main)
