@@ -462,7 +462,7 @@ def bench_renyi(results, repeats, counter):
 
       ours, _ = time_dpaudit(make, repeats, counter)
       p, q = draw(0)
-      timed = min(rows, 5 if method == "sison-glaz" else rows)
+      timed = min(rows, 2 if method == "sison-glaz" else rows)
       seconds = 2 * statsmodels_rows(p, method, timed)  # both distributions' intervals
       record(results, f"renyi_k_cut_lower_bound[{method}] {rows} histograms x {total:.0e} "
              "trials", "renyi", ours,

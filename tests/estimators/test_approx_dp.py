@@ -153,3 +153,43 @@ def test_score_validation():
     approx_dp.epsilon_from_scores([1.0, np.nan], [0.0, 1.0])
   with pytest.raises(ValueError, match="must be 1-D"):
     approx_dp.epsilon_from_scores(np.zeros((2, 2)), [0.0, 1.0])
+
+
+def _scipy_sweep(in_scores, out_scores, delta, beta):
+  """Eq. (1) at every distinct threshold with scipy, all at once: (best epsilon, threshold)."""
+  thresholds = np.concatenate([[np.inf], np.unique(np.concatenate([in_scores, out_scores]))[::-1]])
+  fp = np.array([np.sum(out_scores >= t) for t in thresholds])
+  fn = np.array([np.sum(in_scores < t) for t in thresholds])
+  neg, pos = len(out_scores), len(in_scores)
+  fpr = np.where(fp < neg, scipy.stats.beta.isf(beta / 2, fp + 1, np.maximum(neg - fp, 1)), 1.0)
+  fnr = np.where(fn < pos, scipy.stats.beta.isf(beta / 2, fn + 1, np.maximum(pos - fn, 1)), 1.0)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    one = np.where(1 - delta - fnr > 0, np.log(1 - delta - fnr) - np.log(fpr), -np.inf)
+    two = np.where(1 - delta - fpr > 0, np.log(1 - delta - fpr) - np.log(fnr), -np.inf)
+  eps = np.maximum(np.maximum(one, two), 0.0)
+  best = int(np.argmax(eps))  # first maximum in order of decreasing threshold
+  return eps[best], thresholds[best]
+
+
+@pytest.mark.parametrize("separation,rounding", [(0.8, None), (2.5, 1), (0.0, 2)])
+def test_block_search_equals_the_full_sweep(separation, rounding):
+  """The search that solves only the blocks that can hold the maximum (and, with heavy ties,
+  blocks whose first position is not a threshold) finds the full sweep's maximum and
+  threshold, for both methods, over a few thousand scores."""
+  rng = np.random.default_rng(31)
+  in_scores, out_scores = rng.normal(separation, 1.0, 2500), rng.normal(0.0, 1.0, 2300)
+  if rounding is not None:
+    in_scores, out_scores = in_scores.round(rounding), out_scores.round(rounding)
+  beta, delta = 0.05, 1e-5
+  corrected = 2 * beta / (len(in_scores) + len(out_scores) + 2)
+  got = approx_dp.epsilon_from_scores(in_scores, out_scores, delta, beta, "bonferroni")
+  eps, threshold = _scipy_sweep(in_scores, out_scores, delta, corrected)
+  assert float(got.epsilon) == pytest.approx(eps, rel=1e-9, abs=1e-12)
+  assert float(got.threshold) == threshold
+  got = approx_dp.epsilon_from_scores(in_scores, out_scores, delta, beta, "split")
+  _, threshold = _scipy_sweep(in_scores[0::2], out_scores[0::2], delta, beta)
+  assert float(got.threshold) == threshold
+  fp, fn = np.sum(out_scores[1::2] >= threshold), np.sum(in_scores[1::2] < threshold)
+  assert float(got.epsilon) == pytest.approx(
+      _naive_eps(fp, len(out_scores[1::2]), fn, len(in_scores[1::2]), delta, beta), rel=1e-9,
+      abs=1e-12)

@@ -199,3 +199,131 @@ def test_clopper_pearson_coverage():
 def test_clopper_pearson_validation(kwargs, match):
   with pytest.raises(ValueError, match=match):
     binomial.clopper_pearson(**kwargs)
+
+
+# ----------------------------------------------------------------------------- bounded-cost paths
+
+
+def test_clopper_pearson_matches_scipy_on_random_pairs_up_to_1e9():
+  """1e4 random (k, n) pairs, n log-uniform up to 1e9 and k uniform on 0..n, at 1e-10."""
+  rng = np.random.default_rng(2026)
+  n = np.maximum(np.round(np.exp(rng.uniform(0.0, np.log(1e9), 10_000))), 1.0)
+  k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
+  lower, upper = binomial.clopper_pearson(k, n, 0.05)
+  ref_lower = np.where(k > 0, scipy.stats.beta.ppf(0.025, np.maximum(k, 1), n - k + 1), 0.0)
+  ref_upper = np.where(k < n, scipy.stats.beta.isf(0.025, k + 1, np.maximum(n - k, 1)), 1.0)
+  np.testing.assert_allclose(lower, ref_lower, rtol=1e-10, atol=0)
+  np.testing.assert_allclose(upper, ref_upper, rtol=1e-10, atol=0)
+
+
+def test_clopper_pearson_in_cpu_chunks_matches_scipy():
+  """More limits than one chunk (binomial._cpu_chunk_size) go through the chunked map."""
+  rng = np.random.default_rng(5)
+  n = rng.integers(1, 1001, 40_000).astype(float)
+  k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
+  lower, upper = binomial.clopper_pearson(k, n, 1e-6)
+  assert 2 * k.size > binomial._cpu_chunk_size()
+  np.testing.assert_allclose(lower, np.where(
+      k > 0, scipy.stats.beta.ppf(5e-7, np.maximum(k, 1), n - k + 1), 0.0), rtol=1e-10, atol=0)
+  np.testing.assert_allclose(upper, np.where(
+      k < n, scipy.stats.beta.isf(5e-7, k + 1, np.maximum(n - k, 1)), 1.0), rtol=1e-10, atol=0)
+
+
+def _mp_small_tail(a, b, x):
+  """The tail of I_x(a, b) below the mean (the one computed directly), by mpmath quadrature of
+  the integrand around the point, in 40 digits: a reference that needs no series and no
+  continued fraction."""
+  with mpmath.workdps(40):
+    a, b, x = mpmath.mpf(a), mpmath.mpf(b), mpmath.mpf(x)
+    below = x <= a / (a + b)
+    if not below:
+      a, b, x = b, a, 1 - x
+    sd = mpmath.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+    log_beta = mpmath.loggamma(a) + mpmath.loggamma(b) - mpmath.loggamma(a + b)
+    top = (a - 1) * mpmath.log(x) + (b - 1) * mpmath.log1p(-x)
+    f = lambda t: mpmath.exp((a - 1) * mpmath.log(t) + (b - 1) * mpmath.log1p(-t) - top)
+    points = sorted({mpmath.mpf(0)} | {x - j * sd for j in range(0, 60, 2) if x - j * sd > 0})
+    return below, float(mpmath.exp(mpmath.log(mpmath.quad(f, points)) + top - log_beta))
+
+
+# (a, b, x): each regime of incomplete_beta_tails. Uniform series: both parameters >= 20 near
+# the mean; fixed fraction: small parameters, far tails, x close to 1 with b small; adaptive
+# fraction: a parameter below 1 with the other large, near the mean (24 steps were 4e-7 off).
+REGIME_CASES = [
+    (45.0, 8.0e8, 7.8e-8), (3e4, 7e4, 0.301), (250.0, 750.0, 0.24), (25.0, 40.0, 0.45),
+    (2.0, 3.0, 0.2), (7.0, 1e6, 2e-6), (1e4, 10.0, 0.9995), (5e5, 3.0, 1 - 1e-5),
+    (120.0, 130.0, 0.2), (0.548, 15942.64, 3.843e-5), (0.3, 2e6, 1e-7), (1e3, 0.7, 0.9993),
+]
+
+
+@pytest.mark.parametrize("a,b,x", REGIME_CASES)
+def test_incomplete_beta_regimes_against_quadrature(a, b, x):
+  below, ref = _mp_small_tail(a, b, x)
+  tails = binomial.incomplete_beta_tails(a, b, x)
+  got = float(tails.lower if below else tails.upper)
+  assert got == pytest.approx(ref, rel=1e-12)
+
+
+def test_uniform_series_and_fraction_agree_where_both_apply():
+  """Two independent evaluations of the same tail: Temme's series (20 terms) and the even
+  continued fraction (run to convergence), for parameters >= 20 a few deviations out."""
+  rng = np.random.default_rng(8)
+  a = np.exp(rng.uniform(np.log(20.0), np.log(1e4), 200))
+  b = np.exp(rng.uniform(np.log(20.0), np.log(1e4), 200))
+  zeta = -rng.uniform(0.5, 2.5, 200)
+  mean, sd = a / (a + b), np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+  x = mean + zeta * sd
+  a, b, x = (jnp.asarray(v) for v in (a, b, x))
+  shape = binomial._beta_shape(a, b)
+  o = binomial._orient(a, b, x, 1.0 - x)
+  r = a + b
+  dev = binomial.binomial_deviance(a, r * x) + binomial.binomial_deviance(b, r * (1 - x))
+  log_density = shape.half_log_ratio - binomial._HALF_LOG_2PI + shape.log_gamma_star_ratio - dev
+  omega = jnp.where(o.swapped, -shape.omega, shape.omega)
+  series = (shape.log_gamma_star_ratio - binomial._HALF_LOG_2PI
+            + jnp.log(binomial._uniform_series(-jnp.sqrt(2 * dev), omega, 1 / r)))
+  fraction = binomial._adaptive_continued_fraction(o, jnp.ones(a.shape, bool), 100_000)
+  log_fraction = log_density - jnp.log(o.a) + jnp.log(fraction)
+  np.testing.assert_allclose(np.exp(series), np.exp(log_fraction), rtol=1e-12)
+
+
+def test_series_coefficients_low_orders_and_normalisation():
+  """phi_1 = -kappa/3 and phi_2 = 1/4 + kappa^2/12 by hand, and the even terms integrated over
+  the whole line give Gamma*(a) Gamma*(b) / Gamma*(a + b) (the series of I_1(a, b) = 1)."""
+  table = binomial._SERIES_TABLE
+  np.testing.assert_allclose(table[1, :3], [0.0, -1.0 / 3.0, 0.0], atol=1e-16)
+  np.testing.assert_allclose(table[2, :3], [0.25, 0.0, 1.0 / 12.0], atol=1e-16)
+  for a, b in ((300.0, 500.0), (40.0, 1e5), (2e3, 2e3)):
+    r = a + b
+    kappa = (b - a) / np.sqrt(a * b)
+    total = 0.0
+    for j in range(0, table.shape[0], 2):
+      phi = sum(table[j, i] * kappa ** i for i in range(j + 1))
+      double_factorial = np.prod(np.arange(j - 1, 0, -2), initial=1.0)  # (j - 1)!!
+      total += phi * double_factorial / r ** (j // 2)
+    s = lambda z: float(binomial.stirling_remainder(z))
+    assert total == pytest.approx(np.exp(s(a) + s(b) - s(r)), rel=1e-12)
+
+
+def test_log_binomial_tails_against_scipy():
+  k = np.array([-1, 0, 1, 2, 30, 50, 51, 99, 100, 101])
+  n, p = 100, 0.3
+  tails = binomial.log_binomial_tails(k, n, p)
+  with np.errstate(divide="ignore"):
+    np.testing.assert_allclose(np.exp(tails.upper), scipy.stats.binom.sf(k - 1, n, p),
+                               rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(np.exp(tails.lower), scipy.stats.binom.cdf(k - 1, n, p),
+                               rtol=1e-12, atol=1e-300)
+  # Far in a tail the logs stay finite where the probabilities underflow.
+  far = binomial.log_binomial_tails(900_000, 1_000_000, 0.5)
+  assert -1e6 < float(far.upper) < -1e5 and float(far.lower) == 0.0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(successes=0, trials=0), r"trials=0 is outside the valid range \[1"),
+    (dict(successes=True, trials=4), "successes=True is boolean"),
+    (dict(successes=np.array([1, 0]), trials=np.array([True, True])), "trials=.* is boolean"),
+])
+def test_clopper_pearson_rejects_zero_trials_and_booleans(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    binomial.clopper_pearson(**kwargs)

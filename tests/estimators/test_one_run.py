@@ -326,3 +326,30 @@ def test_default_grid():
 def test_validation_errors(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def _vectorised_reference_p_value(m, r, v, eps, delta):
+  """Eqs. 7-9 with scipy, alpha over every i = 1..v at once (cdf differences)."""
+  q = special.expit(eps)
+  i = np.arange(1, v + 1)
+  window = stats.binom.cdf(v - 1, r, q) - stats.binom.cdf(v - i - 1, r, q)
+  return min(1.0, stats.binom.sf(v - 1, r, q) + 2.0 * np.max(window / i) * m * delta)
+
+
+@pytest.mark.parametrize("eps", [0.5, 0.585, 0.6967])
+def test_p_value_where_every_tail_probability_underflows(eps):
+  """v ~ 35 standard deviations above the mean: beta and the pmf near v are below the smallest
+  double, while alpha comes from windows reaching the mean. A comparison of underflowed zeros
+  would end the search for alpha's maximiser at once with alpha = 0."""
+  m, r, v, delta = 10**6, 137_382, 99_717, 1e-5
+  want = _vectorised_reference_p_value(m, r, v, eps, delta)
+  assert want > 1e-3
+  assert float(one_run.one_run_p_value(m, r, v, eps, delta)) == pytest.approx(want, rel=1e-9)
+
+
+def test_epsilon_at_large_m_against_vectorised_reference():
+  m, r, v, delta, sig = 10**6, 137_382, 99_717, 1e-5, 0.05 / 30
+  got = float(one_run.one_run_epsilon(m, r, v, delta, sig))
+  assert got > 0.5
+  assert _vectorised_reference_p_value(m, r, v, got, delta) <= sig * (1 + 1e-12)
+  assert _vectorised_reference_p_value(m, r, v, got * (1 + 1e-6), delta) > sig

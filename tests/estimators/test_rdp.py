@@ -136,3 +136,9 @@ def test_jit_and_vmap():
 def test_validation_errors(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def test_infinite_orders_are_rejected():
+  with pytest.raises(ValueError, match=r"orders=inf \(at flat index 1\) is outside the valid "
+                     r"range \(1, inf\)"):
+    rdp.rdp_to_epsilon(np.array([0.1, 0.2]), np.array([2.0, np.inf]), 1e-5)

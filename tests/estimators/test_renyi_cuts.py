@@ -158,3 +158,10 @@ def test_bootstrap_is_positive_at_zero_divergence():
 def test_validation(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def test_infinite_orders_are_rejected():
+  with pytest.raises(ValueError, match=r"orders=inf is outside the valid range \(1, inf\)"):
+    renyi_cuts.renyi_two_cut_lower_bound(600, 1000, 400, 1000, np.inf)
+  with pytest.raises(ValueError, match="orders=inf"):
+    renyi_cuts.renyi_k_cut_lower_bound([600, 400], [400, 600], [2.0, np.inf])
