@@ -93,7 +93,7 @@ def _log_window(tails_v: binomial.LogBinomialTails, tails_j: binomial.LogBinomia
 _PROBES = 8  # probes per round of the search for alpha's maximiser
 
 
-def _beta_and_alpha(num_guesses, num_correct, epsilon):
+def _beta_and_alpha(num_guesses, num_correct, epsilon, hint=None):
   r"""Eqs. 8-9: :math:`\beta = \Pr[\check W \ge v]` and
   :math:`\alpha = \max_{1 \le i \le m} \frac{2}{i}\Pr[v > \check W \ge v - i]`, at a cost that
   grows like :math:`\log v` (and not at all with m).
@@ -108,18 +108,32 @@ def _beta_and_alpha(num_guesses, num_correct, epsilon):
   vectorised evaluation of the binomial tails, :func:`binomial.log_binomial_tails`, and of the
   pmf, and keeps the stretch before the first probe that satisfies the condition): 7 rounds for
   v = 1e6. The comparison runs on the log scale: far in the tail every probability involved can
-  be below the smallest double, and compared as zeros the condition would hold at once. ``1 - q = sigmoid(-epsilon)`` is passed exactly, so the tails keep their relative
-  accuracy for large epsilon.
+  be below the smallest double, and compared as zeros the condition would hold at once. A
+  ``hint`` (the maximiser at a nearby epsilon, as in the search for the bound) is probed first
+  with its neighbours and usually ends the search in one round. ``1 - q = sigmoid(-epsilon)``
+  is passed exactly, so the tails keep their relative accuracy for large epsilon.
   """
   q, one_minus_q = jax.nn.sigmoid(epsilon), jax.nn.sigmoid(-epsilon)
   r, v = num_guesses, num_correct
   steps = jnp.arange(1, _PROBES + 1, dtype=v.dtype)
+  hi0 = jnp.maximum(v, 1.0)
 
-  def probe(lo, hi):
+  def positions(lo, hi, first_round):
+    """Sorted probes in [lo - 1, hi]: spread over the bracket, or (first round with a hint)
+    the hint's neighbourhood [a - 1, a + 6], which settles the search at once when the
+    maximiser has not moved by more than a few places."""
     width = hi - lo + 1.0
-    exhaustive = width[..., None] <= _PROBES
-    i = jnp.where(exhaustive, jnp.minimum(lo[..., None] + steps - 1.0, hi[..., None]),
-                  lo[..., None] + jnp.ceil(width[..., None] * steps / _PROBES) - 1.0)
+    spread = jnp.where(width[..., None] <= _PROBES,
+                       jnp.minimum(lo[..., None] + steps - 1.0, hi[..., None]),
+                       lo[..., None] + jnp.ceil(width[..., None] * steps / _PROBES) - 1.0)
+    if hint is None:
+      return spread
+    a = jnp.clip(hint - 3.0, 1.0, jnp.maximum(hi0 - _PROBES + 2.0, 1.0))
+    near = jnp.clip(a[..., None] + steps - 2.0, lo[..., None] - 1.0, hi[..., None])
+    return jnp.where(first_round[..., None] & (hint[..., None] > 0.0), near, spread)
+
+  def probe(lo, hi, first_round):
+    i = positions(lo, hi, first_round)
     tails = binomial.log_binomial_tails(jnp.concatenate([v[..., None], v[..., None] - i], -1),
                                         r[..., None], q[..., None], one_minus_q[..., None])
     tails_v = binomial.LogBinomialTails(tails.upper[..., :1], tails.lower[..., :1])
@@ -127,26 +141,33 @@ def _beta_and_alpha(num_guesses, num_correct, epsilon):
     log_mean = _log_window(tails_v, tails_j) - jnp.log(jnp.maximum(i, 1.0))
     log_next = binomial.binomial_logpmf(v[..., None] - i - 1.0, r[..., None], q[..., None],
                                         one_minus_q[..., None])
-    done = jnp.logical_or(log_next <= log_mean, i >= hi[..., None])  # always true at i = hi
+    # The condition holds at i = hi (invariant) and, by definition, not at i = lo - 1.
+    done = jnp.logical_or(log_next <= log_mean, i >= hi[..., None])
+    done = jnp.logical_and(done, i >= lo[..., None])
+    found = jnp.any(done, axis=-1)
     first = jnp.argmax(done, axis=-1)[..., None]
     take = lambda x: jnp.take_along_axis(x, first, axis=-1)[..., 0]
     before = jnp.take_along_axis(jnp.concatenate([lo[..., None] - 1.0, i], -1), first, axis=-1)
-    return (before[..., 0] + 1.0, take(i), take(log_mean), jnp.exp(tails_v.upper[..., 0]),
-            exhaustive[..., 0])
+    before = jnp.maximum(before[..., 0], lo - 1.0)
+    new_hi = jnp.where(found, take(i), hi)
+    new_lo = jnp.where(found, before + 1.0, jnp.max(i, axis=-1) + 1.0)
+    closed = jnp.logical_and(found, new_lo >= new_hi)
+    return new_lo, new_hi, take(log_mean), jnp.exp(tails_v.upper[..., 0]), closed
 
   def body(state):
-    lo, hi, beta, mean, closed = state
-    new_lo, new_hi, new_mean, new_beta, exhaustive = probe(lo, hi)
+    lo, hi, beta, mean, closed, first_round = state
+    new_lo, new_hi, new_mean, new_beta, now_closed = probe(lo, hi, first_round)
     keep = closed
     return (jnp.where(keep, lo, new_lo), jnp.where(keep, hi, new_hi),
             jnp.where(keep, beta, new_beta), jnp.where(keep, mean, new_mean),
-            jnp.logical_or(closed, exhaustive))
+            jnp.logical_or(closed, now_closed), jnp.zeros_like(first_round))
 
-  hi = jnp.maximum(v, 1.0)
-  state = (jnp.ones_like(v), hi, jnp.zeros_like(v), jnp.zeros_like(v), jnp.zeros(v.shape, bool))
-  _, _, beta, log_mean, _ = jax.lax.while_loop(lambda s: jnp.logical_not(jnp.all(s[4])), body,
-                                               state)
-  return jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * jnp.exp(log_mean))
+  state = (jnp.ones_like(v), hi0, jnp.zeros_like(v), jnp.zeros_like(v), jnp.zeros(v.shape, bool),
+           jnp.ones(v.shape, bool))
+  _, i_star, beta, log_mean, _, _ = jax.lax.while_loop(
+      lambda s: jnp.logical_not(jnp.all(s[4])), body, state)
+  return (jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * jnp.exp(log_mean)),
+          i_star)
 
 
 def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, with_delta: bool):
@@ -155,8 +176,29 @@ def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, with_delta:
     tails = binomial.log_binomial_tails(num_correct, num_guesses, jax.nn.sigmoid(epsilon),
                                         jax.nn.sigmoid(-epsilon))
     return jnp.where(num_correct <= 0.0, 1.0, jnp.minimum(jnp.exp(tails.upper), 1.0))
-  beta, alpha = _beta_and_alpha(num_guesses, num_correct, epsilon)
+  beta, alpha, _ = _beta_and_alpha(num_guesses, num_correct, epsilon)
   return jnp.minimum(beta + alpha * num_examples * delta, 1.0)
+
+
+def _p_value_and_slope(num_examples, num_guesses, num_correct, epsilon, delta, hint):
+  r"""The p-value of Eqs. 7-9 and :math:`d\log p/d\epsilon`.
+
+  With :math:`q = \sigma(\epsilon)`, :math:`dq/d\epsilon = q(1-q)` and
+  :math:`\frac{d}{dq}\Pr[\mathrm{Bin}(r, q) \le k] = -r\Pr[\mathrm{Bin}(r-1, q) = k]`:
+  :math:`d\beta/dq = r\,b_{r-1}(v-1)` and, at the maximiser :math:`i^*` of alpha (the
+  derivative of a maximum is that of its maximiser), :math:`d\alpha/dq =
+  \frac{2r}{i^*}(b_{r-1}(v-i^*-1) - b_{r-1}(v-1))`, with :math:`b_n` the Bin(n, q) pmf."""
+  m, r, v, d = num_examples, num_guesses, num_correct, delta
+  beta, alpha, i_star = _beta_and_alpha(r, v, epsilon, hint)
+  p = jnp.minimum(beta + alpha * m * d, 1.0)
+  q, one_minus_q = jax.nn.sigmoid(epsilon), jax.nn.sigmoid(-epsilon)
+  log_rate = jax.nn.log_sigmoid(epsilon) + jax.nn.log_sigmoid(-epsilon) - jnp.log(p)
+  log_top = binomial.binomial_logpmf(v - 1.0, r - 1.0, q, one_minus_q)
+  log_low = binomial.binomial_logpmf(v - i_star - 1.0, r - 1.0, q, one_minus_q)
+  scale = 2.0 * m * d / jnp.maximum(i_star, 1.0)
+  slope = r * (jnp.exp(log_top + log_rate)
+               + scale * (jnp.exp(log_low + log_rate) - jnp.exp(log_top + log_rate)))
+  return p, jnp.where(jnp.logical_and(p < 1.0, v > 0.0), slope, 0.0), i_star
 
 
 def _as_float(*xs):
@@ -208,47 +250,46 @@ def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, wi
                                      significance)
   if not with_delta:
     return _delta_free_epsilon(r, v, sig)
-  # p increases with epsilon; the root of f = log p - log(significance) lies in [0, ceiling].
-  # Illinois' regula falsi keeps a bracket whose lower end was checked to have p <= significance
-  # (a rejected epsilon) and shrinks it superlinearly. Its first two steps evaluate the ends, so
-  # that the p-value is compiled once.
+  # p increases with epsilon, and the root of f = log p - log(significance) lies in [0, ceiling].
+  # Newton's method on f (analytic derivative) inside a bracket whose lower end was checked to
+  # have p <= significance; a step that leaves the bracket is replaced by bisection, and each
+  # Newton point is moved 1e-10 towards the root's far side so that the bracket closes. The
+  # first two steps evaluate the ends, so the p-value is compiled once.
   log_sig = jnp.log(sig)
   tol = _tolerance(r.dtype)
   ceiling = _epsilon_ceiling(r, v, sig)
 
+  def open_(lo, hi):
+    return hi - lo > tol * jnp.maximum(hi, 1.0)
+
   def cond(state):
-    i, lo, hi, _, _, _, active = state
-    return jnp.logical_or(i < 2, jnp.logical_and(i < 200, jnp.any(jnp.logical_and(
-        active, hi - lo > tol * jnp.maximum(hi, 1.0)))))
+    i, lo, hi, _, _, _, active, _ = state
+    return jnp.logical_or(i < 2, jnp.logical_and(i < 200, jnp.any(active & open_(lo, hi))))
 
   def body(state):
-    i, lo, hi, f_lo, f_hi, side, active = state
-    width = hi - lo
-    secant = hi - f_hi * width / jnp.where(f_hi > f_lo, f_hi - f_lo, 1.0)
-    # Regula falsi inside the middle 98% of the bracket; every eighth step a bisection.
-    eps = jnp.where(i == 0, lo, jnp.where(i == 1, hi, jnp.where(
-        i % 8 == 7, lo + 0.5 * width, jnp.clip(secant, lo + 0.01 * width, hi - 0.01 * width))))
-    p = _p_value(m, r, v, eps, d, with_delta=True)
+    i, lo, hi, x, f_x, slope_x, active, hint = state
+    newton = x - f_x / jnp.where(slope_x > 0.0, slope_x, 1.0)
+    newton = newton - jnp.sign(f_x) * 0.5 * tol * jnp.maximum(hi, 1.0)
+    inside = (slope_x > 0.0) & (newton > lo) & (newton < hi)
+    eps = jnp.where(i == 0, lo, jnp.where(i == 1, hi, jnp.where(inside, newton,
+                                                                  0.5 * (lo + hi))))
+    p, slope, i_star = _p_value_and_slope(m, r, v, eps, d, jnp.where(i >= 2, hint, 0.0))
     value, rejected = jnp.log(p) - log_sig, p <= sig
     # Step 0: the lower end (nothing is rejected if p(0) > significance). Step 1: the upper end
     # (if even it is rejected, it is the bound).
-    start = i == 0
-    active = jnp.where(start, rejected, jnp.where(i == 1, active & ~rejected, active))
-    hi = jnp.where((i == 1) & rejected, eps, hi)
-    lo = jnp.where((i == 1) & rejected, eps, lo)
-    f_lo = jnp.where(start, jnp.minimum(value, 0.0), f_lo)
-    f_hi = jnp.where(i == 1, jnp.maximum(value, 0.0), f_hi)
-    search = jnp.logical_and(i >= 2, jnp.logical_and(active, width > tol * jnp.maximum(hi, 1.0)))
-    # Illinois: when the same end is kept twice, halve the value at the other end.
-    f_hi_next = jnp.where(rejected, jnp.where(side > 0, 0.5 * f_hi, f_hi), value)
-    f_lo_next = jnp.where(rejected, value, jnp.where(side < 0, 0.5 * f_lo, f_lo))
-    return (i + 1, jnp.where(search & rejected, eps, lo), jnp.where(search & ~rejected, eps, hi),
-            jnp.where(search, f_lo_next, f_lo), jnp.where(search, f_hi_next, f_hi),
-            jnp.where(search, jnp.where(rejected, 1, -1), side), active)
+    active = jnp.where(i == 0, rejected, jnp.where(i == 1, active & ~rejected, active))
+    closing = (i == 1) & rejected
+    lo, hi = jnp.where(closing, eps, lo), jnp.where(closing, eps, hi)
+    search = (i >= 2) & active & open_(lo, hi)
+    lo = jnp.where(search & rejected, eps, lo)
+    hi = jnp.where(search & ~rejected, eps, hi)
+    take = (i == 1) | search  # Newton continues from the newest point (from the upper end first)
+    return (i + 1, lo, hi, jnp.where(take, eps, x), jnp.where(take, value, f_x),
+            jnp.where(take, slope, slope_x), active, jnp.where(take, i_star, hint))
 
-  state = (jnp.asarray(0), jnp.zeros_like(r), ceiling, jnp.zeros_like(r), jnp.zeros_like(r),
-           jnp.zeros(r.shape, jnp.int32), jnp.ones(r.shape, bool))
-  _, lo, _, _, _, _, _ = jax.lax.while_loop(cond, body, state)
+  zeros = jnp.zeros_like(r)
+  state = (jnp.asarray(0), zeros, ceiling, zeros, zeros, zeros, jnp.ones(r.shape, bool), zeros)
+  _, lo, _, _, _, _, _, _ = jax.lax.while_loop(cond, body, state)
   return lo
 
 
@@ -302,8 +343,8 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
   at level ``significance`` (0 when that limit is below 1/2), computed directly. For
   ``delta > 0`` the delta term only raises the p-value, so the root lies between 0 and the
   delta-free bound, itself at most ``logit(v / r)`` (``logit(significance^(1/r))`` at v = r);
-  Illinois' regula falsi (with a bisection every eighth step) shrinks that
-  bracket to 1e-12 relative (float64) and returns its lower end: the returned value is always 0
+  Newton's method on the log p-value (analytic derivative, bisection when a step leaves the
+  bracket) shrinks that bracket to 1e-10 relative (float64) and returns its lower end: the returned value is always 0
   or an epsilon whose p-value was checked to be <= ``significance``. The search presumes the
   p-value is non-decreasing in epsilon: the beta term is; the delta term is not in general (alpha can fall as epsilon grows), but the sum was
   non-decreasing wherever it is below 1 in every case checked (see the tests), and
