@@ -32,11 +32,6 @@ from dpaudit import _validate
 from dpaudit.estimators import binomial
 from dpaudit.estimators._sorting import argsort_descending
 
-EPSILON_BRACKET = (0.0, 64.0)
-"""Bisection bracket for epsilon. The largest epsilon any test can reject (all r guesses
-correct, delta = 0) is about log(r) - log(log(1 / significance)), below 30 for r <= 1e9 and
-significance <= 0.99, so the upper end is never binding."""
-
 MODES = ("symmetric", "top")
 CORRECTIONS = ("bonferroni", "none")
 DEFAULT_GRID_SIZE = 30
@@ -44,11 +39,6 @@ DEFAULT_GRID_SIZE = 30
 
 def _float_dtype():
   return jnp.result_type(float)
-
-
-def _bisection_steps(dtype) -> int:
-  # 64 / 2^50 ~ 6e-14 in float64; 64 / 2^30 ~ 6e-8 in float32.
-  return 50 if dtype == jnp.float64 else 30
 
 
 def _check_shapes(**arrays) -> None:
