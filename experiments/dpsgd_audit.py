@@ -287,6 +287,8 @@ def main(argv):
                    f"acc={_num(r['test_accuracy'], 0, 3)} ({r['wall_time_s']:.1f} s)")
       print(f"[{i + 1}/{len(configs)}] {config.game}:{config.canary} eps={config.epsilon:g} "
             f"m={config.num_canaries} {status} {summary}", file=sys.stderr, flush=True)
+      for line in (cell.get("result") or {}).get("warnings", []):
+        print(f"  warning: {line}", file=sys.stderr, flush=True)
   data_info = {"num_train": int(data.train_features.shape[0]),
                "num_pool": int(data.pool_features.shape[0]),
                "num_test": int(data.test_features.shape[0]),
@@ -296,6 +298,9 @@ def main(argv):
   if FLAGS.plot:
     plot(cells, os.path.join(FLAGS.output_dir, "audit.png"))
   print(table(cells))
+  if FLAGS.correction == "none":
+    print("correction=none: the O(1) games' eps_L are optimistic (best of the guess grid, each "
+          "at the full significance), not valid lower bounds", file=sys.stderr)
   print(f"wrote {path} in {timer.seconds:.1f} s", file=sys.stderr)
 
 

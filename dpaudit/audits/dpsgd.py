@@ -184,6 +184,9 @@ class DPSGDAuditResult:
     test_accuracy: main-task test accuracy (mean over runs for ``many_run``).
     num_observations: runs (many_run) or canaries (O(1) games) behind the bound.
     details: game-specific figures (guesses, correct guesses, threshold, error counts, ...).
+    optimistic: True when ``correction="none"``: ``epsilon_lower_bound`` is the best of
+      several tests chosen after seeing the outcome (the papers' numbers), NOT a valid
+      1 - significance lower bound.
   """
   game: str
   canary: str
@@ -200,9 +203,28 @@ class DPSGDAuditResult:
   num_observations: int
   details: dict
   wall_time_s: float
+  optimistic: bool = False
+
+  @property
+  def warnings(self) -> list[str]:
+    """One line per reason not to read ``epsilon_lower_bound`` at face value."""
+    out = []
+    if self.optimistic:
+      out.append("correction='none': epsilon_lower_bound is optimistic (the best of several "
+                 "tests, each at the full significance), not a valid lower bound")
+    ceiling = self.details.get("max_epsilon_ceiling")
+    free = self.details.get("max_epsilon_ceiling_without_delta")
+    if ceiling is not None and free is not None and free > 0 and ceiling < 0.5 * free:
+      out.append(f"delta makes the one-run bound {'vacuous' if ceiling <= 0 else 'weak'}: "
+                 f"with every guess correct it could certify at most {ceiling:.3g} "
+                 f"({free:.3g} with delta = 0); lower delta so that "
+                 f"num_canaries * delta <= 0.01 or use fewer guesses")
+    return out
 
   def to_dict(self) -> dict:
-    return to_plain(dataclasses.asdict(self))
+    out = to_plain(dataclasses.asdict(self))
+    out["warnings"] = self.warnings
+    return out
 
 
 # ------------------------------------------------------------------------------ building blocks
@@ -340,7 +362,8 @@ def _result(config, plan, num_examples, lower, ceiling, accuracy, observations, 
       sampling_rate=plan.train_config.sampling_rate, num_steps=plan.train_config.num_steps,
       num_training_examples=int(num_examples), test_accuracy=float(accuracy),
       num_observations=int(observations), details=details,
-      wall_time_s=time.perf_counter() - start)
+      wall_time_s=time.perf_counter() - start,
+      optimistic=config.correction == "none" and config.game != "many_run")
 
 
 def _mlp(config: DPSGDAuditConfig, data: AuditData):
@@ -430,6 +453,9 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig):
   details = dict(num_guesses=int(result.num_guesses), num_correct=int(result.num_correct),
                  accuracy_of_guesses=float(result.num_correct / max(float(result.num_guesses), 1)),
                  epsilon_ceiling_at_guesses=float(result.epsilon_ceiling),
+                 max_epsilon_ceiling=float(result.max_epsilon_ceiling),
+                 max_epsilon_ceiling_without_delta=float(
+                     result.max_epsilon_ceiling_without_delta),
                  per_test_significance=float(result.per_test_significance),
                  correction=config.correction, num_members=int(np.sum(members)),
                  grid=np.asarray(result.grid).tolist(),

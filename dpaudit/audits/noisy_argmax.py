@@ -10,12 +10,16 @@ lower bounds on the Renyi divergence of the two output distributions at each ord
   that certifies it. Valid at every sample size.
 * **k-cut** (Eq. (5)): the partition into the k classes, with simultaneous multinomial
   intervals (Sison-Glaz or Goodman) on all trials. Asymptotically valid.
-* **bootstrap** variants of both (App. C): asymptotically valid away from zero.
+* **bootstrap** variants of both (App. C): *asymptotic* estimates, not finite-sample bounds;
+  each carries a ``trusted`` flag per order (the rule of
+  :class:`dpaudit.estimators.BootstrapBound`, from the README's coverage study).
 
 They are held against the exact divergence (Eq. (4) by quadrature) and the GNMax theory bounds
 of Papernot et al. (2018) (data-independent and data-dependent), order by order, as in Figs. 2
-and 6; per-query RDP curves are composed over ``num_queries`` queries and converted to
-(epsilon, delta) with Thm. 1 for display.
+and 6. The exact and theory curves, composed over ``num_queries`` queries, are converted to
+upper bounds on (epsilon, delta) with Thm. 1. Thm. 1 is an upper-bound conversion: applied to
+the audits' lower-bound curves it gives no lower bound on epsilon, so those images are stored
+apart (``audit_curves_through_thm1``), labelled as such, for comparing curves only.
 """
 
 from __future__ import annotations
@@ -109,10 +113,12 @@ class DirectionResult:
   exact: np.ndarray
   two_cut: np.ndarray
   k_cut: np.ndarray
-  two_cut_bootstrap: np.ndarray
-  k_cut_bootstrap: np.ndarray
+  two_cut_bootstrap: np.ndarray  # asymptotic estimate, see two_cut_bootstrap_trusted
+  k_cut_bootstrap: np.ndarray  # asymptotic estimate, see k_cut_bootstrap_trusted
   data_dependent: np.ndarray
   two_cut_sets: np.ndarray  # (num_orders, num_classes) bool: the set O chosen per order
+  two_cut_bootstrap_trusted: np.ndarray  # (num_orders,) bool
+  k_cut_bootstrap_trusted: np.ndarray  # (num_orders,) bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +131,22 @@ class NoisyArgmaxAuditResult:
   class_probabilities: np.ndarray
   class_probabilities_neighbor: np.ndarray
   counts: dict[str, np.ndarray]
-  epsilon: dict[str, float]
+  epsilon: dict[str, float]  # Thm. 1 upper bounds from the exact and theory curves
   epsilon_order: dict[str, float]
+  audit_curves_through_thm1: dict[str, float]  # NOT lower bounds; for comparing curves
+
+  @property
+  def warnings(self) -> list[str]:
+    """One line per condition under which a reported number is not to be trusted."""
+    out = []
+    for label, direction in (("forward", self.forward), ("reverse", self.reverse)):
+      for name in ("two_cut_bootstrap", "k_cut_bootstrap"):
+        untrusted = ~np.asarray(getattr(direction, f"{name}_trusted"), bool)
+        if np.any(untrusted):
+          orders = ", ".join(f"{a:g}" for a in self.orders[untrusted])
+          out.append(f"{name} ({label}) is not to be trusted at orders {orders}: "
+                     "too few trials or a divergence too close to 0 for the asymptotics")
+    return out
 
   @property
   def orders(self) -> np.ndarray:
@@ -143,10 +163,14 @@ class NoisyArgmaxAuditResult:
         "two_cut_lower_bound_reverse": r.two_cut,
         "k_cut_lower_bound": f.k_cut,
         "k_cut_lower_bound_reverse": r.k_cut,
-        "two_cut_bootstrap_lower_bound": f.two_cut_bootstrap,
-        "two_cut_bootstrap_lower_bound_reverse": r.two_cut_bootstrap,
-        "k_cut_bootstrap_lower_bound": f.k_cut_bootstrap,
-        "k_cut_bootstrap_lower_bound_reverse": r.k_cut_bootstrap,
+        "two_cut_bootstrap_asymptotic": f.two_cut_bootstrap,
+        "two_cut_bootstrap_asymptotic_reverse": r.two_cut_bootstrap,
+        "two_cut_bootstrap_trusted": f.two_cut_bootstrap_trusted,
+        "two_cut_bootstrap_trusted_reverse": r.two_cut_bootstrap_trusted,
+        "k_cut_bootstrap_asymptotic": f.k_cut_bootstrap,
+        "k_cut_bootstrap_asymptotic_reverse": r.k_cut_bootstrap,
+        "k_cut_bootstrap_trusted": f.k_cut_bootstrap_trusted,
+        "k_cut_bootstrap_trusted_reverse": r.k_cut_bootstrap_trusted,
         "data_independent_rdp": self.data_independent_rdp,
         "data_dependent_rdp": f.data_dependent,
         "data_dependent_rdp_reverse": r.data_dependent,
@@ -155,11 +179,34 @@ class NoisyArgmaxAuditResult:
         "class_probabilities": self.class_probabilities,
         "class_probabilities_neighbor": self.class_probabilities_neighbor,
         "counts": self.counts,
-        "epsilon": self.epsilon,
-        "epsilon_order": self.epsilon_order,
+        "epsilon_upper_bound": self.epsilon,
+        "epsilon_upper_bound_order": self.epsilon_order,
+        "audit_curves_through_thm1": self.audit_curves_through_thm1,
+        "meaning": MEANING,
+        "warnings": self.warnings,
         "config": dataclasses.asdict(self.config),
     }
     return to_plain(out)
+
+
+MEANING = {
+    "exact_renyi": "exact Renyi divergence of the two output distributions (Eq. (4))",
+    "two_cut_lower_bound": "lower bound, finite-sample, 1 - significance per order "
+                           "(Clopper-Pearson 2-cut, set chosen on held-out trials)",
+    "k_cut_lower_bound": "lower bound, asymptotic (simultaneous multinomial intervals), "
+                         "1 - significance per order",
+    "two_cut_bootstrap_asymptotic": "asymptotic estimate, not a finite-sample lower bound "
+                                    "(percentile bootstrap); see two_cut_bootstrap_trusted",
+    "k_cut_bootstrap_asymptotic": "asymptotic estimate, not a finite-sample lower bound "
+                                  "(percentile bootstrap); see k_cut_bootstrap_trusted",
+    "data_independent_rdp": "upper bound (GNMax theory, Papernot et al. 2018)",
+    "data_dependent_rdp": "upper bound (GNMax data-dependent theory, Papernot et al. 2018)",
+    "epsilon_upper_bound": "upper bound on epsilon at delta after num_queries queries "
+                           "(Thm. 1 applied to the exact and theory curves)",
+    "audit_curves_through_thm1": "NOT a lower bound on epsilon: Thm. 1 (an upper-bound "
+                                 "conversion) applied to the audits' curves, for comparing "
+                                 "curves only",
+}
 
 
 def to_plain(value: Any) -> Any:
@@ -223,16 +270,19 @@ def _direction(key, sel_p, eval_p, sel_q, eval_q, exact, data_dependent, config)
   # Each order has its own set: evaluate all sets at all orders and keep the diagonal.
   two_cut = jnp.diagonal(renyi_cuts.renyi_two_cut_lower_bound(in_p, n_p, in_q, n_q, orders, beta))
   key_two, key_k = jax.random.split(key)
-  two_cut_boot = jnp.diagonal(renyi_cuts.renyi_two_cut_bootstrap_lower_bound(
-      key_two, in_p, n_p, in_q, n_q, orders, beta, config.num_bootstrap))
+  two_cut_boot = renyi_cuts.renyi_two_cut_bootstrap(key_two, in_p, n_p, in_q, n_q, orders, beta,
+                                                    config.num_bootstrap)
   all_p, all_q = sel_p + eval_p, sel_q + eval_q
   k_cut = renyi_cuts.renyi_k_cut_lower_bound(all_p, all_q, orders, beta, config.k_cut_method)
-  k_cut_boot = renyi_cuts.renyi_k_cut_bootstrap_lower_bound(key_k, all_p, all_q, orders, beta,
-                                                             config.num_bootstrap)
+  k_cut_boot = renyi_cuts.renyi_k_cut_bootstrap(key_k, all_p, all_q, orders, beta,
+                                                config.num_bootstrap)
   as_np = lambda x: np.asarray(x, np.float64)
   return DirectionResult(exact=as_np(exact), two_cut=as_np(two_cut), k_cut=as_np(k_cut),
-                         two_cut_bootstrap=as_np(two_cut_boot), k_cut_bootstrap=as_np(k_cut_boot),
-                         data_dependent=as_np(data_dependent), two_cut_sets=np.asarray(sets))
+                         two_cut_bootstrap=as_np(jnp.diagonal(two_cut_boot.lower_bound)),
+                         k_cut_bootstrap=as_np(k_cut_boot.lower_bound),
+                         data_dependent=as_np(data_dependent), two_cut_sets=np.asarray(sets),
+                         two_cut_bootstrap_trusted=np.asarray(jnp.diagonal(two_cut_boot.trusted)),
+                         k_cut_bootstrap_trusted=np.asarray(k_cut_boot.trusted))
 
 
 def data_independent_rdp(histogram, neighbor, sigma, orders) -> np.ndarray:
@@ -303,15 +353,18 @@ def run(key: jax.Array, config: NoisyArgmaxAuditConfig, *,
   reverse = _direction(keys["boot_rev"], c["sel_q"], c["eval_q"], c["sel_p"], c["eval_p"],
                        exact.reverse, dd_reverse, config)
   di = data_independent_rdp(config.histogram, config.neighbor, config.sigma, config.orders)
-  curves = {"exact": forward.exact, "two_cut": forward.two_cut, "k_cut": forward.k_cut,
+  upper = {"exact": forward.exact, "data_dependent": forward.data_dependent,
+           "data_independent": di}
+  epsilon, epsilon_order = epsilon_table(upper, config.orders, config.num_queries, config.delta)
+  audits = {"two_cut": forward.two_cut, "k_cut": forward.k_cut,
             "two_cut_bootstrap": forward.two_cut_bootstrap,
-            "k_cut_bootstrap": forward.k_cut_bootstrap,
-            "data_dependent": forward.data_dependent, "data_independent": di}
-  epsilon, epsilon_order = epsilon_table(curves, config.orders, config.num_queries, config.delta)
+            "k_cut_bootstrap": forward.k_cut_bootstrap}
+  through_thm1, _ = epsilon_table(audits, config.orders, config.num_queries, config.delta)
   return NoisyArgmaxAuditResult(
       config=config, forward=forward, reverse=reverse, data_independent_rdp=di,
       class_probabilities=np.asarray(accounting.noisy_argmax_class_probabilities(
           hist64, config.sigma)),
       class_probabilities_neighbor=np.asarray(accounting.noisy_argmax_class_probabilities(
           neigh64, config.sigma)),
-      counts=counts, epsilon=epsilon, epsilon_order=epsilon_order)
+      counts=counts, epsilon=epsilon, epsilon_order=epsilon_order,
+      audit_curves_through_thm1=through_thm1)

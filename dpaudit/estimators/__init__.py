@@ -18,21 +18,25 @@ from dpaudit.estimators.rdp import compose_rdp, rdp_to_epsilon
 from dpaudit.estimators.reconstruction import (leakage_bits, posterior_bound,
                                                reconstruction_leakage_bound,
                                                traditional_reconstruction_bound)
-from dpaudit.estimators.renyi_cuts import (binary_renyi_divergence, renyi_divergence,
+from dpaudit.estimators.renyi_cuts import (BootstrapBound, BootstrapWarning,
+                                           binary_renyi_divergence, renyi_divergence,
+                                           renyi_k_cut_bootstrap,
                                            renyi_k_cut_bootstrap_lower_bound,
                                            renyi_k_cut_lower_bound,
+                                           renyi_two_cut_bootstrap,
                                            renyi_two_cut_bootstrap_lower_bound,
                                            renyi_two_cut_lower_bound)
 
 __all__ = [
-    "Exposure", "binary_renyi_divergence", "binomial_cdf", "binomial_logpmf", "binomial_sf",
+    "BootstrapBound", "BootstrapWarning", "Exposure", "binary_renyi_divergence", "binomial_cdf", "binomial_logpmf", "binomial_sf",
     "clopper_pearson", "compose_rdp", "epsilon_from_error_counts", "epsilon_from_scores",
     "exposure_exact", "exposure_sampled",
     "goodman_intervals", "incomplete_beta_tails", "leakage_bits", "one_run_epsilon",
     "one_run_epsilon_ceiling", "one_run_epsilon_from_scores", "one_run_p_value",
     "panoramia_bounds", "posterior_bound", "precision_at_top", "rdp_to_epsilon",
-    "reconstruction_leakage_bound", "renyi_divergence", "renyi_k_cut_bootstrap_lower_bound",
-    "renyi_k_cut_lower_bound", "renyi_two_cut_bootstrap_lower_bound", "renyi_two_cut_lower_bound",
+    "reconstruction_leakage_bound", "renyi_divergence", "renyi_k_cut_bootstrap",
+    "renyi_k_cut_bootstrap_lower_bound",
+    "renyi_k_cut_lower_bound", "renyi_two_cut_bootstrap", "renyi_two_cut_bootstrap_lower_bound", "renyi_two_cut_lower_bound",
     "roc_auc", "roc_curve", "sison_glaz_intervals", "tpr_at_fpr",
     "traditional_reconstruction_bound",
 ]

@@ -384,6 +384,11 @@ class OneRunResult(NamedTuple):
     grid_correct: correct guesses at each grid point.
     grid_epsilon: lower bound at each grid point (at ``per_test_significance``).
     grid_epsilon_ceiling: :func:`one_run_epsilon_ceiling` at each grid point (same level).
+    grid_epsilon_ceiling_without_delta: the same with delta = 0: what the grid could certify
+      if the delta term cost nothing.
+    optimistic: True with ``correction="none"``: ``epsilon`` is then the best of several tests
+      each at ``significance``, chosen after seeing the outcome, and is NOT a valid
+      1 - significance lower bound (it reproduces the papers' numbers).
   """
   epsilon: jax.Array
   num_guesses: jax.Array
@@ -394,6 +399,19 @@ class OneRunResult(NamedTuple):
   grid_correct: jax.Array
   grid_epsilon: jax.Array
   grid_epsilon_ceiling: jax.Array
+  grid_epsilon_ceiling_without_delta: jax.Array
+  optimistic: bool = False
+
+  @property
+  def max_epsilon_ceiling(self) -> jax.Array:
+    """The largest epsilon this audit could have certified (every guess correct at the best
+    grid point), given m, delta and the per-test level: the power it has before any data."""
+    return jnp.max(self.grid_epsilon_ceiling)
+
+  @property
+  def max_epsilon_ceiling_without_delta(self) -> jax.Array:
+    """:attr:`max_epsilon_ceiling` with delta = 0; the gap is the power lost to delta."""
+    return jnp.max(self.grid_epsilon_ceiling_without_delta)
 
 
 def default_guess_grid(num_examples: int, size: int = DEFAULT_GRID_SIZE) -> np.ndarray:
@@ -490,9 +508,10 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   per_test = jnp.asarray(significance, dtype)
   if correction == "bonferroni":
     per_test = per_test / len(grid)
-  return _from_scores(jnp.asarray(scores), jnp.asarray(is_member), jnp.asarray(delta, dtype),
-                      per_test, grid=tuple(int(r) for r in grid), mode=mode,
-                      with_delta=not _delta_is_zero(delta))
+  out = _from_scores(jnp.asarray(scores), jnp.asarray(is_member), jnp.asarray(delta, dtype),
+                     per_test, grid=tuple(int(r) for r in grid), mode=mode,
+                     with_delta=not _delta_is_zero(delta))
+  return OneRunResult(*out, optimistic=correction == "none")
 
 
 @functools.partial(jax.jit, static_argnames=("grid", "mode", "with_delta"))
@@ -508,8 +527,10 @@ def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, wit
                                  jnp.concatenate([correct, grid_f]), delta, per_test),
                       with_delta=with_delta)
   grid_eps, grid_ceiling = both[:n], both[n:]
+  ceiling_without_delta = grid_ceiling
+  if with_delta:
+    ceiling_without_delta = _epsilon_jit(*_as_float(m, grid_f, grid_f, 0.0, per_test),
+                                         with_delta=False)
   best = jnp.argmax(grid_eps)
-  return OneRunResult(epsilon=grid_eps[best], num_guesses=grid_f[best],
-                      num_correct=correct[best], epsilon_ceiling=grid_ceiling[best],
-                      per_test_significance=per_test, grid=grid_f, grid_correct=correct,
-                      grid_epsilon=grid_eps, grid_epsilon_ceiling=grid_ceiling)
+  return (grid_eps[best], grid_f[best], correct[best], grid_ceiling[best], per_test, grid_f,
+          correct, grid_eps, grid_ceiling, ceiling_without_delta)

@@ -14,7 +14,9 @@ All bounds are stated for orders alpha > 1, broadcast over counts, and return
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+import warnings
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -193,20 +195,86 @@ def renyi_k_cut_lower_bound(counts_p, counts_q, orders, significance: float = 0.
   return renyi_divergence(p_lower, q_upper, orders)
 
 
-def _quantile_lower(samples, significance):
-  """Lower percentile-bootstrap bound along axis 0."""
-  return jnp.quantile(samples, significance, axis=0, method="lower")
+class BootstrapBound(NamedTuple):
+  """A percentile-bootstrap bound with the diagnostics that say whether to trust it.
+
+  Attributes:
+    lower_bound: the ``significance`` quantile of the resampled plug-in divergences. An
+      *asymptotic* lower bound only, never a finite-sample one.
+    plug_in: the plug-in divergence of the observed counts.
+    bias: mean of the resampled divergences minus ``plug_in``: the bootstrap's estimate of
+      the plug-in's upward bias.
+    spread: standard deviation of the resampled divergences.
+    smoothed: whether an outcome seen under P but never under Q had to be given half a count
+      (see :func:`renyi_k_cut_bootstrap`).
+    trusted: at least ``BOOTSTRAP_MIN_TRIALS`` trials under each distribution, ``plug_in``
+      at least ``BOOTSTRAP_MIN_SIGNAL`` times ``spread`` (the divergence is told apart from
+      0), and not ``smoothed``: the rule under which the coverage study of the README found
+      the bound within its significance.
+  """
+  lower_bound: jax.Array
+  plug_in: jax.Array
+  bias: jax.Array
+  spread: jax.Array
+  smoothed: jax.Array
+  trusted: jax.Array
 
 
-def renyi_two_cut_bootstrap_lower_bound(key: jax.Array, counts_p, trials_p, counts_q, trials_q,
-                                        orders, significance: float = 0.05,
-                                        num_bootstrap: int = 1000) -> jax.Array:
-  r"""Percentile-bootstrap lower bound on the 2-cut (App. C, "2-cut Bootstrap audit").
+# Measured by `python -m experiments.bootstrap_coverage` (README, "What each number means"):
+# below 1e5 trials per distribution, or with the plug-in divergence within 4 bootstrap standard
+# deviations of 0, the percentile bounds exceeded the exact divergence more often than their
+# significance allows (up to 34% of audits at nominal 5%; every audit at D = 0).
+BOOTSTRAP_MIN_TRIALS = 100_000
+BOOTSTRAP_MIN_SIGNAL = 4.0
 
-  Resamples the Bernoulli outcomes of both runs (equivalently :math:`k^* \sim
-  \mathrm{Bin}(n, \hat p)`), evaluates the plug-in 2-cut :func:`binary_renyi_divergence` on
-  each resample and returns its ``significance`` quantile. Asymptotically valid only away from
-  D = 0 (Table 2 of Chadha et al.); use :func:`renyi_two_cut_lower_bound` for a guarantee.
+
+class BootstrapWarning(UserWarning):
+  """A bootstrap bound was computed where it is not to be trusted."""
+
+
+def _summarise(values, plug_in, smoothed, trials, significance) -> BootstrapBound:
+  """Percentile bound and diagnostics from resampled values along axis 0; ``trials`` is the
+  smaller number of trials of the two samples (broadcasting with ``plug_in``)."""
+  lower = jnp.quantile(values, significance, axis=0, method="lower")
+  bias = jnp.mean(values, axis=0) - plug_in
+  spread = jnp.std(values, axis=0)
+  trusted = (jnp.logical_not(smoothed) & (trials >= BOOTSTRAP_MIN_TRIALS)
+             & (plug_in >= BOOTSTRAP_MIN_SIGNAL * spread) & (plug_in > 0.0))
+  return BootstrapBound(lower, plug_in, bias, spread, smoothed, trusted)
+
+
+def _warn_untrusted(name: str, result: BootstrapBound) -> None:
+  trusted = result.trusted
+  if isinstance(trusted, jax.core.Tracer):
+    return
+  untrusted = ~np.asarray(trusted, bool)
+  if np.any(untrusted):
+    warnings.warn(
+        f"{name}: {int(np.sum(untrusted))} of {untrusted.size} asymptotic bounds are not to be "
+        f"trusted (fewer than {BOOTSTRAP_MIN_TRIALS:,} trials, a divergence within "
+        f"{BOOTSTRAP_MIN_SIGNAL:g} bootstrap deviations of 0, or an outcome never seen under "
+        "Q); use the Clopper-Pearson 2-cut", BootstrapWarning, stacklevel=3)
+
+
+def _half_count_floor(probabilities, total):
+  """Probabilities under Q with zero cells raised to half a count, 1 / (2 n)."""
+  return jnp.maximum(probabilities, 0.5 / total)
+
+
+def renyi_two_cut_bootstrap(key: jax.Array, counts_p, trials_p, counts_q, trials_q, orders,
+                            significance: float = 0.05,
+                            num_bootstrap: int = 1000) -> BootstrapBound:
+  r"""Percentile-bootstrap bound on the 2-cut with its diagnostics (App. C, "2-cut Bootstrap
+  audit" of Chadha et al.).
+
+  Resamples the Bernoulli outcomes of both runs (:math:`k^* \sim \mathrm{Bin}(n, \hat p)`),
+  evaluates the plug-in 2-cut :func:`binary_renyi_divergence` on each resample and takes its
+  ``significance`` quantile. Only asymptotically valid: it exceeds the divergence more often
+  than ``significance`` near D = 0 and at small counts (Table 2 of Chadha et al.; the
+  README's coverage study), which ``trusted`` flags. An event never seen under Q (or always
+  seen) would make the plug-in infinite; the probabilities under Q are kept within
+  :math:`[1/(2n_Q), 1 - 1/(2n_Q)]` (half a count), so the result is finite, and such bounds
+  are flagged ``smoothed`` and not trusted.
   """
   _validate.check_significance(significance)
   _validate.check_counts("counts_p", counts_p, trials_p, "trials_p")
@@ -214,37 +282,107 @@ def renyi_two_cut_bootstrap_lower_bound(key: jax.Array, counts_p, trials_p, coun
   _validate.check_range("trials_p", trials_p, 1)
   _validate.check_range("trials_q", trials_q, 1)
   _validate.check_range("num_bootstrap", num_bootstrap, 1)
+  _orders_last(orders)
   counts_p, trials_p, counts_q, trials_q = jnp.broadcast_arrays(
       *(_float(v) for v in (counts_p, trials_p, counts_q, trials_q)))
+  return _two_cut_bootstrap(key, counts_p, trials_p, counts_q, trials_q, _float(orders),
+                            _float(significance), num_bootstrap)
+
+
+@functools.partial(jax.jit, static_argnames="num_bootstrap")
+def _two_cut_bootstrap(key, counts_p, trials_p, counts_q, trials_q, orders, significance,
+                       num_bootstrap):
   key_p, key_q = jax.random.split(key)
   shape = (num_bootstrap,) + counts_p.shape
+
+  def divergence(k_p, k_q):
+    q = jnp.clip(k_q / trials_q, 0.5 / trials_q, 1.0 - 0.5 / trials_q)
+    return binary_renyi_divergence(k_p / trials_p, q, orders)
+
   draws_p = jax.random.binomial(key_p, trials_p, counts_p / trials_p, shape)
   draws_q = jax.random.binomial(key_q, trials_q, counts_q / trials_q, shape)
-  values = binary_renyi_divergence(draws_p / trials_p, draws_q / trials_q, orders)
-  return _quantile_lower(values, significance)
+  smoothed = jnp.logical_or(counts_q <= 0.0, counts_q >= trials_q)
+  trials = jnp.minimum(trials_p, trials_q)
+  if orders.ndim:
+    smoothed, trials = smoothed[..., None], trials[..., None]
+  return _summarise(divergence(draws_p, draws_q), divergence(counts_p, counts_q), smoothed,
+                    trials, significance)
 
 
-def renyi_k_cut_bootstrap_lower_bound(key: jax.Array, counts_p, counts_q, orders,
-                                      significance: float = 0.05,
-                                      num_bootstrap: int = 1000) -> jax.Array:
-  r"""Percentile-bootstrap lower bound on the k-cut (App. C, "k-cut Bootstrap audit").
+def renyi_two_cut_bootstrap_lower_bound(key: jax.Array, counts_p, trials_p, counts_q, trials_q,
+                                        orders, significance: float = 0.05,
+                                        num_bootstrap: int = 1000) -> jax.Array:
+  r"""Percentile-bootstrap *asymptotic* lower bound on the 2-cut (App. C of Chadha et al.).
+
+  The ``lower_bound`` of :func:`renyi_two_cut_bootstrap`: finite for all counts, and a
+  one-line :class:`BootstrapWarning` when some bound is not ``trusted`` (too few trials for the
+  asymptotics, or an event never seen under Q). Use :func:`renyi_two_cut_lower_bound` for a
+  finite-sample guarantee.
+  """
+  result = renyi_two_cut_bootstrap(key, counts_p, trials_p, counts_q, trials_q, orders,
+                                   significance, num_bootstrap)
+  _warn_untrusted("renyi_two_cut_bootstrap_lower_bound", result)
+  return result.lower_bound
+
+
+def renyi_k_cut_bootstrap(key: jax.Array, counts_p, counts_q, orders,
+                          significance: float = 0.05,
+                          num_bootstrap: int = 1000) -> BootstrapBound:
+  r"""Percentile-bootstrap bound on the k-cut with its diagnostics (App. C, "k-cut Bootstrap
+  audit" of Chadha et al.).
 
   Resamples both count vectors from their empirical multinomials, evaluates the plug-in
-  divergence :func:`renyi_divergence` of each pair and returns its ``significance`` quantile.
-  Not valid at D = 0 nor for tiny divergences (Table 2 of Chadha et al.).
+  divergence :func:`renyi_divergence` of each pair and takes its ``significance`` quantile.
+  Only asymptotically valid: not at D = 0, not for small divergences or small counts (Table 2
+  of Chadha et al.; the README's coverage study), which ``trusted`` flags. A cell with counts
+  under P but none under Q would make the plug-in infinite; such cells get half a count under
+  Q, :math:`\hat q_i = 1/(2 n_Q)`, so the result is finite, and the bound is flagged
+  ``smoothed`` and not trusted.
   """
   _validate.check_significance(significance)
   _validate.check_counts("counts_p", counts_p)
   _validate.check_counts("counts_q", counts_q)
   _validate.check_range("num_bootstrap", num_bootstrap, 1)
-  counts_p, counts_q = _float(counts_p), _float(counts_q)
-  key_p, key_q = jax.random.split(key)
-  def resample(key, counts):
-    total = jnp.sum(counts, axis=-1, keepdims=True)
-    probs = jnp.broadcast_to(counts / total, (num_bootstrap,) + counts.shape)
-    draws = jax.random.multinomial(key, total[..., 0], probs, dtype=counts.dtype)
-    return draws / total
+  cells_p, cells_q = np.shape(counts_p)[-1:], np.shape(counts_q)[-1:]
+  if cells_p != cells_q:
+    raise ValueError(f"counts_p has {cells_p[0] if cells_p else 0} cells but counts_q has "
+                     f"{cells_q[0] if cells_q else 0}; the partitions must match")
+  _orders_last(orders)
+  return _k_cut_bootstrap(key, _float(counts_p), _float(counts_q), _float(orders),
+                          _float(significance), num_bootstrap)
 
-  p = resample(key_p, counts_p)
-  q = resample(key_q, counts_q)
-  return _quantile_lower(renyi_divergence(p, q, orders), significance)
+
+@functools.partial(jax.jit, static_argnames="num_bootstrap")
+def _k_cut_bootstrap(key, counts_p, counts_q, orders, significance, num_bootstrap):
+  counts_p, counts_q = jnp.broadcast_arrays(counts_p, counts_q)
+  total_p = jnp.sum(counts_p, axis=-1, keepdims=True)
+  total_q = jnp.sum(counts_q, axis=-1, keepdims=True)
+  key_p, key_q = jax.random.split(key)
+
+  def resample(key, counts, total):
+    probs = jnp.broadcast_to(counts / total, (num_bootstrap,) + counts.shape)
+    return jax.random.multinomial(key, total[..., 0], probs, dtype=counts.dtype)
+
+  def divergence(k_p, k_q):
+    return renyi_divergence(k_p / total_p, _half_count_floor(k_q / total_q, total_q), orders)
+
+  values = divergence(resample(key_p, counts_p, total_p), resample(key_q, counts_q, total_q))
+  smoothed = jnp.any(jnp.logical_and(counts_p > 0.0, counts_q <= 0.0), axis=-1)
+  trials = jnp.minimum(total_p, total_q)[..., 0]
+  if orders.ndim:
+    smoothed, trials = smoothed[..., None], trials[..., None]
+  return _summarise(values, divergence(counts_p, counts_q), smoothed, trials, significance)
+
+
+def renyi_k_cut_bootstrap_lower_bound(key: jax.Array, counts_p, counts_q, orders,
+                                      significance: float = 0.05,
+                                      num_bootstrap: int = 1000) -> jax.Array:
+  r"""Percentile-bootstrap *asymptotic* lower bound on the k-cut (App. C of Chadha et al.).
+
+  The ``lower_bound`` of :func:`renyi_k_cut_bootstrap`: finite for all counts, and a one-line
+  :class:`BootstrapWarning` when some bound is not ``trusted``. Use
+  :func:`renyi_k_cut_lower_bound` or the 2-cut for bounds with stated coverage.
+  """
+  result = renyi_k_cut_bootstrap(key, counts_p, counts_q, orders, significance, num_bootstrap)
+  _warn_untrusted("renyi_k_cut_bootstrap_lower_bound", result)
+  return result.lower_bound

@@ -41,11 +41,30 @@ def test_result_to_dict_is_json_ready(small_result):
   d = small_result.to_dict()
   for key in ("orders", "exact_renyi", "exact_renyi_reverse", "two_cut_lower_bound",
               "k_cut_lower_bound", "data_independent_rdp", "data_dependent_rdp", "num_trials",
-              "config", "epsilon"):
+              "config", "epsilon_upper_bound", "audit_curves_through_thm1",
+              "two_cut_bootstrap_asymptotic", "k_cut_bootstrap_trusted", "meaning", "warnings"):
     assert key in d
   json.dumps(d, allow_nan=False)
   assert d["num_trials"] == 400_000 and len(d["two_cut_lower_bound"]) == len(ORDERS)
-  assert d["epsilon"]["two_cut"] <= d["epsilon"]["exact"] + 1e-9
+  assert d["audit_curves_through_thm1"]["two_cut"] <= d["epsilon_upper_bound"]["exact"] + 1e-9
+  # Nothing asymptotic or converted by an upper-bound rule is keyed as a lower bound, and every
+  # reported quantity says what it is.
+  assert not any("bootstrap" in key and "lower_bound" in key for key in d)
+  assert set(d["epsilon_upper_bound"]) == {"exact", "data_dependent", "data_independent"}
+  assert "NOT a lower bound" in d["meaning"]["audit_curves_through_thm1"]
+  assert "asymptotic" in d["meaning"]["k_cut_bootstrap_asymptotic"]
+
+
+def test_untrusted_bootstraps_are_flagged_and_warned():
+  """At 400,000 trials (200,000 per half) the bootstraps are trusted where the divergence is
+  told apart from 0; at D = 0 never, and the result says so in one line per direction."""
+  config = audit.NoisyArgmaxAuditConfig(histogram=H, neighbor=H, num_trials=400_000,
+                                        orders=ORDERS, num_bootstrap=50)
+  r = audit.run(jax.random.key(3), config)
+  assert not np.any(r.forward.k_cut_bootstrap_trusted)
+  assert not np.any(r.forward.two_cut_bootstrap_trusted)
+  assert any(line.startswith("k_cut_bootstrap (forward)") for line in r.warnings)
+  assert all("\n" not in line for line in r.warnings)
 
 
 def test_identical_histograms_give_zero():

@@ -1,5 +1,7 @@
 """Renyi 2-cut and k-cut lower bounds: references, brute force, coverage, limits."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import mpmath
@@ -165,3 +167,43 @@ def test_infinite_orders_are_rejected():
     renyi_cuts.renyi_two_cut_lower_bound(600, 1000, 400, 1000, np.inf)
   with pytest.raises(ValueError, match="orders=inf"):
     renyi_cuts.renyi_k_cut_lower_bound([600, 400], [400, 600], [2.0, np.inf])
+
+
+# ------------------------------------------------------------------ bootstrap: finite, flagged
+def test_k_cut_bootstrap_is_finite_and_warns_for_an_empty_cell():
+  """Issue 12: a few counts under P and none under Q gave +inf; now half a count under Q."""
+  key = jax.random.key(0)
+  with pytest.warns(renyi_cuts.BootstrapWarning, match="not to be trusted") as record:
+    bound = renyi_cuts.renyi_k_cut_bootstrap_lower_bound(
+        key, [5000, 3000, 1990, 5, 5], [5000, 3000, 1995, 5, 0], [2.0, 4.0, 8.0])
+  assert len(record) == 1 and "\n" not in str(record[0].message)
+  assert np.all(np.isfinite(np.asarray(bound))) and np.all(np.asarray(bound) >= 0.0)
+  full = renyi_cuts.renyi_k_cut_bootstrap(key, [5000, 3000, 1990, 5, 5],
+                                          [5000, 3000, 1995, 5, 0], [2.0, 4.0, 8.0])
+  assert np.all(np.asarray(full.smoothed)) and not np.any(np.asarray(full.trusted))
+  # The plug-in uses q = 0.5 / n for the empty cell: check it against the formula.
+  p = np.array([5000, 3000, 1990, 5, 5]) / 10000
+  q = np.maximum(np.array([5000, 3000, 1995, 5, 0]) / 10000, 0.5 / 10000)
+  expected = np.log(np.sum(p ** 2.0 * q ** -1.0)) / 1.0
+  np.testing.assert_allclose(np.asarray(full.plug_in)[0], expected, rtol=1e-12)
+
+
+def test_two_cut_bootstrap_is_finite_for_an_event_never_seen_under_q():
+  key = jax.random.key(1)
+  with pytest.warns(renyi_cuts.BootstrapWarning):
+    bound = renyi_cuts.renyi_two_cut_bootstrap_lower_bound(key, 5, 100, 0, 100, ORDERS)
+  assert np.all(np.isfinite(np.asarray(bound)))
+
+
+def test_bootstrap_trusted_only_with_enough_trials_and_signal():
+  key = jax.random.key(2)
+  n = 10**6
+  big = renyi_cuts.renyi_two_cut_bootstrap(key, 3 * n // 10, n, 2 * n // 10, n, ORDERS)
+  assert np.all(np.asarray(big.trusted))
+  small = renyi_cuts.renyi_two_cut_bootstrap(key, 300, 1000, 200, 1000, ORDERS)
+  assert not np.any(np.asarray(small.trusted))  # below BOOTSTRAP_MIN_TRIALS
+  zero = renyi_cuts.renyi_two_cut_bootstrap(key, n // 5, n, n // 5, n, ORDERS)
+  assert not np.any(np.asarray(zero.trusted))  # D = 0: the plug-in is within its noise
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    renyi_cuts.renyi_two_cut_bootstrap_lower_bound(key, 3 * n // 10, n, 2 * n // 10, n, ORDERS)
