@@ -247,7 +247,9 @@ def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, wi
   # first two steps evaluate the ends, so the p-value is compiled once.
   log_sig = jnp.log(sig)
   tol = _tolerance(r.dtype)
-  ceiling = _epsilon_ceiling(r, v, sig)
+  # The delta term only raises p, so the delta-free bound (one Clopper-Pearson limit) is an
+  # upper end of the bracket, and usually a close one: Newton then needs a few steps.
+  ceiling = jnp.minimum(_epsilon_ceiling(r, v, sig), _delta_free_epsilon(r, v, sig))
 
   def open_(lo, hi):
     return hi - lo > tol * jnp.maximum(hi, 1.0)

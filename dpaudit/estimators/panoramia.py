@@ -82,12 +82,16 @@ class PanoramiaBounds(NamedTuple):
       threshold).
     mia: :class:`ThresholdCurve` of the MIA scores (``lower_bound`` is {c+eps}_lb per
       threshold).
+    optimistic: True with ``correction="none"``: the maxima over thresholds were taken after
+      testing each at the full level, so c_lb and {c+eps}_lb are NOT valid 1 - beta lower
+      bounds (the paper's numbers).
   """
   c_lb: jax.Array
   c_plus_eps_lb: jax.Array
   eps_tilde: jax.Array
   baseline: ThresholdCurve
   mia: ThresholdCurve
+  optimistic: bool = False
 
   @property
   def c_lb_per_threshold(self) -> jax.Array:
@@ -234,6 +238,7 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
       raise ValueError(f"is_member must be boolean or 0/1, got values {np.unique(values)[:5]!r}")
   dtype = _float_dtype()
   scores = jnp.stack([jnp.asarray(baseline_scores, dtype), jnp.asarray(mia_scores, dtype)])
-  return _panoramia(scores, jnp.asarray(is_member, dtype), jnp.asarray(significance, dtype),
-                    jnp.asarray(correction == "bonferroni"),
-                    jnp.asarray(min_predictions, dtype), tail=tail)
+  out = _panoramia(scores, jnp.asarray(is_member, dtype), jnp.asarray(significance, dtype),
+                   jnp.asarray(correction == "bonferroni"),
+                   jnp.asarray(min_predictions, dtype), tail=tail)
+  return out._replace(optimistic=correction == "none")

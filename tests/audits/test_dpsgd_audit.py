@@ -345,3 +345,26 @@ def test_uniaud_plus_needs_images_that_fit_the_patch(digits):
                 patch_size=9, hidden_sizes=(4,))
   with pytest.raises(ValueError, match="patch_size"):
     audit.run(jax.random.key(0), big, digits)
+
+
+# ------------------------------------------------------------------------ what results say
+def _bare_result(**overrides):
+  fields = dict(game="one_run", canary="gaussian", adjacency="add_or_remove",
+                epsilon_lower_bound=0.0, epsilon_ceiling=1.0, epsilon_theory=1.0,
+                epsilon_theory_pld=1.0, noise_multiplier=1.0, sampling_rate=0.1, num_steps=10,
+                num_training_examples=100, test_accuracy=0.5, num_observations=1000,
+                details={"max_epsilon_ceiling": 5.0, "max_epsilon_ceiling_without_delta": 5.05},
+                wall_time_s=0.0)
+  fields.update(overrides)
+  return audit.DPSGDAuditResult(**fields)
+
+
+def test_results_say_when_the_bound_is_optimistic_or_weakened_by_delta():
+  assert _bare_result().warnings == []
+  optimistic = _bare_result(optimistic=True)
+  assert optimistic.to_dict()["optimistic"] is True
+  assert any("optimistic" in line for line in optimistic.to_dict()["warnings"])
+  vacuous = _bare_result(details={"max_epsilon_ceiling": 0.0,
+                                  "max_epsilon_ceiling_without_delta": 5.05})
+  (line,) = vacuous.warnings
+  assert "vacuous" in line and "num_canaries * delta <= 0.01" in line
