@@ -9,6 +9,7 @@ significance allows). Tiny configurations keep the module around a minute on two
 import dataclasses
 import json
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -186,6 +187,54 @@ def test_repeated_one_run_dirac_rarely_exceeds_theory(digits):
   assert np.mean(scores[members]) > np.mean(scores[~members])
   # Measured: nine bounds of 0 and one of 0.065, against epsilon_theory = 2.0.
   assert np.sum(bounds > plan.epsilon_rdp) <= 1, (bounds, plan.epsilon_rdp)
+
+
+SIGNIFICANCE_FACTOR = float(os.environ.get("DPAUDIT_COVERAGE_SIGNIFICANCE_FACTOR", "1"))
+
+
+def _randomized_response_scores(rng, m, epsilon):
+  """Scores whose symmetric guesses are each right with probability e^eps / (1 + e^eps),
+  independently: an eps-DP release of each membership bit (randomized response), so the true
+  epsilon is known and the one-run bound is nearly tight."""
+  member = rng.random(m) < 0.5
+  right = rng.random(m) < math.exp(epsilon) / (1.0 + math.exp(epsilon))
+  return np.where(right, member, ~member) + 1e-3 * rng.random(m), member
+
+
+def test_one_run_game_handles_significance_on_a_known_epsilon():
+  """The game's own bound function (``_one_run_bound``) on scores with a known epsilon = 1.
+
+  Deterministic part: the reported bound is the best grid bound at ``significance / len(grid)``,
+  recomputed here from the correct-guess counts (a factor-2 error in the level fails it).
+  Coverage: the bound is far from 0 (mean 0.8 of the truth) and exceeds the truth in at most
+  beta of 300 runs (measured 0.9%); the negative control, the uncorrected maximum, exceeds it in
+  about a quarter (measured 26%), so the test sees the difference the correction makes."""
+  epsilon, m, reps, beta, delta = 1.0, 1000, 300, 0.05, 1e-6
+  rng = np.random.default_rng(0)
+  runs = [_randomized_response_scores(rng, m, epsilon) for _ in range(reps)]
+  limit = beta + 3.0 * math.sqrt(beta * (1.0 - beta) / reps)
+  rates = {}
+  for correction in ("bonferroni", "none"):
+    config = _config(game="one_run", canary="gaussian", num_canaries=m, delta=delta,
+                     significance=beta * SIGNIFICANCE_FACTOR, correction=correction)
+    bounds = []
+    for i, (scores, member) in enumerate(runs):
+      bound, _, details = audit._one_run_bound(scores, member, config)
+      bounds.append(bound)
+      if correction == "bonferroni" and i < 3:
+        grid = np.asarray(details["grid"])
+        level = beta / len(grid)
+        np.testing.assert_allclose(details["per_test_significance"], level, rtol=1e-12)
+        result = estimators.one_run_epsilon_from_scores(scores, member, delta, beta)
+        expected = np.max(np.asarray(estimators.one_run_epsilon(
+            m, grid, np.asarray(result.grid_correct), delta, level)))
+        np.testing.assert_allclose(bound, expected, rtol=1e-9, atol=1e-12)
+    bounds = np.asarray(bounds)
+    rates[correction] = float(np.mean(bounds > epsilon))
+    if correction == "bonferroni":
+      assert np.mean(bounds) > 0.5 * epsilon
+  assert rates["bonferroni"] <= limit, rates
+  assert rates["none"] > limit, rates  # negative control
 
 
 # ------------------------------------------------------------------------------ result fields
