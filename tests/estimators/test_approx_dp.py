@@ -114,7 +114,12 @@ def _gaussian_epsilon(mu, delta):
 
 @pytest.mark.parametrize("method", ["split", "bonferroni"])
 def test_validity_on_gaussian_mechanism(method):
-  """The lower bound exceeds the true epsilon in at most ~significance of repetitions."""
+  """The lower bound exceeds the true epsilon in at most ~significance of repetitions.
+
+  A smoke test: the true violation rate is far below the limit (it would pass with the
+  threshold chosen on the evaluation data, too). tests/estimators/test_coverage.py checks
+  the split method at its exact size, and that the in-sample choice fails.
+  """
   mu, delta, beta, n, reps = 1.0, 1e-3, 0.1, 300, 150
   truth = _gaussian_epsilon(mu, delta)
   keys = jax.random.split(jax.random.key(3), reps)

@@ -99,17 +99,31 @@ def test_sampled_rank_estimate_within_binomial_tolerance():
   np.testing.assert_array_equal(got.count, [np.sum(samples >= c) for c in canaries])
 
 
+def _miss_probability(fraction, m, beta):
+  """Exact Pr[lower_bound > exposure] = Pr[Clopper-Pearson upper limit < rank / |R|] for c ~
+  Bin(m, fraction), summed over the counts with scipy."""
+  c = np.arange(m + 1)
+  upper = np.where(c < m, stats.beta.isf(beta, c + 1, np.maximum(m - c, 1)), 1.0)
+  return float(np.sum(stats.binom.pmf(c, m, fraction)[upper < fraction]))
+
+
 def test_lower_bound_coverage():
+  """Each canary's miss rate over 2000 sample sets is within 4 binomial standard errors of its
+  exact miss probability, itself <= beta (tests/estimators/test_coverage.py has the check at a
+  size close to beta that fails at twice the significance)."""
   space = _space()
-  seeds, m, beta = 50, 2000, 0.05
+  seeds, m, beta = 2000, 2000, 0.05
   rng = np.random.default_rng(2)
   samples = space[rng.integers(0, space.size, size=(seeds, m))]
   canaries = _moderate_canaries(space)
   exact = np.asarray(ex.exposure_exact(canaries, space))
   got = ex.exposure_sampled(canaries[:, None], samples[None, :, :], significance=beta)
   assert got.lower_bound.shape == (len(canaries), seeds)
-  covered = np.asarray(got.lower_bound) <= exact[:, None]
-  assert np.mean(covered) >= 0.9
+  missed = np.mean(np.asarray(got.lower_bound) > exact[:, None], axis=1)
+  for canary, rate in zip(canaries, missed):
+    probability = _miss_probability(float(np.mean(space >= canary)), m, beta)
+    assert probability <= beta
+    assert abs(rate - probability) <= 4 * math.sqrt(probability * (1 - probability) / seeds)
   # not vacuous: within a few binomial standard deviations of the exact value
   assert np.all(np.asarray(got.lower_bound) >= exact[:, None] - 1.0)
 
