@@ -207,9 +207,10 @@ def test_one_run_game_handles_significance_on_a_known_epsilon():
   Deterministic part: the reported bound is the best grid bound at ``significance / len(grid)``,
   recomputed here from the correct-guess counts (a factor-2 error in the level fails it).
   Coverage: the bound is far from 0 (mean 0.8 of the truth) and exceeds the truth in at most
-  beta of 300 runs (measured 0.9%); the negative control, the uncorrected maximum, exceeds it in
-  about a quarter (measured 26%), so the test sees the difference the correction makes."""
-  epsilon, m, reps, beta, delta = 1.0, 1000, 300, 0.05, 1e-6
+  beta of 150 runs (measured 0.9% over 1,000); the negative control, the uncorrected maximum,
+  exceeds it in about a quarter (measured 26%), so the test sees the difference the correction
+  makes."""
+  epsilon, m, reps, beta, delta = 1.0, 1000, 150, 0.05, 1e-6
   rng = np.random.default_rng(0)
   runs = [_randomized_response_scores(rng, m, epsilon) for _ in range(reps)]
   limit = beta + 3.0 * math.sqrt(beta * (1.0 - beta) / reps)

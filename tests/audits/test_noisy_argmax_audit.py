@@ -102,8 +102,9 @@ def test_two_cut_coverage_against_exact_divergence():
   draw = lambda k, probs: jax.random.multinomial(k, half, jnp.broadcast_to(probs, (reps, 5)))
   sel_p, eval_p, sel_q, eval_q = (draw(keys[0], p), draw(keys[1], p), draw(keys[2], q),
                                   draw(keys[3], q))
-  bounds = np.asarray(jax.vmap(lambda a, b, c, d: _two_cut_pipeline(a, b, c, d, orders, beta))(
-      sel_p, eval_p, sel_q, eval_q))
+  bounds = np.asarray(jax.jit(jax.vmap(
+      lambda a, b, c, d: _two_cut_pipeline(a, b, c, d, orders, beta)))(sel_p, eval_p, sel_q,
+                                                                        eval_q))
   violations = np.mean(bounds > exact, axis=0)
   # The exact divergence is above the chosen set's 2-cut, so the sharp limit of the chosen-set
   # test below applies here too.
@@ -111,7 +112,8 @@ def test_two_cut_coverage_against_exact_divergence():
   assert np.mean(bounds[:, 1]) > 0.2 * exact[1]  # and the audit has power
   # Negative control: choosing the set and estimating on the same data, without confidence
   # intervals, overshoots the set's true 2-cut often; the harness can detect invalid audits.
-  sets = jax.vmap(lambda a, c: audit.select_two_cut_sets(a, c, orders, beta))(sel_p, sel_q)
+  sets = jax.jit(jax.vmap(lambda a, c: audit.select_two_cut_sets(a, c, orders, beta)))(sel_p,
+                                                                                       sel_q)
   frac_p = np.einsum("roc,rc->ro", np.asarray(sets, float), np.asarray(sel_p)) / half
   frac_q = np.einsum("roc,rc->ro", np.asarray(sets, float), np.asarray(sel_q)) / half
   true_p = np.einsum("roc,c->ro", np.asarray(sets, float), np.asarray(p))
@@ -125,7 +127,7 @@ def test_two_cut_coverage_against_exact_divergence():
 SIGNIFICANCE_FACTOR = float(os.environ.get("DPAUDIT_COVERAGE_SIGNIFICANCE_FACTOR", "1"))
 
 
-def _chosen_set_violations(beta, reps=4000, half=20_000, big=10**9, seed=5):
+def _chosen_set_violations(beta, reps=2000, half=20_000, big=10**9, seed=5):
   """Violation rates per order of the audit's 2-cut path against the true 2-cut divergence of
   the set it chose, with the neighbour's evaluation sample so large (1e9 trials) that its
   limit is exact: then a violation is (almost) exactly the event that the lower
@@ -147,10 +149,10 @@ def _chosen_set_violations(beta, reps=4000, half=20_000, big=10**9, seed=5):
     truth = jnp.diagonal(renyi_cuts.binary_renyi_divergence(chosen @ p, chosen @ q, orders))
     return bound > truth * (1.0 + 1e-9)
 
-  return np.mean(np.asarray(jax.vmap(one)(sel_p, eval_p, sel_q, eval_q)), axis=0)
+  return np.mean(np.asarray(jax.jit(jax.vmap(one))(sel_p, eval_p, sel_q, eval_q)), axis=0)
 
 
-def _sharp_limit(beta, reps=4000):
+def _sharp_limit(beta, reps=2000):
   rate = (1.0 - np.sqrt(1.0 - beta)) / 2.0
   return rate + 3.0 * np.sqrt(rate * (1.0 - rate) / reps)
 
@@ -167,7 +169,7 @@ def test_two_cut_coverage_is_sharp_for_the_chosen_set():
 
 def test_two_cut_coverage_check_catches_a_doubled_significance():
   """Negative control: the same check on the audit run at twice the level must fail."""
-  violations = _chosen_set_violations(0.2)
+  violations = _chosen_set_violations(0.2, reps=1000)
   assert np.all(violations > _sharp_limit(0.1)), violations
 
 
