@@ -196,10 +196,15 @@ def table(cells) -> str:
       lines.append(f"{head}  skipped: {cell['reason']}")
       continue
     r = cell["result"]
-    lines.append(f"{head} {_num(r['epsilon_lower_bound'])} {_num(r['epsilon_ceiling'])} "
+    lines.append(f"{head} {_num(_eps_l(r))} {_num(r['epsilon_ceiling'])} "
                  f"{_num(r['epsilon_theory'], 10)} {_num(r['test_accuracy'], 8, 3)} "
                  f"{_num(r['noise_multiplier'])} {r['num_steps']:6d}")
   return "\n".join(lines)
+
+
+def _eps_l(result: dict):
+  """The cell's bound: ``epsilon_lower_bound``, or the optimistic figure of correction=none."""
+  return result.get("epsilon_lower_bound", result.get("epsilon_optimistic"))
 
 
 def plot(cells, path: str) -> None:
@@ -221,11 +226,11 @@ def plot(cells, path: str) -> None:
     xs = [c["config"]["epsilon"] if math.isfinite(c["config"]["epsilon"]) else inf_x
           for c in members]
     label = f"{key[0]}:{key[1]}" + (f", m={key[2]}" if key[2] else "")
-    ax_eps.plot(xs, [c["result"]["epsilon_lower_bound"] for c in members], "o-", color=f"C{i}",
+    ax_eps.plot(xs, [_eps_l(c["result"]) for c in members], "o-", color=f"C{i}",
                 label=label)
     ax_eps.plot(xs, [c["result"]["epsilon_ceiling"] for c in members], ":", color=f"C{i}")
     ax_acc.plot([c["result"]["test_accuracy"] for c in members],
-                [c["result"]["epsilon_lower_bound"] for c in members], "o", color=f"C{i}",
+                [_eps_l(c["result"]) for c in members], "o", color=f"C{i}",
                 label=label)
   if finite:
     ax_eps.plot(finite, finite, "k--", label="theory (target eps)")
@@ -281,7 +286,7 @@ def main(argv):
       summary = ""
       if cell["status"] == "done":
         r = cell["result"]
-        summary = (f"eps_L={_num(r['epsilon_lower_bound'], 0, 3)} "
+        summary = (f"eps_L{'*' if r.get('optimistic') else ''}={_num(_eps_l(r), 0, 3)} "
                    f"eps_O={_num(r['epsilon_ceiling'], 0, 3)} "
                    f"eps={_num(r['epsilon_theory'], 0, 3)} "
                    f"acc={_num(r['test_accuracy'], 0, 3)} ({r['wall_time_s']:.1f} s)")

@@ -222,7 +222,11 @@ class DPSGDAuditResult:
     return out
 
   def to_dict(self) -> dict:
+    """Plain values; an optimistic figure is keyed ``epsilon_optimistic``, never
+    ``epsilon_lower_bound``, so that no one reads it as a valid bound."""
     out = to_plain(dataclasses.asdict(self))
+    if self.optimistic:
+      out["epsilon_optimistic"] = out.pop("epsilon_lower_bound")
     out["warnings"] = self.warnings
     return out
 

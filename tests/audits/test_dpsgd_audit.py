@@ -412,8 +412,11 @@ def _bare_result(**overrides):
 def test_results_say_when_the_bound_is_optimistic_or_weakened_by_delta():
   assert _bare_result().warnings == []
   optimistic = _bare_result(optimistic=True)
-  assert optimistic.to_dict()["optimistic"] is True
-  assert any("optimistic" in line for line in optimistic.to_dict()["warnings"])
+  record = optimistic.to_dict()
+  assert record["optimistic"] is True and "epsilon_lower_bound" not in record
+  assert record["epsilon_optimistic"] == 0.0  # never keyed as a lower bound
+  assert any("optimistic" in line for line in record["warnings"])
+  assert "epsilon_lower_bound" in _bare_result().to_dict()
   vacuous = _bare_result(details={"max_epsilon_ceiling": 0.0,
                                   "max_epsilon_ceiling_without_delta": 5.05})
   (line,) = vacuous.warnings

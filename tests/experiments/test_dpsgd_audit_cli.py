@@ -80,3 +80,22 @@ def test_bad_flags_give_one_line_errors(tmp_path, data_dir, flag, message):
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], out.stderr
+
+
+def test_table_shows_an_optimistic_cell_by_its_own_key():
+  """correction=none cells carry ``epsilon_optimistic`` (not ``epsilon_lower_bound``); the
+  table, summary and plot read either."""
+  sys.path.insert(0, ROOT)
+  from experiments import dpsgd_audit
+  result = {"epsilon_optimistic": 1.25, "epsilon_ceiling": 3.0, "epsilon_theory": 4.0,
+            "test_accuracy": 0.9, "noise_multiplier": 1.1, "num_steps": 10,
+            "optimistic": True}
+  cell = {"status": "done", "config": {"game": "one_run", "canary": "gaussian", "epsilon": 4.0,
+                                       "num_canaries": 100, "tag_weight": 1.0},
+          "result": result}
+  assert _first_row(dpsgd_audit.table([cell])).split()[4] == "1.25"
+  assert dpsgd_audit._eps_l(result) == 1.25
+
+
+def _first_row(table: str) -> str:
+  return table.splitlines()[1]
