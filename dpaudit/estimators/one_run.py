@@ -247,9 +247,7 @@ def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, wi
   # first two steps evaluate the ends, so the p-value is compiled once.
   log_sig = jnp.log(sig)
   tol = _tolerance(r.dtype)
-  # The delta term only raises p, so the delta-free bound (one Clopper-Pearson limit) is an
-  # upper end of the bracket, and usually a close one: Newton then needs a few steps.
-  ceiling = jnp.minimum(_epsilon_ceiling(r, v, sig), _delta_free_epsilon(r, v, sig))
+  ceiling = _epsilon_ceiling(r, v, sig)
 
   def open_(lo, hi):
     return hi - lo > tol * jnp.maximum(hi, 1.0)
@@ -529,10 +527,10 @@ def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, wit
                                  jnp.concatenate([correct, grid_f]), delta, per_test),
                       with_delta=with_delta)
   grid_eps, grid_ceiling = both[:n], both[n:]
+  # With delta = 0 and every guess right, Pr[W >= r] = q^r: the ceiling is logit(beta^(1/r)).
   ceiling_without_delta = grid_ceiling
   if with_delta:
-    ceiling_without_delta = _epsilon_jit(*_as_float(m, grid_f, grid_f, 0.0, per_test),
-                                         with_delta=False)
+    ceiling_without_delta = _epsilon_ceiling(grid_f, grid_f, per_test)
   best = jnp.argmax(grid_eps)
   return (grid_eps[best], grid_f[best], correct[best], grid_ceiling[best], per_test, grid_f,
           correct, grid_eps, grid_ceiling, ceiling_without_delta)

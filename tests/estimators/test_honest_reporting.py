@@ -42,8 +42,8 @@ def test_one_run_reports_the_ceiling_lost_to_delta():
 
 
 def test_one_run_with_delta_matches_the_bracketed_search():
-  """The delta > 0 search now starts from the delta-free bound: same answer as the p-value
-  crossing found by bisection on one_run_p_value."""
+  """The delta > 0 search agrees with the p-value crossing found by bisection on
+  one_run_p_value."""
   m, r, v, delta, beta = 1000, 200, 170, 1e-5, 0.05
   bound = float(estimators.one_run_epsilon(m, r, v, delta, beta))
   lo, hi = 0.0, 10.0
