@@ -198,11 +198,11 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   limits. So for a block of 64 consecutive thresholds, the bound at (first false-positive count,
   last false-negative count) is at least every bound in the block, and the bound at the block's
   first threshold is attained. The first steps of one loop solve those three limits of every
-  block (up to 16,384 limits per step), and every threshold of the block that a normal
-  approximation of the limits puts first; only other blocks whose ceiling reaches the best
-  attained bound can hold the maximum, and the next steps solve their thresholds (for a million
-  scores per list, about 3% of the 4 million limits a full sweep needs; for ten thousand, usually
-  none, so one solve suffices). One loop holds every solve, so the solver is compiled once.
+  block (up to 16,384 limits per step), and the two of the threshold that a normal
+  approximation of the limits puts first; only blocks whose ceiling reaches the best attained
+  bound can hold the maximum, and the next steps solve their thresholds (for a million scores per
+  list, about 3% of the 4 million limits a full sweep needs). One loop holds every solve, so the
+  solver is compiled once.
 
   ``evaluation = (fp_eval, fn_eval, n_out_eval, n_in_eval)``, functions of a threshold position
   giving the error counts of the evaluation half there (the split method), has the bound on the
@@ -220,26 +220,13 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   # A likely maximiser from the normal approximation of the limits (cheap, not trusted): its
   # exact bound joins the attained ones and usually rules out most blocks.
   guess = _approximate_best(counts, n_out, n_in, delta, log_tail)
-  guess_block = (guess // _BLOCK).astype(jnp.int32)
-  per_threshold = 2 if evaluation is None else 4
-
-  def block_jobs(ids):
-    """The limits of every threshold of blocks ``ids``, flattened (and their trial counts)."""
-    ks = [fp[ids], fn[ids]]
-    ns = [jnp.full(ks[0].shape, n_out, dtype), jnp.full(ks[0].shape, n_in, dtype)]
-    if evaluation is not None:
-      fp_eval, fn_eval, n_out_eval, n_in_eval = evaluation
-      ks += [fp_eval(position[ids]), fn_eval(position[ids])]
-      ns += [jnp.full(ks[0].shape, n_out_eval, dtype), jnp.full(ks[0].shape, n_in_eval, dtype)]
-    return jnp.stack(ks).astype(dtype).reshape(-1), jnp.stack(ns).reshape(-1)
-
-  # The first step also solves every threshold of the block holding the guess: when no other
-  # block can beat it (the usual case) the search ends after one solve.
-  guess_k, guess_n = block_jobs(guess_block[None])
-  edge_k = jnp.concatenate([fp[:blocks, 0], fn[:blocks, 0], fn_last, guess_k]).astype(dtype)
+  edge_k = jnp.concatenate([fp[:blocks, 0], fn[:blocks, 0], fn_last,
+                            jnp.stack([counts.false_positives[guess],
+                                       counts.false_negatives[guess]])]).astype(dtype)
   edge_n = jnp.concatenate([jnp.repeat(jnp.asarray([n_out, n_in, n_in], dtype), blocks),
-                            guess_n])
-  edges = 3 * blocks + per_threshold * _BLOCK
+                            jnp.asarray([n_out, n_in], dtype)])
+  per_threshold = 2 if evaluation is None else 4
+  edges = 3 * blocks + 2
   chunk = max(min(edges, _MAX_CHUNK), per_threshold * _BLOCK)
   group = chunk // (per_threshold * _BLOCK)  # candidate blocks solved per step
   edge_steps = -(-edges // chunk)
@@ -247,29 +234,17 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   edge_n = jnp.concatenate([edge_n, jnp.ones((edge_steps * chunk - edges,), dtype)])
 
   def group_jobs(ids):
-    k, n = block_jobs(ids)
+    ks = [fp[ids], fn[ids]]
+    ns = [jnp.full(ks[0].shape, n_out, dtype), jnp.full(ks[0].shape, n_in, dtype)]
+    if evaluation is not None:
+      fp_eval, fn_eval, n_out_eval, n_in_eval = evaluation
+      ks += [fp_eval(position[ids]), fn_eval(position[ids])]
+      ns += [jnp.full(ks[0].shape, n_out_eval, dtype), jnp.full(ks[0].shape, n_in_eval, dtype)]
+    k = jnp.stack(ks).astype(dtype).reshape(-1)
+    n = jnp.stack(ns).reshape(-1)
     pad = chunk - k.shape[0]
     return jnp.concatenate([k, jnp.zeros((pad,), dtype)]), jnp.concatenate(
         [n, jnp.ones((pad,), dtype)])
-
-  def best_in_blocks(limits, ids, state):
-    """Folds the solved limits of blocks ``ids`` into the running best (first maximiser)."""
-    count = ids.shape[0]
-    limits = limits[:per_threshold * count * _BLOCK].reshape(per_threshold, count, _BLOCK)
-    eps = jnp.where(valid[ids], _bound(_rate_terms(limits[0], delta),
-                                       _rate_terms(limits[1], delta)), -jnp.inf).reshape(-1)
-    top = jnp.argmax(eps)  # blocks come in increasing order: the first maximum wins
-    index = position[ids].reshape(-1)[top].astype(jnp.int32)
-    better = (eps[top] > state.best_eps) | ((eps[top] == state.best_eps)
-                                            & (index < state.best_index))
-    evaluation_eps = state.best_evaluation
-    if evaluation is not None:
-      evaluation_eps = _bound(_rate_terms(limits[2], delta),
-                              _rate_terms(limits[3], delta)).reshape(-1)[top]
-    return state._replace(
-        best_index=jnp.where(better, index, state.best_index),
-        best_eps=jnp.where(better, eps[top], state.best_eps),
-        best_evaluation=jnp.where(better, evaluation_eps, state.best_evaluation))
 
   def after_edges(limits, state):
     solved = jax.lax.dynamic_update_slice(state.edge_limits, limits, (state.edge_cursor,))
@@ -280,9 +255,11 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
                                     for i in range(3))
       ceiling = _bound(fp_first, fn_end)
       attained = jnp.where(valid[:blocks, 0], _bound(fp_first, fn_first), -1.0)
-      state = best_in_blocks(solved[3 * blocks:], guess_block[None], state)
-      best_attained = jnp.maximum(jnp.max(attained), state.best_eps)
-      chosen = (ceiling >= best_attained) & (jnp.arange(blocks) != guess_block)
+      at_guess = _bound(_rate_terms(solved[3 * blocks], delta),
+                        _rate_terms(solved[3 * blocks + 1], delta))
+      best_attained = jnp.maximum(jnp.max(attained), jnp.where(counts.valid[guess], at_guess,
+                                                               -1.0))
+      chosen = ceiling >= best_attained
       order = jnp.nonzero(chosen, size=blocks + group, fill_value=blocks)[0]
       return state._replace(order=order.astype(jnp.int32),
                             count=jnp.sum(chosen).astype(jnp.int32),
@@ -291,8 +268,23 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
     return jax.lax.cond(state.edge_cursor >= edges, candidates, lambda s: s, state)
 
   def after_group(limits, state):
+    shape = (per_threshold, group, _BLOCK)
+    limits = limits[:per_threshold * group * _BLOCK].reshape(shape)
     ids = jax.lax.dynamic_slice(state.order, (state.cursor,), (group,))
-    return best_in_blocks(limits, ids, state._replace(cursor=state.cursor + group))
+    eps = jnp.where(valid[ids], _bound(_rate_terms(limits[0], delta),
+                                       _rate_terms(limits[1], delta)), -jnp.inf).reshape(-1)
+    top = jnp.argmax(eps)  # blocks come in increasing order: the first maximum wins
+    better = eps[top] > state.best_eps
+    evaluation_eps = state.best_evaluation
+    if evaluation is not None:
+      evaluation_eps = _bound(_rate_terms(limits[2], delta),
+                              _rate_terms(limits[3], delta)).reshape(-1)[top]
+    return state._replace(
+        cursor=state.cursor + group,
+        best_index=jnp.where(better, position[ids].reshape(-1)[top].astype(jnp.int32),
+                             state.best_index),
+        best_eps=jnp.where(better, eps[top], state.best_eps),
+        best_evaluation=jnp.where(better, evaluation_eps, state.best_evaluation))
 
   def body(state):
     ids = jax.lax.dynamic_slice(state.order, (state.cursor,), (group,))
