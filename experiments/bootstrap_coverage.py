@@ -97,6 +97,7 @@ def study(key, probs_p, probs_q, num_trials: int, orders, config) -> dict:
 @common.cli
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   common.enable_x64()
   import jax
   import jax.numpy as jnp

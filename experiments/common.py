@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Sequence
 
 import jax
+from absl import flags
 
 PRNG_IMPLS = ("threefry_unrolled", "threefry2x32", "rbg", "unsafe_rbg")
 
@@ -23,6 +24,37 @@ def enable_x64() -> None:
   jax.config.update("jax_enable_x64", True)
   # jax logs at INFO that it probed for a TPU on every start; that is noise for our users.
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+
+
+def _default_cache_dir() -> str:
+  return os.environ.get("DPAUDIT_COMPILATION_CACHE_DIR",
+                        os.path.join("~", ".cache", "dpaudit", "jax_compilation_cache"))
+
+
+flags.DEFINE_string(
+    "compilation_cache_dir", _default_cache_dir(),
+    "JAX persistent compilation cache of the experiments (default "
+    "$DPAUDIT_COMPILATION_CACHE_DIR or ~/.cache/dpaudit/jax_compilation_cache): reruns, resumed "
+    "runs and sweep cells load compiled programs instead of compiling again. Empty: off.")
+
+
+def enable_compilation_cache() -> str | None:
+  """Turns on JAX's persistent compilation cache at ``--compilation_cache_dir``, so that a rerun,
+  a resumed run or the next cell of a sweep loads its compiled programs instead of compiling
+  them again (seconds each on a CPU).
+
+  Programs that took at least 0.5 s to compile are kept, keyed by JAX on the program, the JAX
+  version and the device, so a stale entry is never used. Every experiment calls this;
+  benchmarks do not (they time compilation). Returns the directory, or None when it is off."""
+  path = flags.FLAGS.compilation_cache_dir if flags.FLAGS.is_parsed() else _default_cache_dir()
+  if not path:
+    return None
+  path = os.path.expanduser(path)
+  os.makedirs(path, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
 
 
 def quiet_logging() -> None:

@@ -249,6 +249,7 @@ def plot(cells, path: str) -> None:
 @common.cli
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   common.quiet_logging()
   from dpaudit import _validate
   pairs = parse_audits(FLAGS.audits, FLAGS.game, FLAGS.canary)

@@ -293,6 +293,7 @@ def plot_secrecy(points, path):
 @common.cli
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   common.quiet_logging()
   sigmas = common.parse_floats("noise_multipliers", FLAGS.noise_multipliers)
   _check_flags(sigmas)

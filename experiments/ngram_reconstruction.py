@@ -154,6 +154,7 @@ def plot(points, log_p0: float, num_steps: int, path: str) -> None:
 @common.cli
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   common.quiet_logging()
   common.enable_x64()
   config = config_from_flags()

@@ -128,6 +128,7 @@ def table(result) -> str:
 @common.cli
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   common.enable_x64()
   from dpaudit import montecarlo
   from dpaudit.audits import noisy_argmax as audit

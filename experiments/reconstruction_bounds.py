@@ -295,6 +295,7 @@ def table(result: dict[str, Any]) -> str:
 @common.cli
 def main(argv: Sequence[str]) -> None:
   del argv
+  common.enable_compilation_cache()
   common.enable_x64()
   common.quiet_logging()
   from dpaudit.audits.noisy_argmax import to_plain

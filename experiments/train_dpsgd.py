@@ -92,9 +92,6 @@ flags.DEFINE_string("data_dir", None, "tfds data directory (default: $DPAUDIT_DA
                     "~/.cache/dpaudit/tensorflow_datasets).")
 flags.DEFINE_string("output_dir", "out/train_dpsgd", "Where results.json, the plot and runs go.")
 flags.DEFINE_bool("resume", True, "Reuse finished runs and checkpoints in output_dir/runs.")
-flags.DEFINE_string("compilation_cache_dir", "~/.cache/dpaudit/jax_compilation_cache",
-                    "JAX persistent compilation cache: runs that differ only in their seed, "
-                    "and reruns, skip XLA compilation (~5 s per run on CPU). Empty: off.")
 flags.DEFINE_enum("prng_impl", "threefry2x32", list(common.PRNG_IMPLS),
                   "PRNG of initialisation, batches and noise. JAX's threefry2x32 draws the bulk "
                   "Gaussian noise of DP-SGD ~6x faster on CPU than threefry_unrolled, which "
@@ -644,10 +641,7 @@ def main(argv):
   del argv
   common.quiet_logging()  # training stays in float32 (no jax_enable_x64)
   config = config_from_flags()
-  if FLAGS.compilation_cache_dir:
-    import jax
-    jax.config.update("jax_compilation_cache_dir",
-                      os.path.expanduser(FLAGS.compilation_cache_dir))
+  common.enable_compilation_cache()  # runs differing only in their seed skip compilation
   with common.Timer() as timer:
     result = run(config, runs_dir=os.path.join(FLAGS.output_dir, "runs"), resume=FLAGS.resume)
   result_dict = result.to_dict()
