@@ -238,6 +238,7 @@ def _summarise(values, plug_in, smoothed, trials, significance) -> BootstrapBoun
   lower = jnp.quantile(values, significance, axis=0, method="lower")
   bias = jnp.mean(values, axis=0) - plug_in
   spread = jnp.std(values, axis=0)
+  smoothed = jnp.broadcast_to(smoothed, plug_in.shape)
   trusted = (jnp.logical_not(smoothed) & (trials >= BOOTSTRAP_MIN_TRIALS)
              & (plug_in >= BOOTSTRAP_MIN_SIGNAL * spread) & (plug_in > 0.0))
   return BootstrapBound(lower, plug_in, bias, spread, smoothed, trusted)
