@@ -146,10 +146,6 @@ class ScoreEpsilon(NamedTuple):
 METHODS = ("split", "bonferroni")
 
 
-_BLOCK = 64  # thresholds per block
-_MAX_CHUNK = 16384  # limits per solver call
-
-
 def _rate_terms(limits, delta):
   """``(log(1 - delta - U), log U)``: Eq. (1) is max(A_fn - B_fp, A_fp - B_fn, 0) in these."""
   slack = 1.0 - delta - limits
@@ -161,163 +157,155 @@ def _bound(fp_terms, fn_terms):
   return jnp.maximum(jnp.maximum(fn_terms[0] - fp_terms[1], fp_terms[0] - fn_terms[1]), 0.0)
 
 
-def _pad_blocks(values, blocks: int, fill):
-  """(blocks + 1, _BLOCK): the thresholds in blocks, then one all-padding block."""
-  pad = (blocks + 1) * _BLOCK - values.shape[0]
-  return jnp.concatenate([values, jnp.full((pad,), fill, values.dtype)]).reshape(blocks + 1,
-                                                                                _BLOCK)
-
-
 class _Search(NamedTuple):
   index: jax.Array  # position of the first threshold with the largest bound
   epsilon: jax.Array  # its bound
   evaluation_epsilon: jax.Array  # the bound on the evaluation counts there (split only)
 
 
-def _approximate_best(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_tail):
-  """Position of the largest bound of Eq. (1) with the limits replaced by the normal
-  approximation ``k/n + z sqrt((k + 1)(n - k + 1)) / n`` (a guess; nothing relies on it)."""
-  z = jnp.sqrt(-2.0 * log_tail)
+_BRANCH = 16  # children per node of the search tree over threshold positions
+_GROUP = 8  # nodes expanded per solver call
 
-  def approx(k, n):
-    k = k.astype(log_tail.dtype)
-    return jnp.clip((k + z * jnp.sqrt((k + 1.0) * (n - k + 1.0) / n) + 1.0) / n, 1e-300, 1.0)
 
-  eps = _bound(_rate_terms(approx(counts.false_positives, n_out), delta),
-               _rate_terms(approx(counts.false_negatives, n_in), delta))
-  return jnp.argmax(jnp.where(counts.valid, eps, -1.0))
+def _tree_sizes(size: int) -> tuple[int, int]:
+  """Size of the top nodes (a power of 16) so that at most ``_GROUP`` of them cover ``size``
+  positions, and the most nodes the search can ever push (each node is pushed at most once)."""
+  top = _BRANCH
+  while -(-size // top) > _GROUP:
+    top *= _BRANCH
+  pushed, node = 0, top // _BRANCH
+  while node > 1:
+    pushed += -(-size // node)
+    node //= _BRANCH
+  return top, -(-size // top) + pushed
+
+
+class _TreeState(NamedTuple):
+  starts: jax.Array  # stack of nodes still to expand: first position,
+  sizes: jax.Array  # number of positions (a power of 16),
+  ceilings: jax.Array  # and an upper bound on every bound inside
+  top: jax.Array  # stack height
+  evaluated: jax.Array
+  best_index: jax.Array
+  best_eps: jax.Array
+  best_evaluation: jax.Array
+
+
+def _better(eps, index, best_eps, best_index):
+  """Larger bound first; among equal bounds the smaller position (the higher threshold)."""
+  return jnp.logical_or(eps > best_eps, jnp.logical_and(eps == best_eps, index < best_index))
 
 
 def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_tail,
                     evaluation=None) -> _Search:
   """The first threshold (in order of decreasing threshold) with the largest bound of Eq. (1),
-  computed exactly without solving for every threshold.
+  exactly, by branch and bound over a tree of threshold positions.
 
   Along the sweep the false-positive count only grows and the false-negative count only falls;
   the Clopper-Pearson upper limits increase with the counts and the bound decreases in both
-  limits. So for a block of 64 consecutive thresholds, the bound at (first false-positive count,
-  last false-negative count) is at least every bound in the block, and the bound at the block's
-  first threshold is attained. The first steps of one loop solve those three limits of every
-  block (up to 16,384 limits per step), and the two of the threshold that a normal
-  approximation of the limits puts first; only blocks whose ceiling reaches the best attained
-  bound can hold the maximum, and the next steps solve their thresholds (for a million scores per
-  list, about 3% of the 4 million limits a full sweep needs). One loop holds every solve, so the
-  solver is compiled once.
+  limits. So for a run of positions ``[s, e)`` the bound at (false positives at ``s``, false
+  negatives at ``e``) is at least every bound inside, and the bound at ``s`` is attained. A node
+  of 16^j positions is expanded by solving those limits for its 16 children (33 limits);
+  children whose ceiling can still beat the best attained bound (or equal it at a higher
+  threshold) are pushed on a stack and expanded in turn, down to single positions. Each loop
+  step expands up to 8 nodes (264 limits) in one solver call, so the solver is compiled once.
+  Measured on normal scores one standard deviation apart, the Bonferroni search takes 3 steps
+  for 1e4 scores per list and 9 for 1e6, against 4e4 and 4e6 limits for a full sweep; on scores
+  with no signal, 2 and 11 steps.
 
   ``evaluation = (fp_eval, fn_eval, n_out_eval, n_in_eval)``, functions of a threshold position
   giving the error counts of the evaluation half there (the split method), has the bound on the
-  evaluation counts solved alongside, for the chosen threshold.
+  evaluation counts solved in one last step, at the chosen threshold.
   """
   dtype = log_tail.dtype
   size = counts.false_positives.shape[0]
-  blocks = -(-size // _BLOCK)
-  fp = _pad_blocks(counts.false_positives, blocks, n_out)
-  fn = _pad_blocks(counts.false_negatives, blocks, 0)
-  valid = _pad_blocks(counts.valid, blocks, False)
-  position = jnp.arange((blocks + 1) * _BLOCK).reshape(blocks + 1, _BLOCK)
-  last = jnp.clip(size - 1 - jnp.arange(blocks) * _BLOCK, 0, _BLOCK - 1)  # last real position
-  fn_last = jnp.take_along_axis(fn[:blocks], last[:, None], axis=1)[:, 0]
-  # A likely maximiser from the normal approximation of the limits (cheap, not trusted): its
-  # exact bound joins the attained ones and usually rules out most blocks.
-  guess = _approximate_best(counts, n_out, n_in, delta, log_tail)
-  edge_k = jnp.concatenate([fp[:blocks, 0], fn[:blocks, 0], fn_last,
-                            jnp.stack([counts.false_positives[guess],
-                                       counts.false_negatives[guess]])]).astype(dtype)
-  edge_n = jnp.concatenate([jnp.repeat(jnp.asarray([n_out, n_in, n_in], dtype), blocks),
-                            jnp.asarray([n_out, n_in], dtype)])
-  per_threshold = 2 if evaluation is None else 4
-  edges = 3 * blocks + 2
-  chunk = max(min(edges, _MAX_CHUNK), per_threshold * _BLOCK)
-  group = chunk // (per_threshold * _BLOCK)  # candidate blocks solved per step
-  edge_steps = -(-edges // chunk)
-  edge_k = jnp.concatenate([edge_k, jnp.zeros((edge_steps * chunk - edges,), dtype)])
-  edge_n = jnp.concatenate([edge_n, jnp.ones((edge_steps * chunk - edges,), dtype)])
+  fp_all = counts.false_positives.astype(dtype)
+  fn_all = counts.false_negatives.astype(dtype)
+  top_size, capacity = _tree_sizes(size)
+  slack = _GROUP * _BRANCH  # the push writes a fixed window above the stack
+  initial = -(-size // top_size)
+  children = jnp.arange(_BRANCH)
 
-  def group_jobs(ids):
-    ks = [fp[ids], fn[ids]]
-    ns = [jnp.full(ks[0].shape, n_out, dtype), jnp.full(ks[0].shape, n_in, dtype)]
-    if evaluation is not None:
-      fp_eval, fn_eval, n_out_eval, n_in_eval = evaluation
-      ks += [fp_eval(position[ids]), fn_eval(position[ids])]
-      ns += [jnp.full(ks[0].shape, n_out_eval, dtype), jnp.full(ks[0].shape, n_in_eval, dtype)]
-    k = jnp.stack(ks).astype(dtype).reshape(-1)
-    n = jnp.stack(ns).reshape(-1)
-    pad = chunk - k.shape[0]
-    return jnp.concatenate([k, jnp.zeros((pad,), dtype)]), jnp.concatenate(
-        [n, jnp.ones((pad,), dtype)])
-
-  def after_edges(limits, state):
-    solved = jax.lax.dynamic_update_slice(state.edge_limits, limits, (state.edge_cursor,))
-    state = state._replace(edge_limits=solved, edge_cursor=state.edge_cursor + chunk)
-
-    def candidates(state):
-      fp_first, fn_first, fn_end = (_rate_terms(solved[i * blocks:(i + 1) * blocks], delta)
-                                    for i in range(3))
-      ceiling = _bound(fp_first, fn_end)
-      attained = jnp.where(valid[:blocks, 0], _bound(fp_first, fn_first), -1.0)
-      at_guess = _bound(_rate_terms(solved[3 * blocks], delta),
-                        _rate_terms(solved[3 * blocks + 1], delta))
-      best_attained = jnp.maximum(jnp.max(attained), jnp.where(counts.valid[guess], at_guess,
-                                                               -1.0))
-      chosen = ceiling >= best_attained
-      order = jnp.nonzero(chosen, size=blocks + group, fill_value=blocks)[0]
-      return state._replace(order=order.astype(jnp.int32),
-                            count=jnp.sum(chosen).astype(jnp.int32),
-                            edges_done=jnp.asarray(True))
-
-    return jax.lax.cond(state.edge_cursor >= edges, candidates, lambda s: s, state)
-
-  def after_group(limits, state):
-    shape = (per_threshold, group, _BLOCK)
-    limits = limits[:per_threshold * group * _BLOCK].reshape(shape)
-    ids = jax.lax.dynamic_slice(state.order, (state.cursor,), (group,))
-    eps = jnp.where(valid[ids], _bound(_rate_terms(limits[0], delta),
-                                       _rate_terms(limits[1], delta)), -jnp.inf).reshape(-1)
-    top = jnp.argmax(eps)  # blocks come in increasing order: the first maximum wins
-    better = eps[top] > state.best_eps
-    evaluation_eps = state.best_evaluation
-    if evaluation is not None:
-      evaluation_eps = _bound(_rate_terms(limits[2], delta),
-                              _rate_terms(limits[3], delta)).reshape(-1)[top]
-    return state._replace(
-        cursor=state.cursor + group,
-        best_index=jnp.where(better, position[ids].reshape(-1)[top].astype(jnp.int32),
-                             state.best_index),
-        best_eps=jnp.where(better, eps[top], state.best_eps),
-        best_evaluation=jnp.where(better, evaluation_eps, state.best_evaluation))
+  def evaluation_jobs(state):
+    """The split method's evaluation counts at the best threshold so far (used in the last
+    step, when the stack is empty)."""
+    fp_eval, fn_eval, n_out_eval, n_in_eval = evaluation
+    k = jnp.stack([fp_eval(state.best_index), fn_eval(state.best_index)]).astype(dtype)
+    return k, jnp.asarray([n_out_eval, n_in_eval], dtype)
 
   def body(state):
-    ids = jax.lax.dynamic_slice(state.order, (state.cursor,), (group,))
-    group_k, group_n = group_jobs(ids)
-    start = jnp.minimum(state.edge_cursor, edge_k.shape[0] - chunk)
-    k = jnp.where(state.edges_done, group_k, jax.lax.dynamic_slice(edge_k, (start,), (chunk,)))
-    n = jnp.where(state.edges_done, group_n, jax.lax.dynamic_slice(edge_n, (start,), (chunk,)))
-    limits = binomial.cp_upper_limit(k, n, log_tail)
-    return jax.lax.cond(state.edges_done, after_group, after_edges, limits, state)
+    take = jnp.minimum(state.top, _GROUP)
+    base = state.top - take
+    slot = jnp.minimum(base + jnp.arange(_GROUP), capacity + slack - 1)
+    start, node, ceiling = state.starts[slot], state.sizes[slot], state.ceilings[slot]
+    live = jnp.logical_and(jnp.arange(_GROUP) < take,
+                           _better(ceiling, start, state.best_eps, state.best_index))
+    child = node // _BRANCH
+    end = jnp.minimum(start + node, size)
+    pos = start[:, None] + children[None, :] * child[:, None]  # (group, 16) child starts
+    inside = jnp.logical_and(live[:, None], pos < end[:, None])
+    fp_pos = jnp.minimum(pos, size - 1)
+    fn_pos = jnp.minimum(jnp.minimum(jnp.concatenate([pos, (start + node)[:, None]], axis=1),
+                                     end[:, None]), size - 1)
+    ks = [jnp.where(inside, fp_all[fp_pos], 0.0).reshape(-1),
+          jnp.where(live[:, None], fn_all[fn_pos], 0.0).reshape(-1)]
+    ns = [jnp.full((_GROUP * _BRANCH,), n_out, dtype),
+          jnp.full((_GROUP * (_BRANCH + 1),), n_in, dtype)]
+    if evaluation is not None:
+      ks.append(evaluation_jobs(state)[0])
+      ns.append(evaluation_jobs(state)[1])
+    limits = binomial.cp_upper_limit(jnp.concatenate(ks), jnp.concatenate(ns), log_tail)
+    fp_terms = _rate_terms(limits[:_GROUP * _BRANCH].reshape(_GROUP, _BRANCH), delta)
+    fn_terms = _rate_terms(
+        limits[_GROUP * _BRANCH:_GROUP * (2 * _BRANCH + 1)].reshape(_GROUP, _BRANCH + 1), delta)
+    attained = jnp.where(jnp.logical_and(inside, counts.valid[fp_pos]),
+                         _bound(fp_terms, (fn_terms[0][:, :-1], fn_terms[1][:, :-1])), -jnp.inf)
+    child_ceiling = _bound(fp_terms, (fn_terms[0][:, 1:], fn_terms[1][:, 1:]))
+    flat_eps, flat_pos = attained.reshape(-1), pos.reshape(-1)
+    step_eps = jnp.max(flat_eps)
+    step_index = jnp.min(jnp.where(flat_eps == step_eps, flat_pos, size))
+    improved = _better(step_eps, step_index, state.best_eps, state.best_index)
+    best_eps = jnp.where(improved, step_eps, state.best_eps)
+    best_index = jnp.where(improved, step_index, state.best_index).astype(jnp.int32)
+    # Push the children that are runs of positions and can still hold the best bound.
+    push = jnp.logical_and(jnp.logical_and(inside, (child > 1)[:, None]),
+                           _better(child_ceiling, pos, best_eps, best_index)).reshape(-1)
+    order = jnp.nonzero(push, size=_GROUP * _BRANCH, fill_value=0)[0]
+    child_sizes = jnp.broadcast_to(child[:, None], pos.shape).reshape(-1)
+    starts = jax.lax.dynamic_update_slice(state.starts, flat_pos[order].astype(jnp.int32),
+                                          (base,))
+    sizes = jax.lax.dynamic_update_slice(state.sizes, child_sizes[order].astype(jnp.int32),
+                                         (base,))
+    ceilings = jax.lax.dynamic_update_slice(state.ceilings, child_ceiling.reshape(-1)[order],
+                                            (base,))
+    evaluating = state.top == 0
+    best_evaluation = state.best_evaluation
+    if evaluation is not None:
+      terms = _rate_terms(limits[-2:], delta)
+      best_evaluation = jnp.where(evaluating, _bound((terms[0][0], terms[1][0]),
+                                                     (terms[0][1], terms[1][1])),
+                                  best_evaluation)
+    return _TreeState(starts, sizes, ceilings, base + jnp.sum(push).astype(jnp.int32),
+                      jnp.logical_or(state.evaluated, evaluating), best_index, best_eps,
+                      best_evaluation)
 
-  state = _LoopState(edges_done=jnp.asarray(False),
-                     edge_cursor=jnp.asarray(0, jnp.int32),
-                     edge_limits=jnp.zeros((edge_steps * chunk,), dtype),
-                     order=jnp.full((blocks + group,), blocks, jnp.int32),
-                     count=jnp.asarray(0, jnp.int32), cursor=jnp.asarray(0, jnp.int32),
-                     best_index=jnp.asarray(0, jnp.int32),
-                     best_eps=jnp.asarray(-jnp.inf, dtype),
-                     best_evaluation=jnp.asarray(0.0, dtype))
-  state = jax.lax.while_loop(
-      lambda s: jnp.logical_or(jnp.logical_not(s.edges_done), s.cursor < s.count), body, state)
+  def cond(state):
+    more = state.top > 0
+    if evaluation is not None:
+      more = jnp.logical_or(more, jnp.logical_not(state.evaluated))
+    return more
+
+  stack = capacity + slack
+  state = _TreeState(
+      starts=jnp.zeros((stack,), jnp.int32).at[:initial].set(
+          jnp.arange(initial, dtype=jnp.int32) * top_size),
+      sizes=jnp.full((stack,), top_size, jnp.int32),
+      ceilings=jnp.full((stack,), jnp.inf, dtype),
+      top=jnp.asarray(initial, jnp.int32),
+      evaluated=jnp.asarray(False), best_index=jnp.asarray(size, jnp.int32),
+      best_eps=jnp.asarray(-jnp.inf, dtype), best_evaluation=jnp.asarray(0.0, dtype))
+  state = jax.lax.while_loop(cond, body, state)
   return _Search(state.best_index, state.best_eps, state.best_evaluation)
-
-
-class _LoopState(NamedTuple):
-  edges_done: jax.Array
-  edge_cursor: jax.Array
-  edge_limits: jax.Array
-  order: jax.Array
-  count: jax.Array
-  cursor: jax.Array
-  best_index: jax.Array
-  best_eps: jax.Array
-  best_evaluation: jax.Array
 
 
 @jax.jit

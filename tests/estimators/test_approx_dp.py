@@ -198,3 +198,18 @@ def test_block_search_equals_the_full_sweep(separation, rounding):
   assert float(got.epsilon) == pytest.approx(
       _naive_eps(fp, len(out_scores[1::2]), fn, len(in_scores[1::2]), delta, beta), rel=1e-9,
       abs=1e-12)
+
+
+def test_tree_search_on_short_lists_with_ties():
+  """Short lists (a search tree of one node), heavy ties and every delta: the bound and the
+  threshold are those of the full sweep (one compiled shape, 20 draws)."""
+  rng = np.random.default_rng(8)
+  for draw in range(20):
+    in_scores = rng.integers(0, 1 + draw % 5, 3).astype(float)
+    out_scores = rng.integers(0, 3, 40).astype(float) - (draw % 3)
+    delta = (0.0, 1e-3, 0.3)[draw % 3]
+    corrected = 2 * 0.05 / (len(in_scores) + len(out_scores) + 2)
+    got = approx_dp.epsilon_from_scores(in_scores, out_scores, delta, 0.05, "bonferroni")
+    eps, threshold = _scipy_sweep(in_scores, out_scores, delta, corrected)
+    assert float(got.epsilon) == pytest.approx(eps, rel=1e-9, abs=1e-12), draw
+    assert float(got.threshold) == threshold, draw
