@@ -129,22 +129,18 @@ def versions() -> dict[str, str]:
 
 def write_results(output_dir: str, name: str, config: dict[str, Any], result: dict[str, Any],
                   wall_time_s: float, extra: dict[str, Any] | None = None) -> str:
-  """Writes ``results.json`` atomically and returns its path.
+  """Writes ``results.json`` atomically, as strict JSON (non-finite numbers as the strings
+  "Infinity", "-Infinity", "NaN": :mod:`dpaudit.results`), and returns its path.
 
   The result's keys are at the top level, next to ``experiment``, ``config`` (the full run
   configuration, seed included), ``versions``, ``wall_time_s`` and ``command``.
   """
-  os.makedirs(output_dir, exist_ok=True)
+  from dpaudit import results
   payload = {**result, "experiment": name, "config": config, "versions": versions(),
              "wall_time_s": wall_time_s, "command": " ".join(sys.argv)}
   if extra:
     payload.update(extra)
-  path = os.path.join(output_dir, "results.json")
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(payload, f, indent=2)
-  os.replace(tmp, path)
-  return path
+  return results.write_json(os.path.join(output_dir, "results.json"), payload)
 
 
 def cli(main: Callable[[Sequence[str]], None]) -> Callable[[Sequence[str]], None]:

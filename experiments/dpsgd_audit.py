@@ -31,8 +31,6 @@ The UniAud table of the README (the shape of Fig. 3 / Table IV of Liu & Xiong):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import sys
@@ -41,6 +39,7 @@ from typing import Any
 from absl import app
 from absl import flags
 
+from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
@@ -150,39 +149,32 @@ def cell_configs(base: dict[str, Any], pairs, epsilons, num_canaries, tag_weight
   return configs
 
 
-def cell_name(config, spec: dict[str, Any]) -> str:
-  payload = {**dataclasses.asdict(config), **spec}
-  digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
-                          ).hexdigest()[:10]
-  return (f"{config.game}_{config.canary}_eps{config.epsilon:g}_m{config.num_canaries}_"
-          f"{digest}")
+def cell_label(config) -> str:
+  return f"{config.game}_{config.canary}_eps{config.epsilon:g}_m{config.num_canaries}"
 
 
-def run_cell(config, data, seed: int, prng_impl: str, path: str, resume: bool) -> dict:
-  """One game; its result (or why it was skipped) is written to ``path`` and returned."""
+def run_cell(config, data, spec: dict[str, Any], store) -> dict:
+  """One game, reused from ``store`` when it finished before; a finished game (or why it was
+  skipped) is stored as soon as it ends."""
   from dpaudit.audits import dpsgd as audit
-  if resume and os.path.exists(path):
-    with open(path) as f:
-      cell = json.load(f)
-    cell["reused"] = True
-    return cell
-  try:
-    with common.quiet_accountant():
-      result = audit.run(common.make_key(seed, prng_impl), config, data).to_dict()
-    cell = {"status": "done", "config": dataclasses.asdict(config), "result": result}
-  except ValueError as e:  # e.g. more canaries than the real pool holds: skip this cell only
-    cell = {"status": "skipped", "reason": str(e), "config": dataclasses.asdict(config)}
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(cell, f, indent=2)
-  os.replace(tmp, path)
-  cell["reused"] = False
-  return cell
+  key = {**dataclasses.asdict(config), **spec}
+
+  def compute():
+    try:
+      with common.quiet_accountant():
+        result = audit.run(common.make_key(spec["seed"], spec["prng_impl"]), config,
+                           data).to_dict()
+      return {"status": "done", "config": dataclasses.asdict(config), "result": result}
+    except ValueError as e:  # e.g. more canaries than the real pool holds: skip this cell only
+      return {"status": "skipped", "reason": str(e), "config": dataclasses.asdict(config)}
+
+  cell, reused = store.get_or_compute(key, compute, cell_label(config))
+  return {**cell, "reused": reused}
 
 
 def _num(value, width: int = 6, digits: int = 2) -> str:
-  """Formats a result number; None is a non-finite value (JSON has no inf), shown as inf."""
-  return f"{'inf':>{width}s}" if value is None else f"{value:{width}.{digits}f}"
+  """Formats a result number (infinite ones as inf)."""
+  return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}s}"
 
 
 def table(cells) -> str:
@@ -276,12 +268,10 @@ def main(argv):
   with common.Timer() as timer:
     data = prepare_data(FLAGS.dataset, FLAGS.test_fraction, FLAGS.pool_fraction, FLAGS.seed,
                         FLAGS.data_dir)
-    cells_dir = os.path.join(FLAGS.output_dir, "cells")
-    os.makedirs(cells_dir, exist_ok=True)
+    store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
     cells = []
     for i, config in enumerate(configs):
-      path = os.path.join(cells_dir, cell_name(config, spec) + ".json")
-      cell = run_cell(config, data, FLAGS.seed, FLAGS.prng_impl, path, FLAGS.resume)
+      cell = run_cell(config, data, spec, store)
       cells.append(cell)
       status = ("reused" if cell["reused"] else cell["status"])
       summary = ""

@@ -15,13 +15,13 @@ same configuration (``--noresume`` recomputes).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 
 from absl import app
 from absl import flags
 
+from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
@@ -70,28 +70,19 @@ def run_points(config):
   key = common.make_key(FLAGS.seed, FLAGS.prng_impl)
   canary_key, models_key = jax.random.split(key)
   canary = reconstruction.random_canary(canary_key, config)
-  cells_dir = os.path.join(FLAGS.output_dir, "cells")
-  os.makedirs(cells_dir, exist_ok=True)
+  store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   points = []
   for sigma in config.noise_multipliers:
-    path = os.path.join(cells_dir, f"sigma_{sigma:g}.json")
-    signature = _cell_signature(config, sigma)
-    cell = None
-    if FLAGS.resume and os.path.exists(path):
-      with open(path) as f:
-        saved = json.load(f)
-      if saved.get("signature") == signature:
-        cell = saved
-    status = "reused"
-    if cell is None:
+
+    def compute(sigma=sigma):
       with common.Timer() as timer:
         point = reconstruction.ngram_point(
             reconstruction.noise_level_key(models_key, sigma), canary, config, sigma)
-      cell = {"signature": signature, "point": point.to_dict(), "seconds": timer.seconds}
-      with open(path + ".tmp", "w") as f:
-        json.dump(cell, f, indent=2)
-      os.replace(path + ".tmp", path)
-      status = f"{timer.seconds:.1f} s"
+      return {"point": point.to_dict(), "seconds": timer.seconds}
+
+    cell, reused = store.get_or_compute(_cell_signature(config, sigma), compute,
+                                        f"sigma_{sigma:g}")
+    status = "reused" if reused else f"{cell['seconds']:.1f} s"
     p = cell["point"]
     print(f"sigma={sigma:g}: leakage {p['leakage']:.2f} <= L(p0) {p['leakage_bound']:.2f} "
           f"(ESS {p['effective_sample_size']:.0f}) [{status}]", file=sys.stderr, flush=True)

@@ -34,10 +34,11 @@ differences between epsilons are not blurred by different initialisations. The d
 depends on ``--seed`` only, so all runs of a sweep share it; the standard deviation is over
 training randomness.
 
-Resuming: every run lives in ``--output_dir/runs/eps<E>_seed<S>_<hash>`` (the hash covers
-every setting that changes the run's result). A finished run's ``result.json`` is reused
-without training; an interrupted run continues from its last checkpoint (saved every ~10% of
-its steps; removed once the run is finished). ``--noresume`` retrains the runs of this sweep.
+Resuming: the runs are cells of a :class:`dpaudit.results.CellStore` in ``--output_dir/runs``:
+a finished run is ``eps<E>_seed<S>-<hash>.json`` (the hash covers every setting that changes
+the run's result) and is reused without training; an unfinished one keeps its checkpoint
+(saved every ~10% of its steps) in ``eps<E>_seed<S>-<hash>.partial/`` and continues from it,
+which is removed once the run is finished. ``--noresume`` retrains the runs of this sweep.
 
 ``delta`` should be well below ``1 / N_train`` (a mechanism that publishes one random example
 in the clear is (0, 1/N)-DP); the experiment warns otherwise.
@@ -46,11 +47,8 @@ in the clear is (0, 1/N)-DP); the experiment warns otherwise.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import os
-import shutil
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -58,6 +56,7 @@ from typing import Any, Callable, Sequence
 from absl import app
 from absl import flags
 
+from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
@@ -287,9 +286,8 @@ def run_spec(config: TrainDpsgdConfig, target_epsilon: float, seed: int) -> dict
   return {**spec, "target_epsilon": target_epsilon, "seed": seed}
 
 
-def run_name(spec: dict[str, Any]) -> str:
-  digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
-  return f"eps{spec['target_epsilon']:g}_seed{spec['seed']}_{digest}"
+def run_label(spec: dict[str, Any]) -> str:
+  return f"eps{spec['target_epsilon']:g}_seed{spec['seed']}"
 
 
 class ProgressPrinter:
@@ -372,26 +370,11 @@ def train_one(config: TrainDpsgdConfig, prepared: PreparedData, model, acc: Acco
       wall_time_s=timer.seconds, resumed_from_step=result.resumed_from_step)
 
 
-def _write_json(path: str, payload: Any) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(payload, f, indent=2)
-  os.replace(tmp, path)
-
-
-def _load_finished(path: str, spec: dict[str, Any]) -> RunResult | None:
-  """The recorded result of a finished run with exactly this spec, else None."""
-  try:
-    with open(path) as f:
-      payload = json.load(f)
-    if payload["spec"] != json.loads(json.dumps(spec)):
-      return None
-    fields = dict(payload["result"])
-    fields["loss_curve_steps"] = tuple(fields["loss_curve_steps"])
-    fields["loss_curve"] = tuple(fields["loss_curve"])
-    return dataclasses.replace(RunResult(**fields), reused=True)
-  except (OSError, ValueError, KeyError, TypeError):
-    return None  # missing or unreadable: train it again
+def _from_stored(stored: dict[str, Any]) -> RunResult:
+  fields = dict(stored)
+  fields["loss_curve_steps"] = tuple(fields["loss_curve_steps"])
+  fields["loss_curve"] = tuple(fields["loss_curve"])
+  return dataclasses.replace(RunResult(**fields), reused=True)
 
 
 # ---------------------------------------------------------------------------------- sweep
@@ -477,9 +460,10 @@ def run(config: TrainDpsgdConfig, runs_dir: str | None = None, resume: bool = Tr
 
   Args:
     config: the sweep.
-    runs_dir: directory of per-run checkpoints and results (None: no checkpoints, no reuse).
+    runs_dir: the :class:`dpaudit.results.CellStore` of finished runs, which also keeps the
+      checkpoints of unfinished ones (None: no checkpoints, no reuse).
     resume: reuse finished runs and checkpoints found in ``runs_dir``; otherwise the runs of
-      this sweep are trained from scratch (their old directories are removed).
+      this sweep are trained from scratch (and overwrite the stored ones).
     progress_stream: where progress lines go (default ``sys.stderr``).
   """
   from dpaudit.dpsgd import training
@@ -498,19 +482,18 @@ def run(config: TrainDpsgdConfig, runs_dir: str | None = None, resume: bool = Tr
         f"{prepared.eval_split} examples; {config.model}; q = {sampling_rate:.4g}, "
         f"{num_steps} steps ({config.epochs:g} epochs of expected batch {config.batch_size})",
         file=stream, flush=True)
+  store = results.CellStore(runs_dir, resume) if runs_dir else None
   runs, summaries = [], []
   for eps in config.target_epsilons:
     acc = None
     eps_runs = []
     for seed in range(config.seed, config.seed + config.num_seeds):
       spec = run_spec(config, eps, seed)
-      run_dir = os.path.join(runs_dir, run_name(spec)) if runs_dir else None
-      result_path = os.path.join(run_dir, "result.json") if run_dir else None
-      if run_dir and not resume and os.path.isdir(run_dir):
-        shutil.rmtree(run_dir)
-      finished = _load_finished(result_path, spec) if run_dir and resume else None
-      if finished is not None:
-        print(f"[eps={eps:g} seed={seed}] reusing the finished run in {run_dir}: "
+      stored = store.load(spec, run_label(spec)) if store else None
+      if stored is not None:
+        finished = _from_stored(stored)
+        print(f"[eps={eps:g} seed={seed}] reusing the finished run "
+              f"{store.path(spec, run_label(spec))}: "
               f"{prepared.eval_split} accuracy {finished.eval_accuracy:.4f}", file=stream,
               flush=True)
         eps_runs.append(finished)
@@ -522,6 +505,7 @@ def run(config: TrainDpsgdConfig, runs_dir: str | None = None, resume: bool = Tr
               f"); eps RDP {acc.epsilon_rdp:.4f}, PLD {acc.epsilon_pld:.4f} "
               f"(accounting {timer.seconds:.1f} s)", file=stream, flush=True)
       label = f"eps={eps:g} seed={seed}"
+      run_dir = store.scratch_dir(spec, run_label(spec)) if store else None
       result = train_one(config, prepared, model, acc, sampling_rate, num_steps, seed,
                          run_dir, ProgressPrinter(label, num_steps, stream))
       print(f"[{label}] {prepared.eval_split} accuracy {result.eval_accuracy:.4f}, train "
@@ -529,12 +513,8 @@ def run(config: TrainDpsgdConfig, runs_dir: str | None = None, resume: bool = Tr
             f"{result.wall_time_s:.1f} s" +
             (f", resumed from step {result.resumed_from_step}" if result.resumed_from_step
              else "") + ")", file=stream, flush=True)
-      if run_dir:
-        _write_json(result_path, {"spec": spec,
-                                  "result": dataclasses.asdict(result)})
-        checkpoint = os.path.join(run_dir, training.CHECKPOINT_NAME)
-        if os.path.exists(checkpoint):
-          os.remove(checkpoint)  # result.json supersedes it
+      if store:
+        store.save(spec, dataclasses.asdict(result), run_label(spec))  # drops the checkpoint
       eps_runs.append(result)
     runs.extend(eps_runs)
     summaries.append(EpsilonSummary.of(eps_runs))

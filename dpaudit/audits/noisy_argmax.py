@@ -210,7 +210,8 @@ MEANING = {
 
 
 def to_plain(value: Any) -> Any:
-  """Nested dicts/arrays to JSON-ready Python values; non-finite floats become None."""
+  """Nested dicts/arrays to plain Python values (floats stay floats, infinite ones included;
+  :func:`dpaudit.results.write_json` encodes those for strict JSON)."""
   if isinstance(value, dict):
     return {str(k): to_plain(v) for k, v in value.items()}
   if isinstance(value, (list, tuple)):
@@ -222,7 +223,7 @@ def to_plain(value: Any) -> Any:
   if isinstance(value, (np.integer, int)):
     return int(value)
   if isinstance(value, (np.floating, float)):
-    return float(value) if np.isfinite(value) else None
+    return float(value)
   return value
 
 

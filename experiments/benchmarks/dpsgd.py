@@ -34,6 +34,7 @@ import optax
 
 from dpaudit import models
 from dpaudit.dpsgd import clipping, noise
+from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
@@ -180,10 +181,8 @@ def main(argv):
       "versions": common.versions(),
   }
   result["wall_time_s"] = time.perf_counter() - start
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  with open(os.path.join(FLAGS.output_dir, "results.json"), "w") as f:
-    json.dump(result, f, indent=2)
-  print(json.dumps(result, indent=2))
+  results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
+  print(results.dumps(result))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ import numpy as np
 
 from dpaudit import data, models
 from dpaudit.dpsgd import clipping, training
+from dpaudit import results
 from experiments import common
 from experiments.benchmarks import timing
 
@@ -176,12 +177,8 @@ def main(argv):
       "versions": common.versions(),
   }
   result["wall_time_s"] = time.perf_counter() - start
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  path = os.path.join(FLAGS.output_dir, "results.json")
-  with open(path + ".tmp", "w") as f:
-    json.dump(result, f, indent=2)
-  os.replace(path + ".tmp", path)
-  print(json.dumps(result, indent=2))
+  path = results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
+  print(results.dumps(result))
 
 
 if __name__ == "__main__":

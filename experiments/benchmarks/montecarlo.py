@@ -25,6 +25,8 @@ import time
 from absl import app
 from absl import flags
 
+from dpaudit import results
+
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_classes", 10, "Classes C of the noisy argmax.")
 flags.DEFINE_integer("num_trials", 2**26, "Trials per timed run.")
@@ -172,10 +174,8 @@ def main(argv):
       "gpu_target_trials_per_s": 1e9,
       "gpu_trials_per_s": None if on_cpu else engine[best_engine]["trials_per_s"],
   }
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  with open(os.path.join(FLAGS.output_dir, "results.json"), "w") as f:
-    json.dump(report, f, indent=2)
-  print(json.dumps(report, indent=2))
+  results.write_json(os.path.join(FLAGS.output_dir, "results.json"), report)
+  print(results.dumps(report))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from dpaudit.audits import reconstruction
 from dpaudit.dpsgd import training
 from dpaudit.models import ngram
+from dpaudit import results
 from experiments import common
 from experiments.benchmarks import timing
 
@@ -134,12 +135,8 @@ def main(argv):
       "versions": common.versions(),
   }
   result["wall_time_s"] = time.perf_counter() - start
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  path = os.path.join(FLAGS.output_dir, "results.json")
-  with open(path + ".tmp", "w") as f:
-    json.dump(result, f, indent=2)
-  os.replace(path + ".tmp", path)
-  print(json.dumps(result, indent=2))
+  path = results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
+  print(results.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Smoke test of `python -m experiments.bootstrap_coverage` (tiny study) and its error path."""
 
-import json
 import os
 import subprocess
 import sys
+
+from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -17,7 +18,7 @@ def test_tiny_study_writes_rates(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--num_audits=20", "--num_bootstrap=20",
              "--num_trials=1000", "--orders=2")
   assert out.returncode == 0, out.stderr
-  results = json.loads((tmp_path / "results.json").read_text())
+  results = read_json(tmp_path / "results.json")
   settings = results["result"]["settings"] if "result" in results else results["settings"]
   assert {s["pair"] for s in settings} == {"fig6_sigma2", "fig6_sigma6", "fig6_sigma12",
                                            "zero_divergence"}

@@ -1,12 +1,14 @@
 """Smoke tests of `python -m experiments.dpsgd_audit`: every game from the CLI, resuming, the
 skipped-cell path and one-line errors."""
 
-import json
+import math
 import os
 import subprocess
 import sys
 
 import pytest
+
+from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,7 +31,7 @@ def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
            "--batch_size=64", "--hidden_sizes=16", "--num_tags=10")
   out = _run(*flags)
   assert out.returncode == 0, out.stderr
-  results = json.loads((out_dir / "results.json").read_text())
+  results = read_json(out_dir / "results.json")
   cells = results["cells"]
   assert len(cells) == 4 and all(c["status"] == "done" for c in cells)
   assert {(c["config"]["game"], c["config"]["canary"]) for c in cells} == {
@@ -51,20 +53,20 @@ def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
   again = _run(*flags)
   assert again.returncode == 0, again.stderr
   assert again.stderr.count(" reused") == 4
-  assert json.loads((out_dir / "results.json").read_text())["cells"][0]["result"] == cells[0][
+  assert read_json(out_dir / "results.json")["cells"][0]["result"] == cells[0][
       "result"]
 
 
 def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_dir):
-  # and a non-private cell: no noise, the accountant's epsilon is inf (null in JSON).
+  # and a non-private cell: no noise, the accountant's epsilon is inf ("Infinity" in JSON).
   out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
              "--audits=one_run:in_distribution", "--num_canaries=5000,50", "--epochs=1",
              "--hidden_sizes=8", "--epsilons=inf")
   assert out.returncode == 0, out.stderr
-  skipped, done = json.loads((tmp_path / "results.json").read_text())["cells"]
+  skipped, done = read_json(tmp_path / "results.json")["cells"]
   assert skipped["status"] == "skipped" and "num_canaries=5000" in skipped["reason"]
   assert "skipped" in out.stdout
-  assert done["status"] == "done" and done["result"]["epsilon_theory"] is None
+  assert done["status"] == "done" and done["result"]["epsilon_theory"] == math.inf
   assert done["result"]["noise_multiplier"] == 0.0
 
 

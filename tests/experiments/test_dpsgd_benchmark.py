@@ -1,9 +1,10 @@
 """Smoke test of `python -m experiments.benchmarks.dpsgd` (tiny sizes) and its error path."""
 
-import json
 import os
 import subprocess
 import sys
+
+from dpaudit.results import read_json, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -17,8 +18,8 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--models=mlp,lenet5", "--batch_size=4",
              "--num_rounds=1", "--steps_per_round=2", "--vmap_steps_per_round=1", "--notorch")
   assert out.returncode == 0, out.stderr
-  printed = json.loads(out.stdout)
-  written = json.loads((tmp_path / "results.json").read_text())
+  printed = loads(out.stdout)
+  written = read_json(tmp_path / "results.json")
   assert printed["models"].keys() == written["models"].keys() == {"mlp", "lenet5"}
   for name, report in written["models"].items():
     for method in ("nonprivate", "dp_ghost", "dp_vmap"):

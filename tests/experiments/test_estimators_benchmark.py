@@ -1,9 +1,10 @@
 """Smoke test of `python -m experiments.benchmarks.estimators` (tiny sizes) and its errors."""
 
-import json
 import os
 import subprocess
 import sys
+
+from dpaudit.results import read_json, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -16,8 +17,8 @@ def _run(*flags):
 def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--scale=0.0005", "--repeats=2", "--only=cp,one_run")
   assert out.returncode == 0, out.stderr
-  printed = json.loads(out.stdout)
-  written = json.loads((tmp_path / "results.json").read_text())
+  printed = loads(out.stdout)
+  written = read_json(tmp_path / "results.json")
   assert printed == written
   assert written["experiment"] == "benchmarks.estimators"
   assert written["config"]["groups"] == ["cp", "one_run"]

@@ -1,12 +1,13 @@
 """Smoke test of `python -m experiments.lm_reconstruction` on the offline Shakespeare corpus
 (tiny sizes), resuming from saved models, and its one-line errors."""
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
+
+from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,7 +30,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, data_dir):
            "--secret_digits=8", "--canary_repetitions=2", "--top_k=20")
   out = _run(*flags)
   assert out.returncode == 0, out.stderr
-  r = json.loads((tmp_path / "results.json").read_text())
+  r = read_json(tmp_path / "results.json")
   assert r["canary"].startswith("John Doe's credit card number is ")
   assert len(r["secret"]) == 8 and r["canary"].endswith(r["secret"])
   assert [p["noise_multiplier"] for p in r["secrecy"]] == [2.0]
@@ -49,7 +50,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, data_dir):
   again = _run(*flags)
   assert again.returncode == 0, again.stderr
   assert again.stderr.count("reused") == 2  # the reference and the target
-  r2 = json.loads((tmp_path / "results.json").read_text())
+  r2 = read_json(tmp_path / "results.json")
   assert r2["secrecy"] == r["secrecy"]
 
 

@@ -1,9 +1,10 @@
 """Smoke test of `python -m experiments.benchmarks.many_run` (tiny sizes) and its error path."""
 
-import json
 import os
 import subprocess
 import sys
+
+from dpaudit.results import read_json, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -20,8 +21,8 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
              "--sequential_runs=2", "--check_runs=2", "--repeats=1", "--chunk_size=3",
              "--model=mlp")
   assert out.returncode == 0, out.stderr
-  printed = json.loads(out.stdout)
-  written = json.loads((tmp_path / "results.json").read_text())
+  printed = loads(out.stdout)
+  written = read_json(tmp_path / "results.json")
   assert printed == written
   assert written["num_runs"] == 8 and written["num_steps"] == 3 and written["model"] == "mlp"
   assert written["param_count"] == 64 * 32 + 32 + 32 * 10 + 10  # 8x8x1 digits, 10 classes

@@ -1,9 +1,10 @@
 """Smoke test of `python -m experiments.noisy_argmax_audit` and its error path."""
 
-import json
 import os
 import subprocess
 import sys
+
+from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -17,7 +18,7 @@ def test_tiny_run_writes_results_plot_and_table(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--num_trials=40000", "--orders=2,4,8",
              "--num_bootstrap=50", "--num_queries=10")
   assert out.returncode == 0, out.stderr
-  results = json.loads((tmp_path / "results.json").read_text())
+  results = read_json(tmp_path / "results.json")
   for key in ("orders", "exact_renyi", "exact_renyi_reverse", "two_cut_lower_bound",
               "k_cut_lower_bound", "data_independent_rdp", "data_dependent_rdp", "num_trials",
               "config", "versions", "wall_time_s"):
@@ -31,7 +32,7 @@ def test_tiny_run_writes_results_plot_and_table(tmp_path):
   again = _run(f"--output_dir={tmp_path}", "--num_trials=40000", "--orders=2,4,8",
                "--num_bootstrap=50", "--num_queries=10")
   assert again.returncode == 0, again.stderr
-  rerun = json.loads((tmp_path / "results.json").read_text())
+  rerun = read_json(tmp_path / "results.json")
   assert rerun["two_cut_lower_bound"] == results["two_cut_lower_bound"]
 
 

@@ -1,7 +1,6 @@
 """`python -m experiments.reconstruction_bounds` (Stock et al., Figs. 1 and 2): a smoke run of
 the CLI, the bounds against closed forms for full-batch DP-SGD, and the error path."""
 
-import json
 import math
 import os
 import subprocess
@@ -10,6 +9,7 @@ import sys
 import numpy as np
 
 from experiments import reconstruction_bounds as rb
+from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOG2 = math.log(2.0)
@@ -25,7 +25,7 @@ def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_pa
              "--max_bits=60", "--num_bits=13", "--min_steps=100", "--max_steps=100000",
              "--num_step_points=4", "--fig2_bits=40")
   assert out.returncode == 0, out.stderr
-  results = json.loads((tmp_path / "results.json").read_text())
+  results = read_json(tmp_path / "results.json")
   for key in ("fig1", "fig2", "properties_hold", "experiment", "config", "versions",
               "wall_time_s", "command"):
     assert key in results, key

@@ -1,12 +1,13 @@
 """Smoke test of `python -m experiments.train_dpsgd`: results, resuming, and the error path."""
 
-import json
 import math
 import os
 import subprocess
 import sys
 
 import pytest
+
+from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,7 +31,7 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
            "--target_epsilons=8,inf", "--num_seeds=1", "--learning_rate=0.1")
   out = _run(*flags)
   assert out.returncode == 0, out.stderr
-  results = json.loads((out_dir / "results.json").read_text())
+  results = read_json(out_dir / "results.json")
   for key in ("dataset", "model", "num_train", "num_test", "delta", "accountant",
               "sampling_rate", "num_steps", "summary", "runs", "config", "versions",
               "wall_time_s"):
@@ -55,16 +56,17 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
   # A rerun trains nothing: both runs are read back from output_dir/runs.
   again = _run(*flags)
   assert again.returncode == 0, again.stderr
-  rerun = json.loads((out_dir / "results.json").read_text())
+  rerun = read_json(out_dir / "results.json")
   assert rerun["num_runs_reused"] == 2 and "reusing the finished run" in again.stderr
   assert rerun["summary"] == results["summary"]
 
   # Forget one finished run: only that one is trained again, and it gives the same model.
-  (run_dir,) = [d for d in (out_dir / "runs").iterdir() if d.name.startswith("eps8_")]
-  (run_dir / "result.json").unlink()
+  (finished,) = [f for f in (out_dir / "runs").iterdir() if f.name.startswith("eps8_")]
+  assert finished.suffix == ".json"  # a finished run keeps no checkpoint directory
+  finished.unlink()
   third = _run(*flags)
   assert third.returncode == 0, third.stderr
-  retrained = json.loads((out_dir / "results.json").read_text())
+  retrained = read_json(out_dir / "results.json")
   assert retrained["num_runs_reused"] == 1
   assert [r["reused"] for r in retrained["runs"]] == [False, True]
   assert retrained["runs"][0]["test_accuracy"] == results["runs"][0]["test_accuracy"]

@@ -1,0 +1,179 @@
+"""Results on disk: strict JSON with one encoding of non-finite numbers, and one cell store.
+
+Every ``results.json`` and every saved cell is strict JSON (RFC 8259: no ``Infinity`` or
+``NaN`` literals), so any JSON parser reads it. A float that is not finite is written as the
+string ``"Infinity"``, ``"-Infinity"`` or ``"NaN"`` (the spellings ``float()`` in Python and
+``Number()`` in JavaScript accept); :func:`read_json` turns those three strings back into
+floats wherever they occur as values. NumPy and JAX scalars and arrays become plain numbers
+and lists.
+
+A grid experiment keeps each finished cell in a :class:`CellStore`: one file per cell, named by
+a stable hash of the cell's configuration, written atomically when the cell finishes, so an
+interrupted run loses only the cells in progress and a rerun computes only what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_DECODE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+CELL_FORMAT = "dpaudit-cell/1"
+
+
+def to_json_value(value: Any) -> Any:
+  """Nested containers of Python, NumPy and JAX values as strict-JSON-ready Python values.
+
+  Non-finite floats become the strings ``"Infinity"``, ``"-Infinity"`` and ``"NaN"``; tuples
+  become lists; mapping keys become strings; arrays become (nested) lists."""
+  if isinstance(value, Mapping):
+    return {str(k): to_json_value(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [to_json_value(v) for v in value]
+  if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
+    array = np.asarray(value)
+    return to_json_value(array.tolist() if array.ndim else array.item())
+  if isinstance(value, (bool, np.bool_)):
+    return bool(value)
+  if isinstance(value, (int, np.integer)):
+    return int(value)
+  if isinstance(value, (float, np.floating)):
+    value = float(value)
+    if math.isnan(value):
+      return "NaN"
+    return NON_FINITE.get(value, value)
+  return value
+
+
+def from_json_value(value: Any) -> Any:
+  """Inverse of the non-finite encoding: the three strings become floats again."""
+  if isinstance(value, dict):
+    return {k: from_json_value(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [from_json_value(v) for v in value]
+  if isinstance(value, str) and value in _DECODE:
+    return _DECODE[value]
+  return value
+
+
+def dumps(value: Any, indent: int | None = 2) -> str:
+  """Strict JSON text of ``value`` (see :func:`to_json_value`)."""
+  return json.dumps(to_json_value(value), indent=indent, allow_nan=False)
+
+
+def _strict_constant(name: str):
+  raise ValueError(f"{name} is not strict JSON")
+
+
+def loads(text: str) -> Any:
+  """Parses strict JSON (``Infinity``/``NaN`` literals are an error) and decodes the
+  non-finite strings."""
+  return from_json_value(json.loads(text, parse_constant=_strict_constant))
+
+
+def write_json(path: str, value: Any) -> str:
+  """Writes ``value`` as strict JSON atomically (a temporary file, then a rename): a reader
+  never sees half a file. Returns ``path``."""
+  directory = os.path.dirname(path)
+  if directory:
+    os.makedirs(directory, exist_ok=True)
+  tmp = f"{path}.tmp.{os.getpid()}"
+  with open(tmp, "w") as f:
+    f.write(dumps(value))
+  os.replace(tmp, path)
+  return path
+
+
+def read_json(path: str) -> Any:
+  """Reads a file written by :func:`write_json` (or any strict JSON file)."""
+  with open(path) as f:
+    return loads(f.read())
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+  """A stable 16-hex-digit name for a configuration: the SHA-256 of its canonical strict JSON
+  (keys sorted, tuples as lists, non-finite numbers encoded), so the same settings give the
+  same name in every process and Python version."""
+  canonical = json.dumps(to_json_value(config), sort_keys=True, separators=(",", ":"),
+                         allow_nan=False)
+  return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class CellStore:
+  """Finished cells of a grid experiment, one strict-JSON file per cell in ``directory``.
+
+  A cell is named ``<label>-<key>.json`` where ``key`` is :func:`config_key` of the cell's
+  configuration (every setting that changes its result, seed included) and ``label`` a short
+  human-readable prefix. The file holds ``{"format", "key", "config", "result"}`` and is
+  written atomically once the cell has finished. A stored cell is reused only when its format,
+  key and configuration all match the one asked for: a half-written file (from a crash during
+  the rename's predecessor), a file from another configuration under the same name, or an
+  unreadable one is recomputed and overwritten, never reused.
+
+  ``resume=False`` recomputes every cell it is asked for (and overwrites the stored ones).
+  :meth:`scratch_dir` gives a cell a directory for its own checkpoints, removed by :meth:`save`.
+  """
+
+  def __init__(self, directory: str, resume: bool = True):
+    self.directory = directory
+    self.resume = resume
+    os.makedirs(directory, exist_ok=True)
+
+  def path(self, config: Mapping[str, Any], label: str = "cell") -> str:
+    return os.path.join(self.directory, f"{_safe(label)}-{config_key(config)}.json")
+
+  def scratch_dir(self, config: Mapping[str, Any], label: str = "cell") -> str:
+    """A directory for the cell's partial state (checkpoints) while it runs; call it once per
+    cell and run. With ``resume=False`` it starts empty."""
+    path = self.path(config, label)[:-len(".json")] + ".partial"
+    if not self.resume and os.path.isdir(path):
+      shutil.rmtree(path)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+  def load(self, config: Mapping[str, Any], label: str = "cell") -> Any | None:
+    """The stored result of this exact configuration, or None (also when ``resume=False``)."""
+    if not self.resume:
+      return None
+    path = self.path(config, label)
+    try:
+      cell = read_json(path)
+    except (OSError, ValueError):
+      return None
+    if not isinstance(cell, dict) or cell.get("format") != CELL_FORMAT:
+      return None
+    if cell.get("key") != config_key(config) or cell.get("config") != loads(dumps(config)):
+      return None
+    return cell.get("result")
+
+  def save(self, config: Mapping[str, Any], result: Any, label: str = "cell") -> str:
+    """Stores a finished cell atomically and removes its scratch directory."""
+    path = write_json(self.path(config, label), {"format": CELL_FORMAT,
+                                                 "key": config_key(config),
+                                                 "config": config, "result": result})
+    scratch = path[:-len(".json")] + ".partial"
+    if os.path.isdir(scratch):
+      shutil.rmtree(scratch)
+    return path
+
+  def get_or_compute(self, config: Mapping[str, Any], compute: Callable[[], Any],
+                     label: str = "cell") -> tuple[Any, bool]:
+    """``(result, reused)``: the stored result, or ``compute()`` stored as it finishes. The
+    returned result is what a later :meth:`load` gives (strict-JSON round trip)."""
+    stored = self.load(config, label)
+    if stored is not None:
+      return stored, True
+    result = loads(dumps(compute()))
+    self.save(config, result, label)
+    return result, False
+
+
+def _safe(label: str) -> str:
+  return "".join(c if c.isalnum() or c in "._=+" else "_" for c in str(label))[:80] or "cell"
