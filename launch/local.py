@@ -17,8 +17,6 @@ finished, 1 otherwise, 2 for bad flags.
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import shutil
 import signal
@@ -30,6 +28,7 @@ from typing import Any, Sequence
 from absl import app
 from absl import flags
 
+from launch import summary
 from launch import sweep as sweep_lib
 
 FLAGS = flags.FLAGS
@@ -40,30 +39,8 @@ flags.DEFINE_bool("resume", True, "Skip jobs that finished in an earlier run.")
 flags.DEFINE_bool("dry_run", False, "Print the jobs' command lines and exit.")
 flags.DEFINE_list("only", [], "Run only the jobs whose names contain one of these strings.")
 
-MARKER = "job.json"
-LOG = "job.log"
-
-
-def resolve(name: str) -> str:
-  """A sweep file path, or ``launch/sweeps/NAME.py``."""
-  if os.path.isfile(name):
-    return name
-  candidate = os.path.join(os.path.dirname(__file__), "sweeps",
-                           name if name.endswith(".py") else name + ".py")
-  if os.path.isfile(candidate):
-    return candidate
-  known = ", ".join(f[:-3] for f in sweep_lib.available())
-  raise ValueError(f"--sweep={name} is neither a file nor a sweep in launch/sweeps ({known})")
-
-
-def is_finished(job: sweep_lib.Job) -> bool:
-  try:
-    with open(os.path.join(job.output_dir, MARKER)) as f:
-      marker = json.load(f)
-  except (OSError, ValueError):
-    return False
-  return (marker.get("fingerprint") == job.fingerprint() and marker.get("exit_code") == 0
-          and os.path.isfile(os.path.join(job.output_dir, "results.json")))
+MARKER, LOG = sweep_lib.MARKER, sweep_lib.LOG
+is_finished = sweep_lib.is_finished
 
 
 def core_slices(parallelism: int) -> list[set[int]]:
@@ -166,9 +143,7 @@ def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
         if ok:
           done += 1
           record["status"] = "finished"
-          with open(os.path.join(r.job.output_dir, MARKER), "w") as f:
-            json.dump({"fingerprint": r.job.fingerprint(), "exit_code": 0,
-                       "seconds": seconds, "argv": r.job.argv("python")}, f, indent=2)
+          sweep_lib.mark_finished(r.job.output_dir, r.job.module, r.job.flags, seconds)
           print(f"done  {r.job.name} ({seconds:.1f} s)", file=stream, flush=True)
         else:
           failed += 1
@@ -186,50 +161,9 @@ def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
         os.killpg(r.process.pid, signal.SIGKILL)
       r.log.close()
     raise
-  rows = [_summary_row(records[j.name], j, sweep) for j in jobs]
-  write_summary(rows, os.path.join(root, sweep.name))
+  rows = [summary.summary_row(records[j.name], j, sweep) for j in jobs]
+  summary.write_summary(rows, os.path.join(root, sweep.name))
   return rows
-
-
-def _summary_row(record: dict[str, Any], job: sweep_lib.Job, sweep: sweep_lib.Sweep
-                 ) -> dict[str, Any]:
-  row = dict(record)
-  varying = {k for point in sweep.grid for k in point}
-  row.update({f"--{k}": v for k, v in job.flags.items() if k in varying})
-  try:
-    with open(os.path.join(job.output_dir, "results.json")) as f:
-      result = json.load(f)
-  except (OSError, ValueError):
-    return row
-  if record["status"] != "pending":
-    for key, value in result.items():
-      if key not in ("command", "experiment") and isinstance(value, (int, float, str, bool)):
-        row[key] = value
-  return row
-
-
-def write_summary(rows: list[dict[str, Any]], directory: str) -> tuple[str, str]:
-  """``summary.csv`` and ``summary.md`` with one row per job (columns: the union of keys)."""
-  os.makedirs(directory, exist_ok=True)
-  columns: list[str] = []
-  for row in rows:
-    columns += [k for k in row if k not in columns]
-  csv_path, md_path = os.path.join(directory, "summary.csv"), os.path.join(directory, "summary.md")
-  with open(csv_path, "w", newline="") as f:
-    writer = csv.DictWriter(f, columns)
-    writer.writeheader()
-    writer.writerows(rows)
-
-  def cell(value):
-    if isinstance(value, float):
-      return f"{value:.4g}"
-    return "" if value is None else str(value).replace("|", "\\|")
-
-  lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-  lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
-  with open(md_path, "w") as f:
-    f.write("\n".join(lines) + "\n")
-  return csv_path, md_path
 
 
 def main(argv: Sequence[str]) -> None:
@@ -242,7 +176,7 @@ def main(argv: Sequence[str]) -> None:
                        + ", ".join(f[:-3] for f in sweep_lib.available()) + ")")
     if FLAGS.parallelism < 1:
       raise ValueError(f"--parallelism={FLAGS.parallelism} must be at least 1")
-    sweep = sweep_lib.load(resolve(FLAGS.sweep))
+    sweep = sweep_lib.load(sweep_lib.resolve(FLAGS.sweep))
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

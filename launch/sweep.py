@@ -85,8 +85,35 @@ class Job:
 
   def fingerprint(self) -> str:
     """Hash of the module and flags: a finished job is skipped only if it matches."""
-    text = json.dumps([self.module, dict(sorted(self.flags.items()))])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return fingerprint(self.module, self.flags)
+
+
+MARKER = "job.json"  # written in a job's output_dir when it finished
+LOG = "job.log"
+
+
+def fingerprint(module: str, flags: Mapping[str, str]) -> str:
+  text = json.dumps([module, dict(sorted(flags.items()))])
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def mark_finished(output_dir: str, module: str, flags: Mapping[str, str], seconds: float
+                  ) -> None:
+  """Records that the job ran to completion (exit 0 and a results.json)."""
+  with open(os.path.join(output_dir, MARKER), "w") as f:
+    json.dump({"fingerprint": fingerprint(module, flags), "exit_code": 0, "seconds": seconds,
+               "module": module, "flags": dict(flags)}, f, indent=2)
+
+
+def is_finished(job: "Job") -> bool:
+  """True when ``job`` (same module and flags) finished in an earlier run."""
+  try:
+    with open(os.path.join(job.output_dir, MARKER)) as f:
+      marker = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return (marker.get("fingerprint") == job.fingerprint() and marker.get("exit_code") == 0
+          and os.path.isfile(os.path.join(job.output_dir, "results.json")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +158,18 @@ def job_name(point: Mapping[str, Any]) -> str:
   if len(name) > 120:  # long lists: keep it readable and unique
     name = name[:100] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
   return name
+
+
+def resolve(name: str) -> str:
+  """A sweep file path, or ``launch/sweeps/NAME.py``."""
+  if os.path.isfile(name):
+    return name
+  candidate = os.path.join(os.path.dirname(__file__), "sweeps",
+                           name if name.endswith(".py") else name + ".py")
+  if os.path.isfile(candidate):
+    return candidate
+  known = ", ".join(f[:-3] for f in available())
+  raise ValueError(f"--sweep={name} is neither a file nor a sweep in launch/sweeps ({known})")
 
 
 def load(path: str) -> Sweep:
