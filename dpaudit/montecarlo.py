@@ -116,7 +116,12 @@ def _device_call(sample_fn: SampleFn, plan: Plan, num_outcomes: int) -> Callable
 @functools.lru_cache(maxsize=32)
 def _compile_round(sample_fn: SampleFn, plan: Plan, num_outcomes: int,
                    devices: tuple[jax.Device, ...]) -> Callable:
-  """One round: every device runs one call on its own block of chunks."""
+  """One round: every device runs one call on its own block of chunks; returns each device's
+  counts, ``(num_devices, K + 1)`` int32, as a NumPy array.
+
+  With devices of several processes (``jax.distributed``), every process runs this with the
+  same arguments; each feeds the chunk offsets of its own devices, and the per-device counts
+  are gathered to every process (summed there in int64, so no int32 overflow)."""
   run = _device_call(sample_fn, plan, num_outcomes)
   if len(devices) == 1:
     return jax.jit(lambda key, firsts, args: run(key, firsts[0], args)[None])
@@ -132,7 +137,14 @@ def _compile_round(sample_fn: SampleFn, plan: Plan, num_outcomes: int,
   compiled = jax.jit(mapped)
 
   def call(key, firsts, args):
-    return compiled(key, jax.device_put(firsts, firsts_sharding), args)
+    firsts = np.asarray(firsts)
+    global_firsts = jax.make_array_from_callback(firsts.shape, firsts_sharding,
+                                                 lambda index: firsts[index])
+    out = compiled(key, global_firsts, args)
+    if out.is_fully_addressable:
+      return np.asarray(out)
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(out, tiled=True))
 
   return call
 
@@ -199,7 +211,9 @@ def count_outcomes(sample_fn: SampleFn, key: jax.Array, num_trials: int, num_out
       working set). Shrunk automatically for small N.
     chunks_per_call: chunks per device per compiled call; default targets about 2^24 trials
       per call, which sets how often progress is reported and checkpoints are written.
-    devices: devices to shard over (default: all local devices).
+    devices: devices to shard over (default: every device of every process, which is the
+      local devices unless ``jax.distributed`` was initialised; then every process must make
+      the same call, and all get the same counts, identical to a one-process run).
     progress: optional ``progress(trials_done, num_trials)`` called after every call.
     checkpoint_path: optional ``.npz`` path; finished chunks are saved after every call and a
       matching checkpoint is resumed from (the fingerprint covers the key, N, chunk size,
@@ -214,7 +228,7 @@ def count_outcomes(sample_fn: SampleFn, key: jax.Array, num_trials: int, num_out
       ``[0, num_outcomes)``.
   """
   _validate.check_range("num_outcomes", num_outcomes, 1)
-  devices = list(devices) if devices is not None else jax.local_devices()
+  devices = list(devices) if devices is not None else jax.devices()
   if not devices:
     raise ValueError("devices is empty; need at least one device")
   plan = make_plan(num_trials, chunk_size, len(devices), chunks_per_call)
@@ -232,7 +246,7 @@ def count_outcomes(sample_fn: SampleFn, key: jax.Array, num_trials: int, num_out
     per_device = np.asarray(round_fn(key, jnp.asarray(firsts), args))
     counts = counts + per_device.sum(axis=0, dtype=np.int64)
     chunks_done = min(plan.num_chunks, chunks_done + plan.chunks_per_round)
-    if checkpoint_path:
+    if checkpoint_path and jax.process_index() == 0:  # one writer when multi-process
       save_checkpoint(checkpoint_path, Checkpoint(fingerprint, chunks_done, counts))
     if progress is not None:
       progress(min(plan.num_trials, chunks_done * plan.chunk_size), plan.num_trials)

@@ -38,6 +38,40 @@ flags.DEFINE_string(
     "runs and sweep cells load compiled programs instead of compiling again. Empty: off.")
 
 
+flags.DEFINE_enum(
+    "distributed", "auto", ["auto", "off"],
+    "Multi-process runs (jax.distributed): auto initialises when launched as one of several "
+    "processes (launch.multihost's DPAUDIT_* variables, JAX_COORDINATOR_ADDRESS, or a Slurm "
+    "job step with several tasks; on Cloud TPU pods JAX detects the slice itself); off never.")
+
+DISTRIBUTED_ENV = ("DPAUDIT_COORDINATOR_ADDRESS", "DPAUDIT_NUM_PROCESSES", "DPAUDIT_PROCESS_ID")
+
+
+def initialize_distributed() -> int:
+  """Joins a multi-process run when this process was started as part of one; returns the
+  process index (0 when alone). Then ``jax.devices()`` spans every process, and
+  :func:`dpaudit.montecarlo.count_outcomes` shards its trials over all of them. On CPU the
+  collectives go through Gloo. Only process 0 should write results (:func:`is_main_process`).
+  """
+  mode = flags.FLAGS.distributed if flags.FLAGS.is_parsed() else "auto"
+  env = os.environ
+  if mode == "off":
+    return 0
+  if all(name in env for name in DISTRIBUTED_ENV):
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=env["DPAUDIT_COORDINATOR_ADDRESS"],
+                               num_processes=int(env["DPAUDIT_NUM_PROCESSES"]),
+                               process_id=int(env["DPAUDIT_PROCESS_ID"]))
+  elif "JAX_COORDINATOR_ADDRESS" in env or int(env.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize()  # reads the JAX_* variables or Slurm's own
+  return jax.process_index()
+
+
+def is_main_process() -> bool:
+  return jax.process_index() == 0
+
+
 def enable_compilation_cache() -> str | None:
   """Turns on JAX's persistent compilation cache at ``--compilation_cache_dir``, so that a rerun,
   a resumed run or the next cell of a sweep loads its compiled programs instead of compiling

@@ -130,18 +130,21 @@ def main(argv):
   del argv
   common.enable_compilation_cache()
   common.enable_x64()
+  common.initialize_distributed()  # several processes: trials spread over all their devices
   from dpaudit import montecarlo
   from dpaudit.audits import noisy_argmax as audit
 
   config = config_from_flags()
   key = common.make_key(FLAGS.seed, FLAGS.prng_impl)
   checkpoint_dir = os.path.join(FLAGS.output_dir, "checkpoints")
-  if not FLAGS.resume and os.path.isdir(checkpoint_dir):
+  if not FLAGS.resume and os.path.isdir(checkpoint_dir) and common.is_main_process():
     shutil.rmtree(checkpoint_dir)
   with common.Timer() as timer:
     result = audit.run(key, config,
                        progress_factory=lambda name: montecarlo.ProgressPrinter(name),
                        checkpoint_dir=checkpoint_dir)
+  if not common.is_main_process():
+    return  # every process computed the same result; process 0 writes it
   result_dict = result.to_dict()
   run_config = {"seed": FLAGS.seed, "prng_impl": FLAGS.prng_impl, **result_dict.pop("config")}
   path = common.write_results(FLAGS.output_dir, "noisy_argmax_audit", run_config, result_dict,
