@@ -466,8 +466,6 @@ def run(config: TrainDpsgdConfig, runs_dir: str | None = None, resume: bool = Tr
       this sweep are trained from scratch (and overwrite the stored ones).
     progress_stream: where progress lines go (default ``sys.stderr``).
   """
-  from dpaudit.dpsgd import training
-
   stream = progress_stream or sys.stderr
   prepared = prepare_data(config)
   num_train = int(prepared.train_labels.shape[0])
