@@ -8,7 +8,7 @@ import sys
 from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLAGS = ["--num_trials=100000", "--orders=2", "--num_bootstrap=20", "--noplot",
+FLAGS = ["--num_trials=40000", "--orders=2", "--num_bootstrap=20", "--noplot",
          "--chunk_size=4096"]
 
 
@@ -26,7 +26,7 @@ def test_two_processes_give_the_counts_of_one(tmp_path):
   assert two_results["versions"]["devices"] == "cpu:cpu, cpu:cpu"  # both processes' devices
   assert one_results["versions"]["devices"] == "cpu:cpu"
   assert two_results["counts"] == one_results["counts"]
-  assert sum(two_results["counts"]["sel_p"]) + sum(two_results["counts"]["eval_p"]) == 100000
+  assert sum(two_results["counts"]["sel_p"]) + sum(two_results["counts"]["eval_p"]) == 40000
 
 
 def test_bad_arguments_exit_2():
