@@ -110,3 +110,23 @@ threefry_unrolled = jex_random.define_prng_impl(
     name="threefry_unrolled", tag="tfu")
 """Threefry-2x32-20 with an unrolled (fusible) lowering; bit-identical to JAX's
 non-partitionable ``threefry2x32``."""
+
+
+PRNG_IMPLS = ("threefry_unrolled", "threefry2x32", "rbg", "unsafe_rbg")
+
+
+def make_key(seed: int, impl: str = "threefry_unrolled") -> jax.Array:
+  """A PRNG key from a seed: the one way experiments and sweeps turn seed flags into keys
+  (DESIGN.md, convention 1).
+
+  ``threefry_unrolled`` (default) is JAX's Threefry-2x32 generator with a lowering XLA can fuse
+  (:mod:`dpaudit.prng`; bit-identical to ``threefry2x32`` without partitionable mode, and
+  several times faster on CPU); the others are JAX's built-in implementations.
+  """
+  if impl not in PRNG_IMPLS:
+    raise ValueError(f"prng_impl={impl!r} is not one of {', '.join(PRNG_IMPLS)}")
+  if not 0 <= seed < 2**63:
+    raise ValueError(f"seed={seed} is outside the valid range [0, 2^63)")
+  if impl == "threefry_unrolled":
+    return jax.random.key(seed, impl=threefry_unrolled)
+  return jax.random.key(seed, impl=impl)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.metadata
-import json
 import logging
 import os
 import platform
@@ -16,7 +14,8 @@ from typing import Any, Callable, Sequence
 import jax
 from absl import flags
 
-PRNG_IMPLS = ("threefry_unrolled", "threefry2x32", "rbg", "unsafe_rbg")
+from dpaudit.accounting.dpsgd import quiet_accountant  # re-exported for experiments
+from dpaudit.prng import PRNG_IMPLS, make_key  # re-exported for experiments
 
 
 def enable_x64() -> None:
@@ -98,46 +97,6 @@ def quiet_logging() -> None:
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
   if not flags.FLAGS["verbosity"].present:
     absl_logging.set_verbosity(absl_logging.WARNING)
-
-
-class _DropNonConvergedOrders(logging.Filter):
-  """dp_accounting warns once per fractional Renyi order whose series does not converge
-  (small noise, large sampling rate; see :func:`dpaudit.accounting.dpsgd_rdp`) and then
-  leaves that order out, which can only make the RDP epsilon larger: the reported bound stays
-  valid. A calibration's bracketing visits many such noise levels, so these lines would
-  swamp the output."""
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    return "failed to converge" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def quiet_accountant():
-  """Drops dp_accounting's "failed to converge" warnings while the block runs."""
-  absl_logger = logging.getLogger("absl")
-  quiet = _DropNonConvergedOrders()
-  absl_logger.addFilter(quiet)
-  try:
-    yield
-  finally:
-    absl_logger.removeFilter(quiet)
-
-
-def make_key(seed: int, impl: str = "threefry_unrolled") -> jax.Array:
-  """The only place a PRNG key is made from a seed (DESIGN.md, convention 1).
-
-  ``threefry_unrolled`` (default) is JAX's Threefry-2x32 generator with a lowering XLA can fuse
-  (:mod:`dpaudit.prng`; bit-identical to ``threefry2x32`` without partitionable mode, and
-  several times faster on CPU); the others are JAX's built-in implementations.
-  """
-  if impl not in PRNG_IMPLS:
-    raise ValueError(f"prng_impl={impl!r} is not one of {', '.join(PRNG_IMPLS)}")
-  if not 0 <= seed < 2**63:
-    raise ValueError(f"seed={seed} is outside the valid range [0, 2^63)")
-  if impl == "threefry_unrolled":
-    from dpaudit import prng
-    return jax.random.key(seed, impl=prng.threefry_unrolled)
-  return jax.random.key(seed, impl=impl)
 
 
 def parse_floats(name: str, values: Sequence[str]) -> tuple[float, ...]:

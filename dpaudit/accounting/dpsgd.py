@@ -33,7 +33,9 @@ Python scalars, not traced values.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import math
 from typing import Any
 
@@ -651,3 +653,26 @@ def dpsgd_group_rdp(noise_multiplier, sampling_rate, num_steps, orders, group_si
     log_a = np.array([_group_log_moment(sigma, q, k, float(a)) for a in ords])
     rdp = steps * np.maximum(log_a, 0.0) / (ords - 1.0)
   return rdp.reshape(np.shape(orders))
+
+
+class _DropNonConvergedOrders(logging.Filter):
+  """dp_accounting warns once per fractional Renyi order whose series does not converge
+  (small noise, large sampling rate; see :func:`dpaudit.accounting.dpsgd_rdp`) and then
+  leaves that order out, which can only make the RDP epsilon larger: the reported bound stays
+  valid. A calibration's bracketing visits many such noise levels, so these lines would
+  swamp the output."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return "failed to converge" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_accountant():
+  """Drops dp_accounting's "failed to converge" warnings while the block runs."""
+  absl_logger = logging.getLogger("absl")
+  quiet = _DropNonConvergedOrders()
+  absl_logger.addFilter(quiet)
+  try:
+    yield
+  finally:
+    absl_logger.removeFilter(quiet)
