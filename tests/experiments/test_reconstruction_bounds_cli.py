@@ -1,18 +1,16 @@
 """`python -m experiments.reconstruction_bounds` (Stock et al., Figs. 1 and 2): a smoke run of
-the CLI, the bounds against closed forms for full-batch DP-SGD, and the error path."""
+the CLI and the error path. The library logic (dpaudit.audits.reconstruction_bounds) is tested
+in tests/audits/test_reconstruction_bounds.py."""
 
-import math
 import os
 import subprocess
 import sys
 
 import numpy as np
 
-from experiments import reconstruction_bounds as rb
 from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LOG2 = math.log(2.0)
 
 
 def _run(*flags):
@@ -59,42 +57,6 @@ def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_pa
   assert np.all(np.diff(f2["epsilon_rdp"]) > 0)
 
 
-def test_full_batch_bounds_match_closed_forms():
-  """q = 1: T Gaussian steps have d_alpha = rho * alpha with rho = T / (2 sigma^2) (nats), so
-  L_2(b) = min(b, min_alpha rho (alpha - 1) / log 2 + b / alpha) and
-  h(b) = min_alpha rho alpha + b log 2 / (alpha - 1), computed here without the library."""
-  sigma, steps = 5.0, 10
-  rho = steps / (2 * sigma**2)
-  bits = np.linspace(0.5, 20.0, 40)
-  orders = rb.default_orders()
-  got = rb.bound_curves(sigma, 1.0, steps, bits, orders)
-
-  # Brute force over the same orders (exact up to rounding) ...
-  alpha = orders[None, :]
-  l2 = np.min(rho * (alpha - 1) / LOG2 + bits[:, None] / alpha, axis=1)
-  np.testing.assert_allclose(got["leakage_bits"], np.minimum(bits, l2), rtol=1e-10)
-  h = np.min(rho * alpha + bits[:, None] * LOG2 / (alpha - 1), axis=1) / LOG2
-  np.testing.assert_allclose(got["traditional_bits"], h, rtol=1e-10)
-
-  # ... and against the minimum over all alpha > 1: alpha* = sqrt(b log 2 / rho) (inside the
-  # grid here), L_2 = 2 sqrt(b rho / log 2) - rho / log 2; alpha* - 1 = sqrt(b log 2 / rho)
-  # for h, h = rho + 2 sqrt(rho b log 2) nats.
-  a_star = np.sqrt(bits * LOG2 / rho)
-  assert np.all(a_star > 1.01)
-  l2_exact = 2 * np.sqrt(bits * rho / LOG2) - rho / LOG2
-  np.testing.assert_allclose(got["leakage_bits"], l2_exact, rtol=1e-4)
-  np.testing.assert_allclose(got["leakage_order"], a_star, atol=0.03)
-  h_exact = (rho + 2 * np.sqrt(rho * bits * LOG2)) / LOG2
-  np.testing.assert_allclose(got["traditional_bits"], h_exact, rtol=1e-4)
-  assert not rb.property_violations(bits, got["leakage_bits"], got["traditional_bits"])
-
-
-def test_property_check_flags_a_convex_curve():
-  b = np.linspace(0.0, 10.0, 11)
-  assert rb.property_violations(b, b**2 / 40, b**2) == ["leakage concave"]
-  assert "leakage <= b" in rb.property_violations(b, 2 * b, 3 * b)
-
-
 def test_bad_flag_is_one_line_error():
   out = _run("--sigmas=-1", "--noplot")
   assert out.returncode == 2
@@ -103,3 +65,17 @@ def test_bad_flag_is_one_line_error():
   assert "Traceback" not in out.stderr
   out = _run("--min_steps=10", "--max_steps=5")
   assert out.returncode == 2 and out.stderr.startswith("error: --max_steps=5")
+
+
+def test_orders_pld_and_plot_flags_reach_the_config(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--sigmas=0.7", "--num_steps=500",
+             "--sampling_rate=0.01", "--orders=3,1.5,2,2,40", "--nopld", "--noplot",
+             "--max_bits=20", "--num_bits=5", "--min_steps=10", "--max_steps=20",
+             "--num_step_points=30", "--fig2_bits=0")
+  assert out.returncode == 0, out.stderr
+  results = read_json(tmp_path / "results.json")
+  assert results["config"]["orders"] == [1.5, 2.0, 3.0, 40.0] and results["config"]["pld"] is False
+  assert results["fig1"][0]["epsilon_pld"] is None and "None" in out.stdout
+  assert results["fig2"]["num_steps"] == list(range(10, 21))
+  assert results["fig2"]["leakage_bits"] == [0.0] * 11  # b = 0 leaks nothing
+  assert not list(tmp_path.glob("*.png"))
