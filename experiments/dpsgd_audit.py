@@ -4,7 +4,8 @@ r"""Auditing DP-SGD: many-run, one-run, UniAud and UniAud++ games on offline rea
   python -m experiments.dpsgd_audit --game=uniaud --canary=gaussian --epsilons=1,4,inf
   python -m experiments.dpsgd_audit --game=many_run --canary=dirac --num_runs=500
 
-Runs the games of :mod:`dpaudit.audits.dpsgd` over a grid: every audit of ``--audits`` (pairs
+Runs the games of :mod:`dpaudit.audits.dpsgd` over a grid (:func:`dpaudit.audits.dpsgd_grid.run`,
+which a library user calls with a ``DPSGDGridConfig``): every audit of ``--audits`` (pairs
 ``game:canary``; default the single ``--game``/``--canary``) x every target epsilon of
 ``--epsilons`` x every ``--num_canaries`` (O(1) games) x every ``--tag_weights`` (UniAud++).
 Each cell reports the epsilon lower bound (1 - ``--significance`` confidence), the ceiling
@@ -31,16 +32,17 @@ The UniAud table of the README (the shape of Fig. 3 / Table IV of Liu & Xiong):
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
-from typing import Any
 
 from absl import app
 from absl import flags
 
-from dpaudit import results
+from dpaudit.audits import dpsgd_grid as grid
 from experiments import common
+
+# The summary table lives in the library; these names are kept for callers of this module.
+table, _eps_l = grid.table, grid.reported_epsilon
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("game", "one_run", ["many_run", "one_run", "uniaud", "uniaud_plus"],
@@ -90,7 +92,6 @@ flags.DEFINE_bool("resume", True, "Reuse finished cells in output_dir/cells.")
 flags.DEFINE_bool("plot", True, "Write audit.png.")
 
 
-
 def _ints(name: str, values) -> tuple[int, ...]:
   try:
     return tuple(int(v) for v in values)
@@ -112,130 +113,17 @@ def parse_audits(audits, game: str, canary: str) -> tuple[tuple[str, str], ...]:
   return tuple(pairs)
 
 
-def prepare_data(dataset: str, test_fraction: float, pool_fraction: float, seed: int,
-                 data_dir: str | None):
-  """Test split, then D and the canary pool; standardised with D's statistics."""
-  from dpaudit import data
-  from dpaudit.audits import dpsgd as audit
-  from dpaudit import _validate
-  _validate.check_range("test_fraction", test_fraction, 0.0, 1.0, low_open=True, high_open=True)
-  _validate.check_range("pool_fraction", pool_fraction, 0.0, 1.0, low_open=True,
-                        high_open=True)
-  if dataset in data.LOCAL_DATASETS:
-    rest, test = data.train_test_split(data.load(dataset, "train", data_dir), test_fraction,
-                                       seed, stratify=True)
-  else:
-    rest, test = data.load(dataset, "train", data_dir), data.load(dataset, "test", data_dir)
-  train, pool = data.train_test_split(rest, pool_fraction, seed + 1, stratify=True)
-  statistics = data.fit_standardization(train)
-  train, pool, test = (statistics.apply(s) for s in (train, pool, test))
-  return audit.AuditData(train.features, train.labels, test.features, test.labels,
-                         pool.features, pool.labels, train.num_classes)
-
-
-def cell_configs(base: dict[str, Any], pairs, epsilons, num_canaries, tag_weights):
-  """The grid: one DPSGDAuditConfig per cell (m only varies for O(1) games, lambda only for
-  UniAud++)."""
-  from dpaudit.audits import dpsgd as audit
-  configs = []
-  for game, canary in pairs:
-    ms = (num_canaries[0],) if game == "many_run" else num_canaries
-    weights = tag_weights if game == "uniaud_plus" else (tag_weights[0],)
-    for eps in epsilons:
-      for m in ms:
-        for weight in weights:
-          configs.append(audit.DPSGDAuditConfig(game=game, canary=canary, epsilon=eps,
-                                                num_canaries=m, tag_weight=weight, **base))
-  return configs
-
-
-def cell_label(config) -> str:
-  return f"{config.game}_{config.canary}_eps{config.epsilon:g}_m{config.num_canaries}"
-
-
-def run_cell(config, data, spec: dict[str, Any], store) -> dict:
-  """One game, reused from ``store`` when it finished before; a finished game (or why it was
-  skipped) is stored as soon as it ends."""
-  from dpaudit.audits import dpsgd as audit
-  key = {**dataclasses.asdict(config), **spec}
-
-  def compute():
-    try:
-      with common.quiet_accountant():
-        result = audit.run(common.make_key(spec["seed"], spec["prng_impl"]), config,
-                           data).to_dict()
-      return {"status": "done", "config": dataclasses.asdict(config), "result": result}
-    except ValueError as e:  # e.g. more canaries than the real pool holds: skip this cell only
-      return {"status": "skipped", "reason": str(e), "config": dataclasses.asdict(config)}
-
-  cell, reused = store.get_or_compute(key, compute, cell_label(config))
-  return {**cell, "reused": reused}
-
-
-def _num(value, width: int = 6, digits: int = 2) -> str:
-  """Formats a result number (infinite ones as inf)."""
-  return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}s}"
-
-
-def table(cells) -> str:
-  lines = [f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>6s} {'eps_O':>6s} "
-           f"{'eps_theory':>10s} {'test_acc':>8s} {'sigma':>6s} {'steps':>6s}"]
-  for cell in cells:
-    c = cell["config"]
-    head = (f"{c['game'] + ':' + c['canary']:28s} {c['epsilon']:5g} {c['num_canaries']:6d} "
-            f"{c['tag_weight']:6g}")
-    if cell["status"] != "done":
-      lines.append(f"{head}  skipped: {cell['reason']}")
-      continue
-    r = cell["result"]
-    lines.append(f"{head} {_num(_eps_l(r))} {_num(r['epsilon_ceiling'])} "
-                 f"{_num(r['epsilon_theory'], 10)} {_num(r['test_accuracy'], 8, 3)} "
-                 f"{_num(r['noise_multiplier'])} {r['num_steps']:6d}")
-  return "\n".join(lines)
-
-
-def _eps_l(result: dict):
-  """The cell's bound: ``epsilon_lower_bound``, or the optimistic figure of correction=none."""
-  return result.get("epsilon_lower_bound", result.get("epsilon_optimistic"))
-
-
-def plot(cells, path: str) -> None:
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  done = [c for c in cells if c["status"] == "done"]
-  fig, (ax_eps, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
-  groups: dict[tuple, list] = {}
-  for cell in done:
-    c = cell["config"]
-    key = (c["game"], c["canary"], c["num_canaries"] if c["game"] != "many_run" else None)
-    groups.setdefault(key, []).append(cell)
-  finite = sorted({c["config"]["epsilon"] for c in done if math.isfinite(c["config"]["epsilon"])})
-  inf_x = (max(finite) * 2 if finite else 1.0)
-  for i, (key, members) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
-    members.sort(key=lambda c: c["config"]["epsilon"])
-    xs = [c["config"]["epsilon"] if math.isfinite(c["config"]["epsilon"]) else inf_x
-          for c in members]
-    label = f"{key[0]}:{key[1]}" + (f", m={key[2]}" if key[2] else "")
-    ax_eps.plot(xs, [_eps_l(c["result"]) for c in members], "o-", color=f"C{i}",
-                label=label)
-    ax_eps.plot(xs, [c["result"]["epsilon_ceiling"] for c in members], ":", color=f"C{i}")
-    ax_acc.plot([c["result"]["test_accuracy"] for c in members],
-                [_eps_l(c["result"]) for c in members], "o", color=f"C{i}",
-                label=label)
-  if finite:
-    ax_eps.plot(finite, finite, "k--", label="theory (target eps)")
-  ax_eps.set(xlabel="target epsilon (rightmost: inf)", ylabel="epsilon lower bound",
-             title="Audit bounds (dotted: ceiling eps_O)")
-  ax_acc.set(xlabel="test accuracy", ylabel="epsilon lower bound",
-             title="Utility / auditing trade-off")
-  for ax in (ax_eps, ax_acc):
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+def config_from_flags() -> grid.DPSGDGridConfig:
+  """The grid of the flags (the config's field names are the flag names)."""
+  parsed = dict(audits=parse_audits(FLAGS.audits, FLAGS.game, FLAGS.canary),
+                epsilons=common.parse_floats("epsilons", FLAGS.epsilons),
+                num_canaries=_ints("num_canaries", FLAGS.num_canaries),
+                tag_weights=common.parse_floats("tag_weights", FLAGS.tag_weights),
+                hidden_sizes=_ints("hidden_sizes", FLAGS.hidden_sizes))
+  if not 0 <= FLAGS.seed < 2**63:
+    raise ValueError(f"--seed={FLAGS.seed} is outside the valid range [0, 2^63)")
+  names = [f.name for f in dataclasses.fields(grid.DPSGDGridConfig) if f.name not in parsed]
+  return grid.DPSGDGridConfig(**parsed, **{name: FLAGS[name].value for name in names})
 
 
 @common.cli
@@ -243,58 +131,15 @@ def main(argv):
   del argv
   common.enable_compilation_cache()
   common.quiet_logging()
-  from dpaudit import _validate
-  pairs = parse_audits(FLAGS.audits, FLAGS.game, FLAGS.canary)
-  epsilons = common.parse_floats("epsilons", FLAGS.epsilons)
-  num_canaries = _ints("num_canaries", FLAGS.num_canaries)
-  tag_weights = common.parse_floats("tag_weights", FLAGS.tag_weights)
-  hidden = _ints("hidden_sizes", FLAGS.hidden_sizes)
-  for name, values in (("epsilons", epsilons), ("num_canaries", num_canaries),
-                       ("tag_weights", tag_weights)):
-    _validate.check_nonempty(name, values)
-  if not 0 <= FLAGS.seed < 2**63:
-    raise ValueError(f"--seed={FLAGS.seed} is outside the valid range [0, 2^63)")
-  base = dict(num_runs=FLAGS.num_runs, delta=FLAGS.delta, significance=FLAGS.significance,
-              epochs=FLAGS.epochs, batch_size=FLAGS.batch_size,
-              learning_rate=FLAGS.learning_rate, optimizer=FLAGS.optimizer,
-              l2_clip_norm=FLAGS.l2_clip_norm, physical_batch_size=FLAGS.physical_batch_size,
-              hidden_sizes=hidden, include_data=FLAGS.include_data, sigma0=FLAGS.sigma0,
-              num_tags=FLAGS.num_tags, num_tag_bits=FLAGS.num_tag_bits,
-              patch_size=FLAGS.patch_size, correction=FLAGS.correction, method=FLAGS.method,
-              chunk_size=FLAGS.chunk_size)
-  configs = cell_configs(base, pairs, epsilons, num_canaries, tag_weights)
-  spec = dict(dataset=FLAGS.dataset, test_fraction=FLAGS.test_fraction,
-              pool_fraction=FLAGS.pool_fraction, seed=FLAGS.seed, prng_impl=FLAGS.prng_impl)
+  config = config_from_flags()
   with common.Timer() as timer:
-    data = prepare_data(FLAGS.dataset, FLAGS.test_fraction, FLAGS.pool_fraction, FLAGS.seed,
-                        FLAGS.data_dir)
-    store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
-    cells = []
-    for i, config in enumerate(configs):
-      cell = run_cell(config, data, spec, store)
-      cells.append(cell)
-      status = ("reused" if cell["reused"] else cell["status"])
-      summary = ""
-      if cell["status"] == "done":
-        r = cell["result"]
-        summary = (f"eps_L{'*' if r.get('optimistic') else ''}={_num(_eps_l(r), 0, 3)} "
-                   f"eps_O={_num(r['epsilon_ceiling'], 0, 3)} "
-                   f"eps={_num(r['epsilon_theory'], 0, 3)} "
-                   f"acc={_num(r['test_accuracy'], 0, 3)} ({r['wall_time_s']:.1f} s)")
-      print(f"[{i + 1}/{len(configs)}] {config.game}:{config.canary} eps={config.epsilon:g} "
-            f"m={config.num_canaries} {status} {summary}", file=sys.stderr, flush=True)
-      for line in (cell.get("result") or {}).get("warnings", []):
-        print(f"  warning: {line}", file=sys.stderr, flush=True)
-  data_info = {"num_train": int(data.train_features.shape[0]),
-               "num_pool": int(data.pool_features.shape[0]),
-               "num_test": int(data.test_features.shape[0]),
-               "example_shape": list(data.train_features.shape[1:])}
-  path = common.write_results(FLAGS.output_dir, "dpsgd_audit", {**base, **spec},
-                              {"cells": cells, "data": data_info}, timer.seconds)
+    result = grid.run(config, os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
+  path = common.write_results(FLAGS.output_dir, "dpsgd_audit", config.to_dict(),
+                              result.to_dict(), timer.seconds)
   if FLAGS.plot:
-    plot(cells, os.path.join(FLAGS.output_dir, "audit.png"))
-  print(table(cells))
-  if FLAGS.correction == "none":
+    grid.plot(result, os.path.join(FLAGS.output_dir, "audit.png"))
+  print(result.table())
+  if config.correction == "none":
     print("correction=none: the O(1) games' eps_L are optimistic (best of the guess grid, each "
           "at the full significance), not valid lower bounds", file=sys.stderr)
   print(f"wrote {path} in {timer.seconds:.1f} s", file=sys.stderr)

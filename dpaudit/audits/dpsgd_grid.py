@@ -1,0 +1,387 @@
+r"""A grid of DP-SGD audits on one offline real data set, resumable cell by cell.
+
+:func:`run` plays the games of :mod:`dpaudit.audits.dpsgd` over a grid: every audit of
+``DPSGDGridConfig.audits`` (``(game, canary)`` pairs) x every target epsilon of ``epsilons`` x
+every ``num_canaries`` (the m of the O(1) games; ``many_run`` uses the first) x every
+``tag_weights`` (the :math:`\lambda` of Eq. (12) of Liu & Xiong, UniAud; ``uniaud_plus``
+only, the other games use the first). Each cell reports the epsilon lower bound at
+confidence 1 - ``significance``, the ceiling :math:`\epsilon_O` its number of observations
+allows, the accountant's epsilon and the test accuracy: the rows of Table IV / Fig. 3 of
+UniAud, and with :func:`plot` the utility/auditing trade-off of its Fig. 9.
+
+Every cell uses the key ``dpaudit.prng.make_key(seed, prng_impl)`` (common random numbers
+across cells). A cell is stored in a :class:`dpaudit.results.CellStore` as soon as it
+finishes, so an interrupted grid loses only the cell in progress and a rerun reuses the
+finished ones. A cell the data cannot support (e.g. more real canaries than the held-out pool
+holds) is recorded as ``skipped`` with the reason instead of stopping the grid.
+
+Data (:func:`prepare_data`): the data set is split (stratified, ``seed``) into a test set
+(``test_fraction``) and the rest, which is split (``seed + 1``) into the training set D and a
+pool of held-out real examples (``pool_fraction``) for in-distribution and mislabelled
+canaries; features are standardised with D's statistics.
+
+``python -m experiments.dpsgd_audit`` is the command-line entry point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+from typing import Any, Iterable, Mapping, TextIO
+
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit import data as data_lib
+from dpaudit import prng
+from dpaudit import results
+from dpaudit.accounting.dpsgd import quiet_accountant
+from dpaudit.audits import dpsgd as audit
+
+# Settings of DPSGDAuditConfig that every cell of a grid shares (the others are grid axes).
+SHARED_FIELDS = ("num_runs", "delta", "significance", "epochs", "batch_size", "learning_rate",
+                 "optimizer", "l2_clip_norm", "physical_batch_size", "hidden_sizes",
+                 "include_data", "sigma0", "num_tags", "num_tag_bits", "patch_size",
+                 "correction", "method", "chunk_size")
+# Settings of the data split that every cell's result depends on.
+DATA_FIELDS = ("dataset", "test_fraction", "pool_fraction", "seed", "prng_impl")
+_FLOAT_FIELDS = ("delta", "significance", "epochs", "learning_rate", "l2_clip_norm", "sigma0",
+                 "test_fraction", "pool_fraction")
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGDGridConfig:
+  """A grid of DP-SGD audits (``python -m experiments.dpsgd_audit --help`` explains each
+  setting; the field names are the flag names, the defaults the flags' defaults).
+
+  Attributes:
+    audits: ``(game, canary)`` pairs, each valid for
+      :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`.
+    epsilons: target epsilons, > 0 (``inf``: no noise, clipping kept).
+    num_canaries: m of the O(1) games, integers >= 1.
+    tag_weights: UniAud++ :math:`\\lambda` of Eq. (12), >= 0.
+    dataset: one of :data:`dpaudit.data.DATASETS`.
+    num_runs ... chunk_size: as in :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`, shared by
+      every cell.
+    test_fraction, pool_fraction: shares in (0, 1) of the test set and of the canary pool.
+    seed: integer in [0, 2^63): the data split and every game's key.
+    prng_impl: one of :data:`dpaudit.prng.PRNG_IMPLS`.
+    data_dir: tfds data directory (None: ``$DPAUDIT_DATA_DIR`` or the default); where the data
+      is read from, not what it is, so it is not part of :meth:`to_dict` or of a cell's key.
+  """
+  audits: tuple[tuple[str, str], ...] = (("one_run", "mislabelled"),)
+  epsilons: tuple[float, ...] = (8.0,)
+  num_canaries: tuple[int, ...] = (500,)
+  tag_weights: tuple[float, ...] = (1.0,)
+  dataset: str = "digits"
+  num_runs: int = 200
+  delta: float = 1e-5
+  significance: float = 0.05
+  epochs: float = 30.0
+  batch_size: int = 128
+  learning_rate: float = 0.5
+  optimizer: str = "sgd"
+  l2_clip_norm: float = 1.0
+  physical_batch_size: int = 256
+  hidden_sizes: tuple[int, ...] = (256,)
+  include_data: bool = False
+  sigma0: float = 0.1
+  num_tags: int = 100
+  num_tag_bits: int = 1
+  patch_size: int = 3
+  correction: str = "bonferroni"
+  method: str = "split"
+  chunk_size: int = 0
+  test_fraction: float = 0.2
+  pool_fraction: float = 0.5
+  seed: int = 0
+  prng_impl: str = "threefry2x32"
+  data_dir: str | None = None
+
+  def __post_init__(self):
+    set_ = functools.partial(object.__setattr__, self)  # the dataclass is frozen
+    set_("audits", _pairs(self.audits))
+    set_("epsilons", _sequence("epsilons", self.epsilons, float))
+    set_("num_canaries", _sequence("num_canaries", self.num_canaries, int))
+    set_("tag_weights", _sequence("tag_weights", self.tag_weights, float))
+    set_("hidden_sizes", _sequence("hidden_sizes", self.hidden_sizes, int, allow_empty=True))
+    for name in _FLOAT_FIELDS:  # 2 and 2.0 give one cell key (JSON writes them differently)
+      value = getattr(self, name)
+      if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        set_(name, float(value))
+    _validate.check_choice("dataset", self.dataset, data_lib.DATASETS)
+    if (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
+        or not 0 <= self.seed < 2**63):
+      raise ValueError(f"seed={self.seed!r} is outside the valid range [0, 2^63)")
+    _validate.check_choice("prng_impl", self.prng_impl, prng.PRNG_IMPLS)
+    self.cell_configs()  # validates every cell's settings
+    _validate.check_range("test_fraction", self.test_fraction, 0.0, 1.0, low_open=True,
+                          high_open=True)
+    _validate.check_range("pool_fraction", self.pool_fraction, 0.0, 1.0, low_open=True,
+                          high_open=True)
+
+  def shared_settings(self) -> dict[str, Any]:
+    """The cell settings the whole grid shares (``SHARED_FIELDS``)."""
+    return {name: getattr(self, name) for name in SHARED_FIELDS}
+
+  def data_settings(self) -> dict[str, Any]:
+    """The data and key settings every cell's result depends on (``DATA_FIELDS``)."""
+    return {name: getattr(self, name) for name in DATA_FIELDS}
+
+  def cell_configs(self) -> tuple[audit.DPSGDAuditConfig, ...]:
+    """The grid, one config per cell, in the order :func:`run` plays them: audits, then
+    epsilons, then m (O(1) games only), then :math:`\\lambda` (``uniaud_plus`` only)."""
+    configs = []
+    for game, canary in self.audits:
+      ms = self.num_canaries[:1] if game == "many_run" else self.num_canaries
+      weights = self.tag_weights if game == "uniaud_plus" else self.tag_weights[:1]
+      for epsilon in self.epsilons:
+        for m in ms:
+          for weight in weights:
+            configs.append(audit.DPSGDAuditConfig(
+                game=game, canary=canary, epsilon=epsilon, num_canaries=m, tag_weight=weight,
+                **self.shared_settings()))
+    return tuple(configs)
+
+  def cell_key(self, config: audit.DPSGDAuditConfig) -> dict[str, Any]:
+    """Everything the result of cell ``config`` depends on: its name in the cell store."""
+    return {**dataclasses.asdict(config), **self.data_settings()}
+
+  def to_dict(self) -> dict[str, Any]:
+    """The run configuration ``results.json`` records: the shared and the data settings (the
+    grid axes are in each cell's ``config``)."""
+    return {**self.shared_settings(), **self.data_settings()}
+
+
+def _pairs(audits: Any) -> tuple[tuple[str, str], ...]:
+  if isinstance(audits, (str, bytes)) or not isinstance(audits, Iterable):
+    raise ValueError(f"audits={audits!r} must be a sequence of (game, canary) pairs")
+  pairs = tuple(audits)
+  _validate.check_nonempty("audits", pairs)
+  for pair in pairs:
+    if (isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable) or len(tuple(pair)) != 2
+        or not all(isinstance(p, str) for p in pair)):
+      raise ValueError(f"audits entry {pair!r} must be a (game, canary) pair of strings, e.g. "
+                       "('uniaud', 'gaussian')")
+  return tuple((game, canary) for game, canary in pairs)
+
+
+def _sequence(name: str, values: Any, kind: type, allow_empty: bool = False) -> tuple:
+  """``values`` as a tuple of ``kind`` (int: integers only; float: any real number)."""
+  accepted = (int, np.integer) if kind is int else (int, float, np.integer, np.floating)
+  if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+    raise ValueError(f"{name}={values!r} must be a sequence of "
+                     f"{'integers' if kind is int else 'numbers'}")
+  values = tuple(values)
+  for value in values:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, accepted):
+      raise ValueError(f"{name}={list(values)!r} must hold only "
+                       f"{'integers' if kind is int else 'numbers'}; got {value!r}")
+  if not allow_empty:
+    _validate.check_nonempty(name, values)
+  return tuple(kind(v) for v in values)
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGDGridResult:
+  """Result of :func:`run`.
+
+  Attributes:
+    config: the grid.
+    cells: one dict per cell, in grid order: ``status`` (``"done"`` or ``"skipped"``),
+      ``config`` (the cell's :class:`~dpaudit.audits.dpsgd.DPSGDAuditConfig` as a dict),
+      ``result`` (:meth:`~dpaudit.audits.dpsgd.DPSGDAuditResult.to_dict`) or ``reason``, and
+      ``reused`` (read from the cell store rather than computed).
+    num_train, num_pool, num_test: sizes of D, of the canary pool and of the test set.
+    example_shape: shape of one example's features.
+  """
+  config: DPSGDGridConfig
+  cells: tuple[dict, ...]
+  num_train: int
+  num_pool: int
+  num_test: int
+  example_shape: tuple[int, ...]
+
+  def table(self) -> str:
+    """The summary table, one row per cell (:func:`table`)."""
+    return table(self.cells)
+
+  def to_dict(self) -> dict[str, Any]:
+    """``{"cells": [...], "data": {...}}`` in plain Python values (infinite floats kept;
+    :func:`dpaudit.results.write_json` encodes them)."""
+    return {"cells": [dict(cell) for cell in self.cells],
+            "data": {"num_train": self.num_train, "num_pool": self.num_pool,
+                     "num_test": self.num_test, "example_shape": list(self.example_shape)}}
+
+
+# ------------------------------------------------------------------------------------ running
+
+def prepare_data(dataset: str, test_fraction: float, pool_fraction: float, seed: int,
+                 data_dir: str | None = None) -> audit.AuditData:
+  """The test set, the training set D and the canary pool, standardised with D's statistics.
+
+  Local data sets are split into test (``test_fraction``, stratified, ``seed``) and the rest;
+  catalog ones use their own test split. The rest is split by ``pool_fraction`` (stratified,
+  ``seed + 1``) into D and the pool. Raises ValueError for fractions outside (0, 1).
+  """
+  _validate.check_range("test_fraction", test_fraction, 0.0, 1.0, low_open=True, high_open=True)
+  _validate.check_range("pool_fraction", pool_fraction, 0.0, 1.0, low_open=True,
+                        high_open=True)
+  if dataset in data_lib.LOCAL_DATASETS:
+    rest, test = data_lib.train_test_split(data_lib.load(dataset, "train", data_dir),
+                                           test_fraction, seed, stratify=True)
+  else:
+    rest = data_lib.load(dataset, "train", data_dir)
+    test = data_lib.load(dataset, "test", data_dir)
+  train, pool = data_lib.train_test_split(rest, pool_fraction, seed + 1, stratify=True)
+  statistics = data_lib.fit_standardization(train)
+  train, pool, test = (statistics.apply(s) for s in (train, pool, test))
+  return audit.AuditData(train.features, train.labels, test.features, test.labels,
+                         pool.features, pool.labels, train.num_classes)
+
+
+def cell_label(config: audit.DPSGDAuditConfig) -> str:
+  """The readable prefix of a cell's file name, e.g. ``uniaud_gaussian_eps4_m500``."""
+  return f"{config.game}_{config.canary}_eps{config.epsilon:g}_m{config.num_canaries}"
+
+
+def run_cell(config: audit.DPSGDAuditConfig, grid: DPSGDGridConfig, data: audit.AuditData,
+             store: results.CellStore | None = None) -> dict[str, Any]:
+  """Plays one cell of ``grid`` (reused from ``store`` when it finished before) and returns
+  its dict (see :attr:`DPSGDGridResult.cells`); a finished cell, or why it was skipped, is
+  stored as soon as it ends."""
+
+  def compute():
+    try:
+      with quiet_accountant():
+        result = audit.run(prng.make_key(grid.seed, grid.prng_impl), config, data).to_dict()
+      return {"status": "done", "config": dataclasses.asdict(config), "result": result}
+    except ValueError as e:  # e.g. more canaries than the real pool holds: skip this cell only
+      return {"status": "skipped", "reason": str(e), "config": dataclasses.asdict(config)}
+
+  if store is None:
+    return {**results.loads(results.dumps(compute())), "reused": False}
+  cell, reused = store.get_or_compute(grid.cell_key(config), compute, cell_label(config))
+  return {**cell, "reused": reused}
+
+
+def run(config: DPSGDGridConfig, cells_dir: str | None = None, resume: bool = True,
+        progress_stream: TextIO | None = None) -> DPSGDGridResult:
+  """Plays every cell of ``config`` and collects them.
+
+  Args:
+    config: the grid.
+    cells_dir: directory of the :class:`dpaudit.results.CellStore` that keeps finished cells
+      (None: nothing is stored or reused).
+    resume: reuse finished cells found in ``cells_dir``; otherwise recompute (and overwrite)
+      them.
+    progress_stream: where one line per finished cell (and its warnings) goes (default
+      ``sys.stderr``).
+  """
+  stream = progress_stream or sys.stderr
+  data = prepare_data(config.dataset, config.test_fraction, config.pool_fraction, config.seed,
+                      config.data_dir)
+  store = results.CellStore(cells_dir, resume) if cells_dir else None
+  configs = config.cell_configs()
+  cells = []
+  for i, cell_config in enumerate(configs):
+    cell = run_cell(cell_config, config, data, store)
+    cells.append(cell)
+    print(progress_line(i, len(configs), cell_config, cell), file=stream, flush=True)
+    for line in (cell.get("result") or {}).get("warnings", []):
+      print(f"  warning: {line}", file=stream, flush=True)
+  return DPSGDGridResult(config, tuple(cells), int(data.train_features.shape[0]),
+                         int(data.pool_features.shape[0]), int(data.test_features.shape[0]),
+                         tuple(int(d) for d in data.train_features.shape[1:]))
+
+
+# --------------------------------------------------------------------------------- reporting
+
+def reported_epsilon(result: Mapping[str, Any]) -> float | None:
+  """A cell result's bound: ``epsilon_lower_bound``, or under ``correction="none"`` the
+  ``epsilon_optimistic`` figure (not a valid lower bound)."""
+  return result.get("epsilon_lower_bound", result.get("epsilon_optimistic"))
+
+
+def _num(value, width: int = 6, digits: int = 2) -> str:
+  """Formats a result number (infinite ones as inf, missing ones as -)."""
+  return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}s}"
+
+
+def progress_line(index: int, total: int, config: audit.DPSGDAuditConfig,
+                  cell: Mapping[str, Any]) -> str:
+  """``[i/n] game:canary eps=.. m=.. status summary`` for cell ``index`` (0-based) of
+  ``total``; an optimistic bound is starred."""
+  status = "reused" if cell["reused"] else cell["status"]
+  summary = ""
+  if cell["status"] == "done":
+    r = cell["result"]
+    summary = (f"eps_L{'*' if r.get('optimistic') else ''}={_num(reported_epsilon(r), 0, 3)} "
+               f"eps_O={_num(r['epsilon_ceiling'], 0, 3)} "
+               f"eps={_num(r['epsilon_theory'], 0, 3)} "
+               f"acc={_num(r['test_accuracy'], 0, 3)} ({r['wall_time_s']:.1f} s)")
+  return (f"[{index + 1}/{total}] {config.game}:{config.canary} eps={config.epsilon:g} "
+          f"m={config.num_canaries} {status} {summary}")
+
+
+def table(cells: Iterable[Mapping[str, Any]]) -> str:
+  """The summary table of ``cells`` (dicts as in :attr:`DPSGDGridResult.cells`): audit,
+  target epsilon, m, lambda, eps_L, eps_O, the accountant's epsilon, test accuracy, noise
+  multiplier and steps; a skipped cell shows its reason."""
+  lines = [f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>6s} {'eps_O':>6s} "
+           f"{'eps_theory':>10s} {'test_acc':>8s} {'sigma':>6s} {'steps':>6s}"]
+  for cell in cells:
+    c = cell["config"]
+    head = (f"{c['game'] + ':' + c['canary']:28s} {c['epsilon']:5g} {c['num_canaries']:6d} "
+            f"{c['tag_weight']:6g}")
+    if cell["status"] != "done":
+      lines.append(f"{head}  skipped: {cell['reason']}")
+      continue
+    r = cell["result"]
+    lines.append(f"{head} {_num(reported_epsilon(r))} {_num(r['epsilon_ceiling'])} "
+                 f"{_num(r['epsilon_theory'], 10)} {_num(r['test_accuracy'], 8, 3)} "
+                 f"{_num(r['noise_multiplier'])} {r['num_steps']:6d}")
+  return "\n".join(lines)
+
+
+def plot(result: DPSGDGridResult, path: str) -> None:
+  """Writes a PNG: the lower bounds (solid) and ceilings (dotted) of the finished cells
+  against the target epsilon (``inf`` drawn right of the largest finite one), and the bounds
+  against test accuracy (the utility/auditing trade-off of Fig. 9 of UniAud)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  done = [c for c in result.cells if c["status"] == "done"]
+  fig, (ax_eps, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
+  groups: dict[tuple, list] = {}
+  for cell in done:
+    c = cell["config"]
+    key = (c["game"], c["canary"], c["num_canaries"] if c["game"] != "many_run" else None)
+    groups.setdefault(key, []).append(cell)
+  finite = sorted({c["config"]["epsilon"] for c in done if math.isfinite(c["config"]["epsilon"])})
+  inf_x = (max(finite) * 2 if finite else 1.0)
+  for i, (key, members) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
+    members.sort(key=lambda c: c["config"]["epsilon"])
+    xs = [c["config"]["epsilon"] if math.isfinite(c["config"]["epsilon"]) else inf_x
+          for c in members]
+    label = f"{key[0]}:{key[1]}" + (f", m={key[2]}" if key[2] else "")
+    bounds = [reported_epsilon(c["result"]) for c in members]
+    ax_eps.plot(xs, bounds, "o-", color=f"C{i}", label=label)
+    ax_eps.plot(xs, [c["result"]["epsilon_ceiling"] for c in members], ":", color=f"C{i}")
+    ax_acc.plot([c["result"]["test_accuracy"] for c in members], bounds, "o", color=f"C{i}",
+                label=label)
+  if finite:
+    ax_eps.plot(finite, finite, "k--", label="theory (target eps)")
+  ax_eps.set(xlabel="target epsilon (rightmost: inf)", ylabel="epsilon lower bound",
+             title="Audit bounds (dotted: ceiling eps_O)")
+  ax_acc.set(xlabel="test accuracy", ylabel="epsilon lower bound",
+             title="Utility / auditing trade-off")
+  for ax in (ax_eps, ax_acc):
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
