@@ -11,7 +11,7 @@ guaranteed, the value it is held against, their ratio (1 = tight), the ceiling t
 reach with its observations, the number of trials, runs, canaries or models, and the wall
 time. Writes ``results.json`` and ``tightness.png`` to ``--output_dir`` and prints the table.
 
-The defaults take a few minutes on 2 CPU cores; raise ``--noisy_argmax_trials``,
+The defaults take about a minute on 2 CPU cores; raise ``--noisy_argmax_trials``,
 ``--dpsgd_runs``, ``--dpsgd_canaries`` and ``--ngram_models`` for tighter audits.
 """
 
