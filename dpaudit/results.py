@@ -19,6 +19,7 @@ import json
 import math
 import os
 import shutil
+import sys
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -154,7 +155,11 @@ class CellStore:
     return cell.get("result")
 
   def save(self, config: Mapping[str, Any], result: Any, label: str = "cell") -> str:
-    """Stores a finished cell atomically and removes its scratch directory."""
+    """Stores a finished cell atomically and removes its scratch directory. In a
+    multi-process run (``jax.distributed``) only process 0 writes; the others, which computed
+    the same cell, return the path it is written to."""
+    if not _is_writer():
+      return self.path(config, label)
     path = write_json(self.path(config, label), {"format": CELL_FORMAT,
                                                  "key": config_key(config),
                                                  "config": config, "result": result})
@@ -173,6 +178,12 @@ class CellStore:
     result = loads(dumps(compute()))
     self.save(config, result, label)
     return result, False
+
+
+def _is_writer() -> bool:
+  """True unless this is a non-zero process of a ``jax.distributed`` run."""
+  jax = sys.modules.get("jax")
+  return jax is None or jax.process_index() == 0
 
 
 def _safe(label: str) -> str:

@@ -132,8 +132,11 @@ def main(argv):
   common.enable_compilation_cache()
   common.quiet_logging()
   config = config_from_flags()
+  common.initialize_distributed()  # several processes: many_run's runs spread over them all
   with common.Timer() as timer:
     result = grid.run(config, os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
+  if not common.is_main_process():
+    return  # every process has the same result; process 0 writes it
   path = common.write_results(FLAGS.output_dir, "dpsgd_audit", config.to_dict(),
                               result.to_dict(), timer.seconds)
   if FLAGS.plot:

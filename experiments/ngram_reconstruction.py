@@ -149,8 +149,11 @@ def main(argv):
   common.quiet_logging()
   common.enable_x64()
   config = config_from_flags()
+  common.initialize_distributed()  # several processes: the models spread over them all
   with common.Timer() as timer, common.quiet_accountant():
     canary, points = run_points(config)
+  if not common.is_main_process():
+    return  # every process has the same points; process 0 writes them
   result = {"canary": canary, "log_p0": config.log_p0, "points": points}
   flat = dataclasses.asdict(config)
   flat.update(seed=FLAGS.seed, prng_impl=FLAGS.prng_impl)

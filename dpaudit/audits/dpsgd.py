@@ -48,6 +48,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import data as data_lib
+from dpaudit import distributed
 from dpaudit import estimators
 from dpaudit import models
 from dpaudit.audits.noisy_argmax import to_plain
@@ -269,7 +270,10 @@ def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=Non
   """All runs of ``run`` (from :func:`dpaudit.dpsgd.training.make_run`) as vmapped chunks.
 
   One compilation: the last chunk is padded with spare keys (and copies of the last masks)
-  and the padding is dropped. Returns the stacked :class:`RunOutput` as NumPy arrays.
+  and the padding is dropped. Under ``jax.distributed`` the chunks are spread over the
+  processes (:func:`dpaudit.distributed.map_chunks`) and every process gets every run, the
+  same as one process computing them all. Returns the stacked :class:`RunOutput` as NumPy
+  arrays.
   """
   num_runs = keys.shape[0]
   chunk = chunk_size or num_runs
@@ -289,13 +293,14 @@ def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=Non
              None if dirac_masks is None else 0)
   vmapped = jax.jit(jax.vmap(run, in_axes=in_axes))
   features, labels = jnp.asarray(features), jnp.asarray(labels)
-  outs = []
-  for i in range(num_chunks):
+
+  def compute_chunk(i):
     part = slice(i * chunk, (i + 1) * chunk)
-    outs.append(jax.device_get(vmapped(
-        keys[part], features, labels,
-        None if example_masks is None else example_masks[part],
-        None if dirac_masks is None else dirac_masks[part])))
+    return vmapped(keys[part], features, labels,
+                   None if example_masks is None else example_masks[part],
+                   None if dirac_masks is None else dirac_masks[part])
+
+  outs = distributed.map_chunks(compute_chunk, num_chunks)
   return jax.tree.map(lambda *xs: np.concatenate(xs)[:num_runs], *outs)
 
 

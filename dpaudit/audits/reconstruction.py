@@ -30,6 +30,7 @@ import numpy as np
 
 from dpaudit import _validate
 from dpaudit import accounting
+from dpaudit import distributed
 from dpaudit.audits.noisy_argmax import to_plain
 from dpaudit.dpsgd import training
 from dpaudit.estimators import reconstruction as bounds
@@ -190,16 +191,19 @@ def lazy_ngram_run(config: NgramCanaryConfig, noise_multiplier: float) -> Callab
 def canary_log_probabilities(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
                              noise_multiplier: float) -> np.ndarray:
   """:math:`\\log f_{\\theta_i}(c)` of ``config.num_models`` models (float64 NumPy), trained
-  as vmapped chunks of ``config.chunk_size`` (one compilation)."""
+  as vmapped chunks of ``config.chunk_size`` (one compilation; chunk i's keys come from
+  ``fold_in(key, i)``, so under ``jax.distributed`` the chunks are spread over the processes
+  by :func:`dpaudit.distributed.map_chunks` and every process gets the one-process result)."""
   _validate.check_key(key)
   n = config.num_models
   chunk = min(config.chunk_size or n, n)
   compiled = jax.jit(jax.vmap(lazy_ngram_run(config, noise_multiplier), in_axes=(0, None)))
-  out = []
-  for start in range(0, n, chunk):
-    keys = jax.random.split(jax.random.fold_in(key, start // chunk), chunk)
-    out.append(np.asarray(compiled(keys, canary), np.float64))
-  return np.concatenate(out)[:n]
+
+  def compute_chunk(i):
+    return compiled(jax.random.split(jax.random.fold_in(key, i), chunk), canary)
+
+  out = distributed.map_chunks(compute_chunk, math.ceil(n / chunk))
+  return np.concatenate([np.asarray(o, np.float64) for o in out])[:n]
 
 
 def ngram_theory(config: NgramCanaryConfig, noise_multiplier: float) -> dict[str, float]:
