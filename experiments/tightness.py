@@ -43,6 +43,8 @@ flags.DEFINE_enum("dataset", _D.dataset, ["digits", "mnist_subset", "breast_canc
                                           "mnist", "fashion_mnist", "cifar10"],
                   "Data of the DP-SGD games.")
 flags.DEFINE_string("data_dir", None, "tfds data directory (prepared datasets only).")
+flags.DEFINE_list("dpsgd_audits", [f"{g}:{c}" for g, c in _D.dpsgd_audits],
+                  "game:canary pairs of the dpsgd family.")
 flags.DEFINE_float("dpsgd_epsilon", _D.dpsgd_epsilon, "Target epsilon of the DP-SGD games.")
 flags.DEFINE_float("dpsgd_delta", _D.dpsgd_delta, "delta of the DP-SGD accountant and bounds.")
 flags.DEFINE_integer("dpsgd_runs", _D.dpsgd_runs, "T, runs per side of the many-run game.")
@@ -66,12 +68,16 @@ def config_from_flags() -> tightness.TightnessConfig:
   except ValueError:
     raise ValueError(f"--dpsgd_hidden_sizes={','.join(FLAGS.dpsgd_hidden_sizes)} must be a "
                      "comma-separated list of integers") from None
+  pairs = tuple(tuple(pair.split(":")) for pair in FLAGS.dpsgd_audits)
+  if any(len(pair) != 2 for pair in pairs):
+    raise ValueError(f"--dpsgd_audits={','.join(FLAGS.dpsgd_audits)} must be game:canary pairs")
   return tightness.TightnessConfig(
       families=tuple(FLAGS.families), seed=FLAGS.seed, prng_impl=FLAGS.prng_impl,
       significance=FLAGS.significance, noisy_argmax_sigma=FLAGS.noisy_argmax_sigma,
       noisy_argmax_trials=FLAGS.noisy_argmax_trials,
       noisy_argmax_order=FLAGS.noisy_argmax_order, dataset=FLAGS.dataset,
-      data_dir=FLAGS.data_dir, dpsgd_epsilon=FLAGS.dpsgd_epsilon, dpsgd_delta=FLAGS.dpsgd_delta,
+      data_dir=FLAGS.data_dir, dpsgd_audits=pairs, dpsgd_epsilon=FLAGS.dpsgd_epsilon,
+      dpsgd_delta=FLAGS.dpsgd_delta,
       dpsgd_runs=FLAGS.dpsgd_runs, dpsgd_canaries=FLAGS.dpsgd_canaries,
       dpsgd_epochs=FLAGS.dpsgd_epochs, dpsgd_batch_size=FLAGS.dpsgd_batch_size,
       dpsgd_learning_rate=FLAGS.dpsgd_learning_rate, dpsgd_hidden_sizes=hidden,

@@ -48,6 +48,8 @@ from dpaudit.audits import noisy_argmax
 from dpaudit.audits import reconstruction
 
 FAMILIES = ("noisy_argmax", "dpsgd", "ngram")
+ALL_DPSGD_AUDITS = tuple((game, canary) for game in dpsgd_audit.GAMES
+                         for canary in dpsgd_audit.GAME_CANARIES[game])
 DPSGD_AUDITS = (("many_run", "dirac"), ("one_run", "mislabelled"), ("uniaud", "gaussian"),
                 ("uniaud_plus", "trigger"))
 
@@ -66,6 +68,7 @@ class TightnessConfig:
       advance: choosing the best order after the fact would void the confidence).
     dataset, data_dir: data of the DP-SGD games (:func:`dpaudit.audits.dpsgd_grid.prepare_data`,
       20% test, the rest halved into training set and canary pool).
+    dpsgd_audits: the (game, canary) pairs of the ``dpsgd`` family (default: the four games).
     dpsgd_epsilon: target epsilon the DP-SGD noise is calibrated to.
     dpsgd_delta: delta of the accountant and of the DP-SGD bounds.
     dpsgd_runs: T, runs per side of the many-run game.
@@ -83,6 +86,7 @@ class TightnessConfig:
   noisy_argmax_order: float = 2.0
   dataset: str = "digits"
   data_dir: str | None = None
+  dpsgd_audits: tuple[tuple[str, str], ...] = DPSGD_AUDITS
   dpsgd_epsilon: float = 8.0
   dpsgd_delta: float = 1e-5
   dpsgd_runs: int = 250
@@ -98,6 +102,7 @@ class TightnessConfig:
   def __post_init__(self):
     object.__setattr__(self, "families", tuple(self.families))
     object.__setattr__(self, "dpsgd_hidden_sizes", tuple(self.dpsgd_hidden_sizes))
+    object.__setattr__(self, "dpsgd_audits", tuple(tuple(p) for p in self.dpsgd_audits))
     _validate.check_nonempty("families", self.families)
     for family in self.families:
       _validate.check_choice("families", family, FAMILIES)
@@ -111,8 +116,12 @@ class TightnessConfig:
     if "noisy_argmax" in self.families:
       self.noisy_argmax_config()
     if "dpsgd" in self.families:
-      for game, canary in DPSGD_AUDITS:
-        self.dpsgd_config(game, canary)
+      _validate.check_nonempty("dpsgd_audits", self.dpsgd_audits)
+      for pair in self.dpsgd_audits:
+        if len(pair) != 2:
+          raise ValueError(f"dpsgd_audits={list(self.dpsgd_audits)} must hold (game, canary) "
+                           "pairs")
+        self.dpsgd_config(*pair)
     if "ngram" in self.families:
       self.ngram_config()
 
@@ -212,11 +221,13 @@ def noisy_argmax_rows(key: jax.Array, config: TightnessConfig) -> list[Tightness
 
 def dpsgd_rows(key: jax.Array, config: TightnessConfig,
                progress: Callable[[str], None] | None = None) -> list[TightnessRow]:
-  """The four DP-SGD games, each against the accountant's epsilon for its relation."""
+  """The DP-SGD games, each against the accountant's epsilon for its relation."""
   data = dpsgd_grid.prepare_data(config.dataset, test_fraction=0.2, pool_fraction=0.5,
                                  seed=config.seed, data_dir=config.data_dir)
   rows = []
-  for (game, canary), game_key in zip(DPSGD_AUDITS, jax.random.split(key, len(DPSGD_AUDITS))):
+  for game, canary in config.dpsgd_audits:
+    # Each (game, canary) has its own key, whichever others run with it.
+    game_key = jax.random.fold_in(key, ALL_DPSGD_AUDITS.index((game, canary)))
     audit_config = config.dpsgd_config(game, canary)
     start = time.perf_counter()
     with quiet_accountant():

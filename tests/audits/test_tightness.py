@@ -7,22 +7,20 @@ import pytest
 from dpaudit import results
 from dpaudit.audits import tightness
 
-TINY = dict(noisy_argmax_trials=4000, dpsgd_runs=4, dpsgd_canaries=20, dpsgd_epochs=1.0,
+# Two of the four DP-SGD games (all four: tests/experiments/test_dpsgd_audit_cli.py); one
+# add-or-remove, one replace-one.
+TINY = dict(dpsgd_audits=(("many_run", "dirac"), ("uniaud", "gaussian")),
+            noisy_argmax_trials=4000, dpsgd_runs=4, dpsgd_canaries=20, dpsgd_epochs=1.0,
             dpsgd_batch_size=16, dpsgd_hidden_sizes=(4,), ngram_models=64, ngram_steps=5)
 
 
-@pytest.fixture(scope="module")
-def report():
+def test_tiny_report_rows_json_plot_and_keys(tmp_path):
+  """One test (one report: the checks share its cost, whichever worker runs it)."""
   lines = []
-  return tightness.run(tightness.TightnessConfig(**TINY), progress=lines.append), lines
-
-
-def test_every_audit_has_one_row_with_its_reference(report):
-  result, lines = report
+  result = tightness.run(tightness.TightnessConfig(**TINY), progress=lines.append)
   assert [r.audit for r in result.rows] == [
       "noisy_argmax 2-cut", "noisy_argmax k-cut", "dpsgd many_run:dirac",
-      "dpsgd one_run:mislabelled", "dpsgd uniaud:gaussian", "dpsgd uniaud_plus:trigger",
-      "ngram canary reconstruction"]
+      "dpsgd uniaud:gaussian", "ngram canary reconstruction"]
   assert len(lines) == len(result.rows)
   two_cut, k_cut = result.rows[:2]
   assert two_cut.reference == k_cut.reference > 0 and two_cut.reference_kind == "exact"
@@ -32,16 +30,28 @@ def test_every_audit_has_one_row_with_its_reference(report):
     assert row.lower_bound <= row.reference + 1e-9, row  # fixed seed: no miss here
     if math.isfinite(row.ceiling):
       assert row.lower_bound <= row.ceiling + 1e-9, row
-  for row in result.rows[2:6]:
+  many_run, uniaud = result.rows[2:4]
+  for row in (many_run, uniaud):
     assert row.reference_kind == "theory upper bound" and row.quantity == "epsilon"
-    assert 5.0 < row.reference < 10.0  # replace-one games: the PLD epsilon of that relation
-  for row in result.rows[2:4]:  # add-or-remove: the RDP epsilon the noise is calibrated to
-    assert row.reference == pytest.approx(8.0, rel=1e-3)
-  assert result.rows[2].unit == "runs" and result.rows[2].num_observations == 8
-  assert result.rows[3].num_observations == 20
+  assert many_run.reference == pytest.approx(8.0, rel=1e-3)  # add-or-remove: the RDP target
+  assert 5.0 < uniaud.reference < 16.0  # replace-one: the PLD epsilon of that relation
+  assert "replace_one" in uniaud.note and "add_or_remove_one" in many_run.note
+  assert many_run.unit == "runs" and many_run.num_observations == 8
+  assert uniaud.unit == "canaries" and uniaud.num_observations == 20
   ngram = result.rows[-1]
   assert ngram.ceiling == pytest.approx(10 * math.log(10))  # log(1/p0), T = 10, D = 10
   assert ngram.reference <= ngram.ceiling
+
+  # strict JSON, table and plot
+  back = results.loads(results.dumps(result.to_dict()))
+  assert len(back["rows"]) == 5 and back["config"]["dpsgd_runs"] == 4
+  assert "noisy_argmax 2-cut" in tightness.table(result)
+  tightness.plot(result, str(tmp_path / "t.png"))
+  assert (tmp_path / "t.png").stat().st_size > 10_000
+  # a game keeps its key whichever others run with it
+  alone = tightness.run(tightness.TightnessConfig(
+      families=("dpsgd",), **{**TINY, "dpsgd_audits": (("uniaud", "gaussian"),)})).rows[0]
+  assert (alone.lower_bound, alone.note) == (uniaud.lower_bound, uniaud.note)
 
 
 def test_ratio_is_the_share_of_the_reference():
@@ -57,16 +67,6 @@ def dataclass_replace(row, **changes):
   return dataclasses.replace(row, **changes)
 
 
-def test_report_is_strict_json_and_draws(report, tmp_path):
-  result, _ = report
-  text = results.dumps(result.to_dict())
-  back = results.loads(text)
-  assert len(back["rows"]) == 7 and back["config"]["dpsgd_runs"] == 4
-  assert "noisy_argmax 2-cut" in tightness.table(result)
-  tightness.plot(result, str(tmp_path / "t.png"))
-  assert (tmp_path / "t.png").stat().st_size > 10_000
-
-
 @pytest.mark.parametrize("changes, message", [
     (dict(families=("dpsgd", "panoramia")), "families"),
     (dict(families=()), "families"),
@@ -77,6 +77,9 @@ def test_report_is_strict_json_and_draws(report, tmp_path):
     (dict(dpsgd_runs=1), "num_runs"),
     (dict(dpsgd_epsilon=0.0), "epsilon"),
     (dict(ngram_models=1), "num_models"),
+    (dict(dpsgd_audits=(("uniaud", "dirac"),)), "canary='dirac' is not valid"),
+    (dict(dpsgd_audits=(("many_run",),)), "pairs"),
+    (dict(dpsgd_audits=()), "dpsgd_audits"),
 ])
 def test_bad_settings_fail_before_anything_runs(changes, message):
   with pytest.raises(ValueError, match=message):

@@ -41,11 +41,11 @@ def test_a_rerun_loads_compiled_programs_from_the_cache(tmp_path):
   """The second process finds the first one's programs (entries appear on the first run and the
   rerun adds none)."""
   cache = tmp_path / "cache"
-  run = [sys.executable, "-m", "experiments.noisy_argmax_audit", f"--output_dir={tmp_path}",
-         "--num_trials=20000", "--orders=2,8", "--num_bootstrap=20", "--noplot",
+  run = [sys.executable, "-m", "experiments.tightness", f"--output_dir={tmp_path}",
+         "--families=ngram", "--ngram_models=32", "--ngram_steps=3", "--noplot",
          f"--compilation_cache_dir={cache}"]
   assert subprocess.run(run, capture_output=True, cwd=ROOT).returncode == 0
   first = sorted(os.listdir(cache))
   assert first, "nothing was cached"
-  assert subprocess.run(run + ["--noresume"], capture_output=True, cwd=ROOT).returncode == 0
+  assert subprocess.run(run, capture_output=True, cwd=ROOT).returncode == 0
   assert sorted(os.listdir(cache)) == first
