@@ -10,6 +10,8 @@ L(p0)). Each row gives the lower bound at its confidence and how that confidence
 guaranteed, the value it is held against, their ratio (1 = tight), the ceiling the audit could
 reach with its observations, the number of trials, runs, canaries or models, and the wall
 time. Writes ``results.json`` and ``tightness.png`` to ``--output_dir`` and prints the table.
+Under ``python -m launch.multihost`` the trials, many-run runs and n-gram models are shared out
+over the processes, with the one-process result.
 
 The defaults take about a minute on 2 CPU cores; raise ``--noisy_argmax_trials``,
 ``--dpsgd_runs``, ``--dpsgd_canaries`` and ``--ngram_models`` for tighter audits.
@@ -58,6 +60,10 @@ flags.DEFINE_float("ngram_noise_multiplier", _D.ngram_noise_multiplier,
                    "sigma of the n-gram models' DP-SGD.")
 flags.DEFINE_integer("ngram_models", _D.ngram_models, "n-gram models trained (Monte Carlo).")
 flags.DEFINE_integer("ngram_steps", _D.ngram_steps, "DP-SGD steps per n-gram model.")
+flags.DEFINE_integer("dpsgd_chunk_size", _D.dpsgd_chunk_size,
+                     "Many-run game: runs per vmapped call (0: all at once).")
+flags.DEFINE_integer("ngram_chunk_size", _D.ngram_chunk_size,
+                     "n-gram models per vmapped call (0: all at once).")
 flags.DEFINE_string("output_dir", "out/tightness", "Where results.json and tightness.png go.")
 flags.DEFINE_bool("plot", True, "Write tightness.png.")
 
@@ -82,7 +88,8 @@ def config_from_flags() -> tightness.TightnessConfig:
       dpsgd_epochs=FLAGS.dpsgd_epochs, dpsgd_batch_size=FLAGS.dpsgd_batch_size,
       dpsgd_learning_rate=FLAGS.dpsgd_learning_rate, dpsgd_hidden_sizes=hidden,
       ngram_noise_multiplier=FLAGS.ngram_noise_multiplier, ngram_models=FLAGS.ngram_models,
-      ngram_steps=FLAGS.ngram_steps)
+      ngram_steps=FLAGS.ngram_steps, dpsgd_chunk_size=FLAGS.dpsgd_chunk_size,
+      ngram_chunk_size=FLAGS.ngram_chunk_size)
 
 
 @common.cli
@@ -91,9 +98,13 @@ def main(argv):
   common.quiet_logging()
   common.enable_compilation_cache()
   config = config_from_flags()
+  common.initialize_distributed()  # several processes: Monte Carlo trials, many-run runs and
+  # n-gram models spread over all of them
   progress = lambda line: print(line, file=sys.stderr, flush=True)
   with common.Timer() as timer:
     result = tightness.run(config, progress=progress)
+  if not common.is_main_process():
+    return  # every process has the same rows; process 0 writes them
   result_dict = result.to_dict()
   run_config = result_dict.pop("config")
   path = common.write_results(FLAGS.output_dir, "tightness", run_config, result_dict,

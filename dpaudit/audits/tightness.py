@@ -76,6 +76,9 @@ class TightnessConfig:
       canaries come from the held-out pool: at most 721 on digits).
     dpsgd_epochs, dpsgd_batch_size, dpsgd_learning_rate, dpsgd_hidden_sizes: the training.
     ngram_noise_multiplier, ngram_models, ngram_steps: the n-gram canary experiment.
+    dpsgd_chunk_size, ngram_chunk_size: runs (many-run game) and n-gram models per vmapped
+      call (0: all at once); they bound memory, and under ``jax.distributed`` the chunks are
+      what the processes share out (:func:`dpaudit.distributed.map_chunks`).
   """
   families: tuple[str, ...] = FAMILIES
   seed: int = 0
@@ -98,6 +101,8 @@ class TightnessConfig:
   ngram_noise_multiplier: float = 2.0
   ngram_models: int = 2000
   ngram_steps: int = 100
+  dpsgd_chunk_size: int = 0
+  ngram_chunk_size: int = 0
 
   def __post_init__(self):
     object.__setattr__(self, "families", tuple(self.families))
@@ -136,12 +141,12 @@ class TightnessConfig:
         epsilon=self.dpsgd_epsilon, delta=self.dpsgd_delta, significance=self.significance,
         epochs=self.dpsgd_epochs, batch_size=self.dpsgd_batch_size,
         learning_rate=self.dpsgd_learning_rate, hidden_sizes=self.dpsgd_hidden_sizes,
-        num_tags=10)
+        num_tags=10, chunk_size=self.dpsgd_chunk_size)
 
   def ngram_config(self) -> reconstruction.NgramCanaryConfig:
     return reconstruction.NgramCanaryConfig(
         noise_multipliers=(self.ngram_noise_multiplier,), num_models=self.ngram_models,
-        num_steps=self.ngram_steps)
+        num_steps=self.ngram_steps, chunk_size=self.ngram_chunk_size)
 
 
 @dataclasses.dataclass(frozen=True)

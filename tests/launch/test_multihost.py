@@ -30,31 +30,24 @@ def test_two_processes_give_the_counts_of_one(tmp_path):
   assert sum(two_results["counts"]["sel_p"]) + sum(two_results["counts"]["eval_p"]) == 40000
 
 
-def _one_and_two(tmp_path, module, flags):
-  """results.json of ``module`` run by one process and by two."""
-  def run(*prefix, name):
-    out = subprocess.run([sys.executable, *prefix, module, *flags,
+def test_vmapped_training_runs_spread_over_two_processes(tmp_path):
+  """The tightness report's many-run game (2T = 12 runs in 3 chunks of 4: process 0 runs chunks
+  0 and 2, process 1 chunk 1 and a repeat of chunk 2) and n-gram models (24 in 3 chunks of 8)
+  give the one-process rows."""
+  flags = ["--families=dpsgd,ngram", "--dpsgd_audits=many_run:dirac", "--dpsgd_runs=6",
+           "--dpsgd_chunk_size=4", "--dpsgd_epochs=1", "--dpsgd_hidden_sizes=4",
+           "--ngram_models=24", "--ngram_chunk_size=8", "--ngram_steps=3", "--noplot"]
+  rows = {}
+  for name, prefix in (("one", []), ("two", ["-m", "launch.multihost", "--num_processes=2",
+                                             "--"])):
+    out = subprocess.run([sys.executable, *(prefix or ["-m"]), "experiments.tightness", *flags,
                           f"--output_dir={tmp_path / name}"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
-    return read_json(tmp_path / name / "results.json")
-  return (run("-m", name="one"),
-          run("-m", "launch.multihost", "--num_processes=2", "--", name="two"))
-
-
-def test_vmapped_training_runs_spread_over_two_processes(tmp_path):
-  # many_run: 2T = 12 runs in 3 chunks of 4 (process 0 runs chunks 0 and 2, process 1 chunk 1
-  # and a repeat of chunk 2); n-gram: 24 models in 3 chunks of 8 likewise.
-  one, two = _one_and_two(tmp_path / "dpsgd", "experiments.dpsgd_audit", [
-      "--audits=many_run:dirac", "--num_runs=6", "--chunk_size=4", "--epochs=1",
-      "--batch_size=64", "--hidden_sizes=4", "--epsilons=4", "--noplot"])
-  keep = lambda cell: {k: v for k, v in cell["result"].items() if k != "wall_time_s"}
-  assert [keep(c) for c in two["cells"]] == [keep(c) for c in one["cells"]]
-  assert one["cells"][0]["result"]["num_observations"] == 12
-  one, two = _one_and_two(tmp_path / "ngram", "experiments.ngram_reconstruction", [
-      "--noise_multipliers=2", "--num_models=24", "--chunk_size=8", "--num_steps=3",
-      "--noplot"])
-  assert two["points"] == one["points"] and two["canary"] == one["canary"]
+    rows[name] = [{k: v for k, v in row.items() if k != "wall_time_s"}
+                  for row in read_json(tmp_path / name / "results.json")["rows"]]
+  assert rows["two"] == rows["one"]
+  assert [r["num_observations"] for r in rows["one"]] == [12, 24]
 
 
 def test_bad_arguments_exit_2():
