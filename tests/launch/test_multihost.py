@@ -47,7 +47,13 @@ def test_vmapped_training_runs_spread_over_two_processes(tmp_path):
     rows[name] = [{k: v for k, v in row.items() if k != "wall_time_s"}
                   for row in read_json(tmp_path / name / "results.json")["rows"]]
   assert rows["two"] == rows["one"]
-  assert [r["num_observations"] for r in rows["one"]] == [12, 24]
+  many_run, ngram = rows["one"]
+  assert many_run["audit"] == "dpsgd many_run:dirac" and many_run["unit"] == "runs"
+  assert many_run["num_observations"] == 12 and "add_or_remove_one" in many_run["note"]
+  assert abs(many_run["reference"] - 8.0) < 8e-3  # add-or-remove: the RDP target epsilon
+  assert 0 <= many_run["lower_bound"] <= many_run["ceiling"]
+  assert many_run["kind"] == "finite-sample"
+  assert ngram["num_observations"] == 24 and ngram["unit"] == "models"
 
 
 def test_bad_arguments_exit_2():
