@@ -9,6 +9,8 @@ validated at the boundary.
 
 from __future__ import annotations
 
+import numbers
+
 from typing import Any, Iterable
 
 import jax
@@ -54,6 +56,13 @@ def check_significance(significance: Any, name: str = "significance") -> None:
 
 def check_delta(delta: Any, name: str = "delta") -> None:
   check_range(name, delta, 0.0, 1.0, high_open=True)
+
+
+def check_integer(name: str, value: Any, low: int) -> int:
+  """A Python or NumPy integer (not a bool) >= ``low``, returned as ``int``."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+    raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+  return int(value)
 
 
 def check_integer_valued(name: str, value: Any) -> None:

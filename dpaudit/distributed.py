@@ -14,6 +14,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from dpaudit import _validate
+
 
 def map_chunks(compute_chunk: Callable[[int], Any], num_chunks: int) -> list[Any]:
   """``[compute_chunk(i) for i in range(num_chunks)]``, split over every process.
@@ -34,8 +36,7 @@ def map_chunks(compute_chunk: Callable[[int], Any], num_chunks: int) -> list[Any
   Returns:
     The outputs of every chunk, in order, as NumPy pytrees.
   """
-  if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
-    raise ValueError(f"num_chunks={num_chunks!r} must be an integer >= 1")
+  _validate.check_integer("num_chunks", num_chunks, 1)
   count, index = jax.process_count(), jax.process_index()
   if count == 1:
     return [jax.device_get(compute_chunk(i)) for i in range(num_chunks)]

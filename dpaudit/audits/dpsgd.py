@@ -125,9 +125,7 @@ class DPSGDAuditConfig:
     for name, low in (("num_canaries", 1), ("num_runs", 2), ("batch_size", 1),
                       ("physical_batch_size", 1), ("num_tags", 2), ("num_tag_bits", 1),
                       ("patch_size", 1), ("chunk_size", 0)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+      _validate.check_integer(name, getattr(self, name), low)
     _validate.check_range("epsilon", self.epsilon, 0.0, low_open=True)
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
     _validate.check_significance(self.significance)

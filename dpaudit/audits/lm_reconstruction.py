@@ -55,6 +55,7 @@ import flax.serialization
 import jax
 import numpy as np
 
+from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import data
 from dpaudit import estimators
@@ -67,11 +68,6 @@ from dpaudit.dpsgd import training
 from dpaudit.models import ngram
 
 DEFAULT_PROMPT = "John Doe's credit card number is "
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-    raise ValueError(f"{name}={value!r} must be an integer >= {low}")
 
 
 def _check_positive_finite(name: str, value: Any) -> None:
@@ -150,7 +146,7 @@ class LMReconstructionConfig:
                       ("max_length", 2), ("secret_digits", 1), ("canary_repetitions", 0),
                       ("batch_size", 1), ("top_k", 0), ("num_exposure_samples", 2),
                       ("num_at_risk", 1), ("seed", 0)):
-      _check_int(name, getattr(self, name), low)
+      _validate.check_integer(name, getattr(self, name), low)
     if self.seed >= 2**63:
       raise ValueError(f"seed={self.seed} is outside the valid range [0, 2^63)")
     for name in ("epochs", "learning_rate", "l2_clip_norm", "temperature"):

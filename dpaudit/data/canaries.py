@@ -65,11 +65,6 @@ jax.tree_util.register_dataclass(Canaries, data_fields=["features", "labels", "s
 
 # ---------------------------------------------------------------- validation helpers
 
-def _check_int(name: str, value: Any, low: int) -> int:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-    raise ValueError(f"{name}={value!r} must be an integer >= {low}")
-  return int(value)
-
 
 def _check_pool(features: Any, labels: Any, m: int) -> tuple[jax.Array, jax.Array, int]:
   features = jnp.asarray(features)
@@ -82,7 +77,7 @@ def _check_pool(features: Any, labels: Any, m: int) -> tuple[jax.Array, jax.Arra
                      f"must have shape ({n},)")
   if not jnp.issubdtype(labels.dtype, jnp.integer):
     raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
-  m = _check_int("m", m, 1)
+  m = _validate.check_integer("m", m, 1)
   if m > n:
     raise ValueError(f"m={m} is outside the valid range [1, {n}]: canaries are drawn without "
                      f"replacement from a pool of {n} examples")
@@ -139,7 +134,7 @@ def mislabelled_canaries(key: jax.Array, features: Any, labels: Any, m: int,
     :class:`Canaries` of kind ``"mislabelled"``; ``source_indices`` are the pool rows.
   """
   _validate.check_key(key)
-  num_classes = _check_int("num_classes", num_classes, 2)
+  num_classes = _validate.check_integer("num_classes", num_classes, 2)
   features, labels, m = _check_pool(features, labels, m)
   _validate.check_range("labels", labels, 0, num_classes - 1)
   draw_key, label_key = jax.random.split(key)
@@ -186,8 +181,8 @@ def orthogonal_cosine_bound(m: int, d: int, failure_probability: float = 1e-3) -
   Returns:
     The bound as a Python float (may exceed 1, then it is vacuous).
   """
-  m = _check_int("m", m, 1)
-  d = _check_int("d", d, 1)
+  m = _validate.check_integer("m", m, 1)
+  d = _validate.check_integer("d", d, 1)
   _validate.check_range("failure_probability", failure_probability, 0.0, 1.0, low_open=True,
                         high_open=True)
   if m <= d:
@@ -237,9 +232,9 @@ def synthetic_canaries(key: jax.Array, m: int, example_shape: int | Sequence[int
     :class:`Canaries` of kind ``mode`` with features ``[m, *example_shape]``.
   """
   _validate.check_key(key)
-  m = _check_int("m", m, 1)
+  m = _validate.check_integer("m", m, 1)
   shape = _check_shape(example_shape)
-  num_classes = _check_int("num_classes", num_classes, 2)
+  num_classes = _validate.check_integer("num_classes", num_classes, 2)
   _validate.check_choice("mode", mode, SYNTHETIC_MODES)
   if np.ndim(sigma0) != 0:
     raise ValueError(f"sigma0 must be a scalar, got shape {np.shape(sigma0)}")
@@ -357,14 +352,14 @@ def uniaud_plus_plus_dataset(key: jax.Array, features: Any, labels: Any, m: int,
   if features.ndim != 4:
     raise ValueError(f"features must be images [n, height, width, channels], got shape "
                      f"{features.shape}")
-  num_tags = _check_int("num_tags", num_tags, 2)
-  num_tag_bits = _check_int("num_tag_bits", num_tag_bits, 1)
+  num_tags = _validate.check_integer("num_tags", num_tags, 2)
+  num_tag_bits = _validate.check_integer("num_tag_bits", num_tag_bits, 1)
   if num_tag_bits >= num_tags:
     raise ValueError(f"num_tag_bits={num_tag_bits} is outside the valid range "
                      f"[1, {num_tags - 1}] for num_tags={num_tags}")
   n, height, width, channels = features.shape
-  ph, pw = (_check_int("patch_size", s, 1) for s in patch_size)
-  r0, c0 = (_check_int("patch_origin", s, 0) for s in patch_origin)
+  ph, pw = (_validate.check_integer("patch_size", s, 1) for s in patch_size)
+  r0, c0 = (_validate.check_integer("patch_origin", s, 0) for s in patch_origin)
   if r0 + ph > height or c0 + pw > width:
     raise ValueError(f"a patch of size {(ph, pw)} at patch_origin={(r0, c0)} does not fit in "
                      f"images of size {(height, width)}")
@@ -493,7 +488,7 @@ def include_mask(key: jax.Array, m: int, p: float = 0.5) -> jax.Array:
     bool array ``[m]``, True where the canary is in.
   """
   _validate.check_key(key)
-  m = _check_int("m", m, 1)
+  m = _validate.check_integer("m", m, 1)
   if np.ndim(p) != 0:
     raise ValueError(f"p must be a scalar, got shape {np.shape(p)}")
   _validate.check_range("p", p, 0.0, 1.0)

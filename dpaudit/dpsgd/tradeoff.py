@@ -85,7 +85,7 @@ class TradeoffConfig:
       raise ValueError(f"target_epsilons={list(self.target_epsilons)} has repeated values")
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
     _validate.check_range("epochs", self.epochs, 0.0, math.inf, low_open=True, high_open=True)
-    _check_int("batch_size", self.batch_size, 1)
+    _validate.check_integer("batch_size", self.batch_size, 1)
     _validate.check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True,
                           high_open=True)
     _validate.check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -96,18 +96,13 @@ class TradeoffConfig:
                           high_open=True)
     _validate.check_range("validation_fraction", self.validation_fraction, 0.0, 1.0,
                           high_open=True)
-    _check_int("num_seeds", self.num_seeds, 1)
-    _check_int("seed", self.seed, 0)
+    _validate.check_integer("num_seeds", self.num_seeds, 1)
+    _validate.check_integer("seed", self.seed, 0)
     if self.seed + self.num_seeds > 2**63:
       raise ValueError(f"seed={self.seed} + num_seeds={self.num_seeds} exceeds 2^63")
     _validate.check_choice("clipping", self.clipping, clipping.STRATEGIES)
-    _check_int("physical_batch_size", self.physical_batch_size, 1)
+    _validate.check_integer("physical_batch_size", self.physical_batch_size, 1)
     _validate.check_choice("prng_impl", self.prng_impl, prng.PRNG_IMPLS)
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise ValueError(f"{name}={value!r} must be an integer >= {low}")
 
 
 # ---------------------------------------------------------------------------------- data
