@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
 from dpaudit.estimators._sorting import argsort_descending
 
@@ -80,7 +81,7 @@ def epsilon_from_error_counts(false_positives, negatives, false_negatives, posit
                                                           significance)))
 
 
-@jax.jit
+@_compile.jit
 def _epsilon_from_error_counts(false_positives, negatives, false_negatives, positives, delta,
                                significance):
   # The upper end of a two-sided interval at beta is the one-sided upper limit at beta / 2; both
@@ -308,7 +309,7 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   return _Search(state.best_index, state.best_eps, state.best_evaluation)
 
 
-@jax.jit
+@_compile.jit
 def _bonferroni(in_scores, out_scores, delta, significance):
   n_in, n_out = in_scores.shape[0], out_scores.shape[0]
   corrected = 2.0 * significance / (n_in + n_out + 2)
@@ -323,7 +324,7 @@ def _sorted_ascending(x):
   return x[argsort_descending(x)][::-1]
 
 
-@jax.jit
+@_compile.jit
 def _split(in_scores, out_scores, delta, significance):
   sel_in, eval_in = in_scores[0::2], in_scores[1::2]
   sel_out, eval_out = out_scores[0::2], out_scores[1::2]

@@ -16,7 +16,6 @@ when ``jax_enable_x64`` is on (float32 otherwise).
 from __future__ import annotations
 
 import decimal
-import functools
 import math
 from typing import NamedTuple
 
@@ -25,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -491,7 +491,7 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
   return _incomplete_beta_tails(a, b, x, y)
 
 
-@jax.jit
+@_compile.jit
 def _incomplete_beta_tails(a, b, x, y):
   a, b, x, y = jnp.broadcast_arrays(a, b, x, y)
   interior = jnp.logical_and(x > 0.0, y > 0.0)
@@ -816,7 +816,7 @@ def cp_upper_limit(k, n, log_tail):
   return _cp_limits(k, n, log_tail, False, True)[0]
 
 
-@functools.partial(jax.jit, static_argnames="alternative")
+@_compile.jit(static_argnames="alternative")
 def _clopper_pearson(k, n, beta, alternative):
   k, n, beta = jnp.broadcast_arrays(k, n, beta)
   if alternative == "two-sided":

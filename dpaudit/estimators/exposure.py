@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial as _binomial
 
 _LOG2 = math.log(2.0)
@@ -98,7 +99,7 @@ def exposure_exact(canary_log_prob, candidate_log_probs) -> jax.Array:
                          jnp.asarray(candidate_log_probs, dtype))
 
 
-@jax.jit
+@_compile.jit
 def _exposure_exact(canary, candidates):
   n = candidates.shape[-1]
   rank = jnp.sum(candidates >= canary[..., None], axis=-1).astype(candidates.dtype)
@@ -169,7 +170,7 @@ def exposure_sampled(canary_log_prob, sample_log_probs, significance: float = 0.
                            jnp.asarray(significance, dtype))
 
 
-@jax.jit
+@_compile.jit
 def _exposure_sampled(canary, samples, significance):
   m = samples.shape[-1]
   count = jnp.sum(samples >= canary[..., None], axis=-1).astype(samples.dtype)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 
 
 def _float_dtype():
@@ -104,7 +105,7 @@ def _roc_counts(in_scores, out_scores):
           jnp.concatenate([zero, tp]), jnp.concatenate([zero, fp]))
 
 
-@jax.jit
+@_compile.jit
 def _roc_curve(in_scores, out_scores) -> RocCurve:
   thresholds, tp, fp = _roc_counts(in_scores, out_scores)
   # Divide by the (traced) totals rather than the static sizes: XLA would turn division by a
@@ -126,7 +127,7 @@ def roc_auc(in_scores, out_scores) -> jax.Array:
   return _roc_auc(*_as_float(in_scores, out_scores))
 
 
-@jax.jit
+@_compile.jit
 def _roc_auc(in_scores, out_scores):
   _, tp, fp = _roc_counts(in_scores, out_scores)
   # Twice the area in units of (1 / n_in) x (1 / n_out): a sum of whole numbers, exact below
@@ -158,7 +159,7 @@ def tpr_at_fpr(in_scores, out_scores, fpr) -> jax.Array:
   return _tpr_at_fpr(*_as_float(in_scores, out_scores, fpr))
 
 
-@jax.jit
+@_compile.jit
 def _tpr_at_fpr(in_scores, out_scores, fpr):
   _, tp, fp = _roc_counts(in_scores, out_scores)
   # Both counts are non-decreasing along the curve: the answer is at the last point with
@@ -202,7 +203,7 @@ def precision_at_top(scores, is_member, fraction) -> jax.Array:
                            jnp.asarray(fraction, dtype))
 
 
-@jax.jit
+@_compile.jit
 def _precision_at_top(scores, is_member, fraction):
   dtype = scores.dtype
   m = scores.shape[0]

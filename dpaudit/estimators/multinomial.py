@@ -37,6 +37,7 @@ import numpy as np
 from jax.scipy.special import erfc, ndtri
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators.binomial import (Interval, _as_float, binomial_deviance,
                                          stirling_remainder)
 
@@ -424,7 +425,7 @@ def goodman_intervals(counts, significance=0.05) -> Interval:
   return _validated_call(_goodman_core, counts, significance)
 
 
-@jax.jit
+@_compile.jit
 def _goodman_core(n, beta):
   k = n.shape[-1]
   total = jnp.sum(n, axis=-1, keepdims=True)
@@ -524,7 +525,7 @@ def _sison_glaz_search(n, total, beta):
   return lo, nu_lo, nu_hi
 
 
-@jax.jit
+@_compile.jit
 def _sison_glaz_core(n, beta):
   total = jnp.sum(n, axis=-1, keepdims=True)
   c, nu_c, nu_c1 = _sison_glaz_search(n, total, beta)

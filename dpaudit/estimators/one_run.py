@@ -20,7 +20,6 @@ must be static) and compute in ``jnp.result_type(float)``.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -29,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
 from dpaudit.estimators._sorting import argsort_descending
 
@@ -202,7 +202,7 @@ def _broadcast_float(*xs):
   return jnp.broadcast_arrays(*(jnp.asarray(x, dtype) for x in xs))
 
 
-@functools.partial(jax.jit, static_argnames="with_delta")
+@_compile.jit(static_argnames="with_delta")
 def _p_value_jit(num_examples, num_guesses, num_correct, epsilon, delta, with_delta: bool):
   m, r, v, eps, d = _broadcast_float(num_examples, num_guesses, num_correct, epsilon, delta)
   return _p_value(m, r, v, eps, d, with_delta)
@@ -234,7 +234,7 @@ def _epsilon_ceiling(num_guesses, num_correct, significance):
   return jnp.log(rate) - jnp.log1p(-rate)
 
 
-@functools.partial(jax.jit, static_argnames="with_delta")
+@_compile.jit(static_argnames="with_delta")
 def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, with_delta: bool):
   m, r, v, d, sig = _broadcast_float(num_examples, num_guesses, num_correct, delta,
                                      significance)
@@ -514,7 +514,7 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   return OneRunResult(*out, optimistic=correction == "none")
 
 
-@functools.partial(jax.jit, static_argnames=("grid", "mode", "with_delta"))
+@_compile.jit(static_argnames=("grid", "mode", "with_delta"))
 def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, with_delta: bool):
   dtype = per_test.dtype
   grid = np.asarray(grid, np.int64)

@@ -23,7 +23,6 @@ says that if the c-closeness claim at :math:`c_{lb}` is tight, the model cannot 
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -31,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
 from dpaudit.estimators._sorting import argsort_descending
 
@@ -136,7 +136,7 @@ def _sorted_counts(scores, is_member, min_predictions) -> _SortedCounts:
   return _SortedCounts(sorted_scores, tp, r, jnp.logical_and(is_end, r >= min_predictions))
 
 
-@functools.partial(jax.jit, static_argnames=("tail",))
+@_compile.jit(static_argnames=("tail",))
 def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
   """``scores`` stacks the baseline and MIA scores, (2, m); both curves share one solver call."""
   dtype = scores.dtype

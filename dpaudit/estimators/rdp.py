@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 
 
 def _float_dtype():
@@ -103,7 +104,7 @@ def balle_epsilon_per_order(rdp, orders, delta) -> jax.Array:
   return rdp + jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
 
 
-@jax.jit
+@_compile.jit
 def _rdp_to_epsilon(rdp, orders, delta):
   eps = balle_epsilon_per_order(rdp, orders, delta)
   idx = jnp.argmin(eps, axis=-1)

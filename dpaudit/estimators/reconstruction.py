@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators import rdp as _rdp
 
 _LOG2 = math.log(2.0)
@@ -82,7 +83,7 @@ def _minimise(values, orders, trivial=None):
   return BoundAtOrder(best, jnp.where(jnp.isfinite(best), order, jnp.nan))
 
 
-@jax.jit
+@_compile.jit
 def _leakage(rdp, orders, log_p0):
   # l(alpha, p0) = d (alpha - 1)/alpha + log(1/p0)/alpha, shape broadcast(batch, p0) + (K,).
   neg = -log_p0[..., None]
@@ -124,7 +125,7 @@ def reconstruction_leakage_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundA
   return _call_with_prior(_leakage, rdp, orders, p0, log_p0)
 
 
-@jax.jit
+@_compile.jit
 def _traditional(rdp, orders, log_p0):
   neg = -log_p0[..., None]
   h = rdp + neg / (orders - 1.0)
@@ -153,7 +154,7 @@ def traditional_reconstruction_bound(rdp, orders, p0=None, *, log_p0=None) -> Bo
   return _call_with_prior(_traditional, rdp, orders, p0, log_p0)
 
 
-@jax.jit
+@_compile.jit
 def _bits(rdp, orders, bits):
   b = bits[..., None]
   l2 = rdp * ((orders - 1.0) / (orders * _LOG2)) + b / orders

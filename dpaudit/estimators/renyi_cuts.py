@@ -14,7 +14,6 @@ All bounds are stated for orders alpha > 1, broadcast over counts, and return
 
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import Callable, NamedTuple
 
@@ -23,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial, multinomial
 
 
@@ -128,7 +128,7 @@ def renyi_two_cut_lower_bound(counts_p, trials_p, counts_q, trials_q, orders,
                   alpha)
 
 
-@jax.jit
+@_compile.jit
 def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
   counts_p, trials_p, counts_q, trials_q = jnp.broadcast_arrays(counts_p, trials_p, counts_q,
                                                                 trials_q)
@@ -290,7 +290,7 @@ def renyi_two_cut_bootstrap(key: jax.Array, counts_p, trials_p, counts_q, trials
                             _float(significance), num_bootstrap)
 
 
-@functools.partial(jax.jit, static_argnames="num_bootstrap")
+@_compile.jit(static_argnames="num_bootstrap")
 def _two_cut_bootstrap(key, counts_p, trials_p, counts_q, trials_q, orders, significance,
                        num_bootstrap):
   key_p, key_q = jax.random.split(key)
@@ -353,7 +353,7 @@ def renyi_k_cut_bootstrap(key: jax.Array, counts_p, counts_q, orders,
                           _float(significance), num_bootstrap)
 
 
-@functools.partial(jax.jit, static_argnames="num_bootstrap")
+@_compile.jit(static_argnames="num_bootstrap")
 def _k_cut_bootstrap(key, counts_p, counts_q, orders, significance, num_bootstrap):
   counts_p, counts_q = jnp.broadcast_arrays(counts_p, counts_q)
   total_p = jnp.sum(counts_p, axis=-1, keepdims=True)
