@@ -523,25 +523,28 @@ def regularized_incomplete_beta(a: jax.Array, b: jax.Array, x: jax.Array) -> jax
 def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   r"""Upper tail :math:`\Pr[\mathrm{Bin}(n, p) \ge k] = I_p(k, n - k + 1)`.
 
-  Equals 1 for ``k <= 0`` and 0 for ``k > n``. Broadcasts; accurate in relative terms in the
-  upper tail.
+  Equals 1 for ``k <= 0`` and 0 for ``k > n``. Whole ``k`` and ``n``; broadcasts; accurate in
+  relative terms in the upper tail. Both binomial tails are :func:`log_binomial_tails`
+  exponentiated: shapes ``k, n - k + 1 >= 1``, so the fixed-cost series and fraction serve every
+  element (no adaptive loop in the program).
   """
-  k, n, p = jnp.broadcast_arrays(*_as_float(k, n, p))
-  inside = jnp.logical_and(k >= 1.0, k <= n)
-  ks = jnp.where(inside, k, 1.0)
-  ns = jnp.where(inside, n, 1.0)
-  tail = incomplete_beta_tails(ks, ns - ks + 1.0, p).lower
-  return jnp.where(k <= 0.0, 1.0, jnp.where(k > n, 0.0, tail))
+  return jnp.exp(_binomial_tails(*jnp.broadcast_arrays(*_as_float(k, n, p))).upper)
 
 
 def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
-  r""":math:`\Pr[\mathrm{Bin}(n, p) \le k]`, accurate in relative terms in the lower tail."""
+  r""":math:`\Pr[\mathrm{Bin}(n, p) \le k] = \Pr[\mathrm{Bin}(n, p) < k + 1]`, accurate in
+  relative terms in the lower tail (see :func:`binomial_sf`)."""
   k, n, p = jnp.broadcast_arrays(*_as_float(k, n, p))
-  inside = jnp.logical_and(k >= 0.0, k < n)
-  ks = jnp.where(inside, k, 0.0)
-  ns = jnp.where(inside, n, 1.0)
-  tail = incomplete_beta_tails(ks + 1.0, ns - ks, p).upper
-  return jnp.where(k < 0.0, 0.0, jnp.where(k >= n, 1.0, tail))
+  return jnp.exp(_binomial_tails(k + 1.0, n, p).lower)
+
+
+@_compile.jit
+def _binomial_tails(k, n, p):
+  shape = k.shape
+  tails = _map_chunks(lambda *v: tuple(log_binomial_tails(*v)),
+                      tuple(v.reshape(-1) for v in (k, n, jnp.clip(p, 0.0, 1.0))),
+                      (1.0, 1.0, 0.5))
+  return LogBinomialTails(*(t.reshape(shape) for t in tails))
 
 
 class LogBinomialTails(NamedTuple):

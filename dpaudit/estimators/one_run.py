@@ -183,8 +183,9 @@ def _p_value_and_slope(num_examples, num_guesses, num_correct, epsilon, delta, h
   p = jnp.minimum(beta + alpha * m * d, 1.0)
   q, one_minus_q = jax.nn.sigmoid(epsilon), jax.nn.sigmoid(-epsilon)
   log_rate = jax.nn.log_sigmoid(epsilon) + jax.nn.log_sigmoid(-epsilon) - jnp.log(p)
-  log_top = binomial.binomial_logpmf(v - 1.0, r - 1.0, q, one_minus_q)
-  log_low = binomial.binomial_logpmf(v - i_star - 1.0, r - 1.0, q, one_minus_q)
+  both = binomial.binomial_logpmf(jnp.stack([v - 1.0, v - i_star - 1.0]), r - 1.0, q,
+                                  one_minus_q)  # one pmf program for both points
+  log_top, log_low = both[0], both[1]
   scale = 2.0 * m * d / jnp.maximum(i_star, 1.0)
   slope = r * (jnp.exp(log_top + log_rate)
                + scale * (jnp.exp(log_low + log_rate) - jnp.exp(log_top + log_rate)))
