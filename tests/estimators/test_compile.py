@@ -1,0 +1,48 @@
+"""The estimators' compile options (dpaudit.estimators._compile) change speed, never values."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpaudit import estimators
+from dpaudit.estimators import _compile, binomial, one_run
+
+
+def test_cpu_options_leave_the_values_unchanged():
+  rng = np.random.default_rng(0)
+  n = np.round(np.exp(rng.uniform(0.0, np.log(1e9), 500)))
+  k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
+  args = (jnp.asarray(k), jnp.asarray(n), jnp.asarray(0.05))
+  tuned = binomial._clopper_pearson.tuned(*args, alternative="two-sided")
+  plain = binomial._clopper_pearson.plain(*args, alternative="two-sided")
+  for a, b in zip(tuned, plain):
+    np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
+  m = 10_000.0
+  r = jnp.asarray([10.0, 100.0, 1000.0])
+  v = jnp.asarray([9.0, 80.0, 700.0])
+  values = [f(m, r, v, 1e-5, 0.05, with_delta=True)
+            for f in (one_run._epsilon_jit.tuned, one_run._epsilon_jit.plain)]
+  np.testing.assert_allclose(values[0], values[1], rtol=1e-12, atol=0)
+
+
+def test_estimators_inside_a_callers_jit_and_vmap():
+  k, n = np.array([0.0, 3.0, 10.0]), np.array([10.0, 10.0, 10.0])
+  eager = estimators.clopper_pearson(k, n, 0.05)
+  # Constant arguments inside a trace: JAX refuses compiler options on a nested jit, so the
+  # estimator is traced into the caller's program with the caller's options.
+  constant = jax.jit(lambda: estimators.clopper_pearson(k, n, 0.05))()
+  traced = jax.jit(lambda k: estimators.clopper_pearson(k, n, 0.05))(jnp.asarray(k))
+  mapped = jax.vmap(lambda k: estimators.clopper_pearson(k, 10.0, 0.05))(jnp.asarray(k))
+  for other in (constant, traced, mapped):
+    np.testing.assert_allclose(other.lower, eager.lower, rtol=1e-14)
+    np.testing.assert_allclose(other.upper, eager.upper, rtol=1e-14)
+
+
+def test_other_errors_are_not_swallowed():
+  @_compile.jit
+  def fails(x):
+    raise ValueError("x is not allowed")
+
+  with pytest.raises(ValueError, match="x is not allowed"):
+    fails(1.0)
