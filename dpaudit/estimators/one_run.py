@@ -262,8 +262,12 @@ def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, wi
     newton = x - f_x / jnp.where(slope_x > 0.0, slope_x, 1.0)
     newton = newton - jnp.sign(f_x) * 0.5 * tol * jnp.maximum(hi, 1.0)
     inside = (slope_x > 0.0) & (newton > lo) & (newton < hi)
-    eps = jnp.where(i == 0, lo, jnp.where(i == 1, hi, jnp.where(inside, newton,
-                                                                  0.5 * (lo + hi))))
+    step = jnp.where(inside, newton, 0.5 * (lo + hi))
+    # Elements that are done evaluate their last point again: its maximiser is the hint, so
+    # their search for alpha's maximiser ends in the first round instead of holding every
+    # other element's search open (the loop runs as long as its slowest element).
+    step = jnp.where(active & open_(lo, hi), step, x)
+    eps = jnp.where(i == 0, lo, jnp.where(i == 1, hi, step))
     p, slope, i_star = _p_value_and_slope(m, r, v, eps, d, jnp.where(i >= 2, hint, 0.0))
     value, rejected = jnp.log(p) - log_sig, p <= sig
     # Step 0: the lower end (nothing is rejected if p(0) > significance). Step 1: the upper end
