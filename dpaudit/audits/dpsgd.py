@@ -264,14 +264,16 @@ def weakest_coordinates(model, params, features, labels, count: int,
 
 
 def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=None,
-             dirac_masks=None, chunk_size: int = 0) -> training.RunOutput:
+             dirac_masks=None, chunk_size: int = 0,
+             hyper: training.Hyperparameters | None = None) -> training.RunOutput:
   """All runs of ``run`` (from :func:`dpaudit.dpsgd.training.make_run`) as vmapped chunks.
 
   One compilation: the last chunk is padded with spare keys (and copies of the last masks)
   and the padding is dropped. Under ``jax.distributed`` the chunks are spread over the
   processes (:func:`dpaudit.distributed.map_chunks`) and every process gets every run, the
-  same as one process computing them all. Returns the stacked :class:`RunOutput` as NumPy
-  arrays.
+  same as one process computing them all. ``hyper`` (:func:`training.hyperparameters`) is
+  passed to every run as an argument, so that the program holds no sigma or learning rate.
+  Returns the stacked :class:`RunOutput` as NumPy arrays.
   """
   num_runs = keys.shape[0]
   chunk = chunk_size or num_runs
@@ -288,7 +290,7 @@ def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=Non
     keys = jnp.concatenate([keys, jax.random.split(keys[-1], extra)])
   example_masks, dirac_masks = pad(example_masks), pad(dirac_masks)
   in_axes = (0, None, None, None if example_masks is None else 0,
-             None if dirac_masks is None else 0)
+             None if dirac_masks is None else 0, None)
   vmapped = jax.jit(jax.vmap(run, in_axes=in_axes))
   features, labels = jnp.asarray(features), jnp.asarray(labels)
 
@@ -296,7 +298,7 @@ def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=Non
     part = slice(i * chunk, (i + 1) * chunk)
     return vmapped(keys[part], features, labels,
                    None if example_masks is None else example_masks[part],
-                   None if dirac_masks is None else dirac_masks[part])
+                   None if dirac_masks is None else dirac_masks[part], hyper)
 
   outs = distributed.map_chunks(compute_chunk, num_chunks)
   return jax.tree.map(lambda *xs: np.concatenate(xs)[:num_runs], *outs)
@@ -419,7 +421,8 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   run = training.make_run(model, plan.train_config, num_examples, jnp.asarray(features[:1]),
                           dirac_coordinates=coordinates)
   keys = jax.random.split(run_key, 2 * t)
-  out = run_many(run, keys, features, labels, example_masks, dirac_masks, config.chunk_size)
+  out = run_many(run, keys, features, labels, example_masks, dirac_masks, config.chunk_size,
+                 training.hyperparameters(plan.train_config))
   if config.canary == "dirac":
     c = int(coordinates[0])
     initial = jax.vmap(_flat)(out.initial_params)[:, c]
@@ -475,7 +478,8 @@ def _train_once(key, model, plan, features, labels, loss_fn=clipping.softmax_cro
   run = training.make_run(model, plan.train_config, features.shape[0],
                           jnp.asarray(features[:1]), loss_fn, dirac_coordinates=coordinates)
   return jax.device_get(jax.jit(run)(key, jnp.asarray(features), jnp.asarray(labels),
-                                     example_mask, dirac_mask))
+                                     example_mask, dirac_mask,
+                                     training.hyperparameters(plan.train_config)))
 
 
 def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData

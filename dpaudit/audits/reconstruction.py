@@ -21,6 +21,7 @@ digits). The theory is the RDP curve of the same mechanism from dp-accounting.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable
 
@@ -168,6 +169,33 @@ def lazy_ngram_train_config(config: NgramCanaryConfig, noise_multiplier: float
       physical_batch_size=1, clipping="vmap")
 
 
+def lazy_ngram_hyperparameters(config: NgramCanaryConfig, noise_multiplier: float
+                               ) -> training.Hyperparameters:
+  """sigma and the learning rate ``scale / sigma`` of :func:`lazy_ngram_train_config`, as
+  float32 arguments (the dtype of the model) for the sigma-free program of
+  :func:`_lazy_ngram_log_f`."""
+  train = lazy_ngram_train_config(config, noise_multiplier)
+  return training.Hyperparameters(jnp.asarray(train.noise_multiplier, jnp.float32),
+                                  jnp.asarray(train.learning_rate, jnp.float32))
+
+
+def _lazy_ngram_log_f(config: NgramCanaryConfig) -> Callable:
+  """``log_f(key, canary, hyper)``: :func:`lazy_ngram_run` with sigma and the learning rate
+  as arguments (:class:`dpaudit.dpsgd.training.Hyperparameters`), so that every sigma of a
+  sweep runs the same compiled program. The train config here only fixes the structure (a
+  private run: noise is drawn); its sigma is replaced by ``hyper``."""
+  model = ngram.LazyNgram(config.canary_length, config.vocab_size)
+  features = jnp.zeros((1, 1), jnp.float32)
+  run = training.make_run(model, lazy_ngram_train_config(config, 1.0), 1, features[0],
+                          loss_fn=ngram.sequence_nll, strategy="vmap")
+
+  def log_f(key, canary, hyper):
+    out = run(key, features, canary[None], hyper=hyper)
+    return -ngram.sequence_nll(out.params["logits"], canary)
+
+  return log_f
+
+
 def lazy_ngram_run(config: NgramCanaryConfig, noise_multiplier: float) -> Callable:
   """``run(key, canary) -> log f_theta(canary)``: one DP-SGD run of the lazy n-gram model on
   the canary alone (Sec. 4.1), un-jitted; vmap it over keys.
@@ -176,31 +204,41 @@ def lazy_ngram_run(config: NgramCanaryConfig, noise_multiplier: float) -> Callab
   :func:`dpaudit.models.ngram.sequence_nll`) and :func:`lazy_ngram_train_config`; the noisy
   sum of the clipped gradient is divided by the expected batch size 1.
   """
-  model = ngram.LazyNgram(config.canary_length, config.vocab_size)
-  features = jnp.zeros((1, 1), jnp.float32)
-  run = training.make_run(model, lazy_ngram_train_config(config, noise_multiplier), 1,
-                          features[0], loss_fn=ngram.sequence_nll, strategy="vmap")
+  log_f = _lazy_ngram_log_f(config)
+  hyper = lazy_ngram_hyperparameters(config, noise_multiplier)
+  return lambda key, canary: log_f(key, canary, hyper)
 
-  def log_f(key, canary):
-    out = run(key, features, canary[None])
-    return -ngram.sequence_nll(out.params["logits"], canary)
 
-  return log_f
+def _structure(config: NgramCanaryConfig) -> tuple:
+  """The fields of ``config`` that shape the compiled training program."""
+  return (config.num_steps, config.canary_length, config.vocab_size, config.l2_clip_norm)
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_lazy_ngram(structure: tuple) -> Callable:
+  num_steps, canary_length, vocab_size, l2_clip_norm = structure
+  config = NgramCanaryConfig(num_steps=num_steps, canary_length=canary_length,
+                             vocab_size=vocab_size, l2_clip_norm=l2_clip_norm)
+  return jax.jit(jax.vmap(_lazy_ngram_log_f(config), in_axes=(0, None, None)))
 
 
 def canary_log_probabilities(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
                              noise_multiplier: float) -> np.ndarray:
-  """:math:`\\log f_{\\theta_i}(c)` of ``config.num_models`` models (float64 NumPy), trained
-  as vmapped chunks of ``config.chunk_size`` (one compilation; chunk i's keys come from
-  ``fold_in(key, i)``, so under ``jax.distributed`` the chunks are spread over the processes
-  by :func:`dpaudit.distributed.map_chunks` and every process gets the one-process result)."""
+  """:math:`\log f_{\theta_i}(c)` of ``config.num_models`` models (float64 NumPy), trained
+  as vmapped chunks of ``config.chunk_size`` (chunk i's keys come from ``fold_in(key, i)``, so
+  under ``jax.distributed`` the chunks are spread over the processes by
+  :func:`dpaudit.distributed.map_chunks` and every process gets the one-process result).
+  sigma and the learning rate are arguments of the compiled program, which is kept per
+  training structure: every sigma of a sweep, and every later call with the same structure
+  and chunk size, reuses one compilation."""
   _validate.check_key(key)
   n = config.num_models
   chunk = min(config.chunk_size or n, n)
-  compiled = jax.jit(jax.vmap(lazy_ngram_run(config, noise_multiplier), in_axes=(0, None)))
+  compiled = _compiled_lazy_ngram(_structure(config))
+  hyper = lazy_ngram_hyperparameters(config, noise_multiplier)
 
   def compute_chunk(i):
-    return compiled(jax.random.split(jax.random.fold_in(key, i), chunk), canary)
+    return compiled(jax.random.split(jax.random.fold_in(key, i), chunk), canary, hyper)
 
   out = distributed.map_chunks(compute_chunk, math.ceil(n / chunk))
   return np.concatenate([np.asarray(o, np.float64) for o in out])[:n]

@@ -109,24 +109,48 @@ class StepMetrics(NamedTuple):
   clipped_fraction: jax.Array
 
 
-def make_optimizer(config: TrainConfig, expected_batch_size: float, noise_key: jax.Array
-                   ) -> optax.GradientTransformation:
-  """The DP aggregation (noise, then division by qN) chained with the base optimizer."""
-  base = {"sgd": lambda: optax.sgd(config.learning_rate),
-          "momentum": lambda: optax.sgd(config.learning_rate, momentum=0.9),
-          "adam": lambda: optax.adam(config.learning_rate)}[config.optimizer]()
-  sigma, clip = config.noise_multiplier, config.l2_clip_norm
+class Hyperparameters(NamedTuple):
+  """Values of a run that may be traced arguments instead of compile-time constants, so that
+  one compiled program serves a sweep over them (e.g. the sigma grid of Fig. 4). Pass them in
+  the parameters' dtype (float32 scalars for the float32 models here): a float64 array would
+  promote the updates."""
+  noise_multiplier: jax.Array
+  learning_rate: jax.Array
+
+
+def hyperparameters(config: TrainConfig) -> Hyperparameters:
+  """``config``'s sigma and learning rate as float32 arguments for a ``run`` of
+  :func:`make_run`: a jitted run then holds no sigma or learning rate in its program, and
+  cells of a sweep that differ only in them share one compilation (in memory when the jitted
+  function is reused, across processes through JAX's persistent compilation cache)."""
+  return Hyperparameters(jnp.asarray(config.noise_multiplier, jnp.float32),
+                         jnp.asarray(config.learning_rate, jnp.float32))
+
+
+def make_optimizer(config: TrainConfig, expected_batch_size: float, noise_key: jax.Array,
+                   hyper: Hyperparameters | None = None) -> optax.GradientTransformation:
+  """The DP aggregation (noise, then division by qN) chained with the base optimizer.
+
+  ``hyper`` replaces ``config.noise_multiplier`` and ``config.learning_rate`` by (possibly
+  traced) values; whether noise is added at all still follows ``config.is_private``."""
+  rate = config.learning_rate if hyper is None else hyper.learning_rate
+  base = {"sgd": lambda: optax.sgd(rate),
+          "momentum": lambda: optax.sgd(rate, momentum=0.9),
+          "adam": lambda: optax.adam(rate)}[config.optimizer]()
+  sigma = config.noise_multiplier if hyper is None else hyper.noise_multiplier
+  clip = config.l2_clip_norm
   if not config.is_private:
     sigma, clip = 0.0, 0.0  # no noise at all (avoids 0 * inf)
   return optax.chain(noise.dp_aggregate(sigma, clip, expected_batch_size, noise_key), base)
 
 
 def init_state(key: jax.Array, model: nn.Module, example: jax.Array, config: TrainConfig,
-               num_examples: int) -> tuple[TrainState, optax.GradientTransformation]:
+               num_examples: int, hyper: Hyperparameters | None = None
+               ) -> tuple[TrainState, optax.GradientTransformation]:
   """Initial parameters, optimizer and state of a run; ``key`` is split three ways."""
   init_key, noise_key, sample_key = jax.random.split(key, 3)
   params = model.init(init_key, example)["params"]
-  optimizer = make_optimizer(config, config.sampling_rate * num_examples, noise_key)
+  optimizer = make_optimizer(config, config.sampling_rate * num_examples, noise_key, hyper)
   state = TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), sample_key)
   return state, optimizer
 
@@ -225,16 +249,17 @@ def make_run(model: nn.Module, config: TrainConfig, num_examples: int, example: 
              strategy: str | None = None, dirac_coordinates: Any = None) -> Callable:
   """A whole DP-SGD run as one pure function, for ``jax.vmap`` over many runs.
 
-  ``run(key, features, labels, example_mask=None, dirac_mask=None) -> RunOutput``:
+  ``run(key, features, labels, example_mask=None, dirac_mask=None, hyper=None) -> RunOutput``:
   :func:`init_state` from ``key``, then ``lax.scan`` of :func:`make_step` over
   ``config.num_steps`` steps (same arguments as the step). Un-jitted: ``jax.jit(jax.vmap(run,
   in_axes=(0, None, None, 0)))`` trains one model per key as a single compiled program (the
   many-run audits of :mod:`dpaudit.audits.dpsgd`); a vmapped run gives the same parameters as
-  the same run alone.
+  the same run alone. ``hyper`` (:class:`Hyperparameters`) passes sigma and the learning rate
+  as arguments, so that a jitted ``run`` is compiled once for every value of them.
   """
 
-  def run(key, features, labels, example_mask=None, dirac_mask=None):
-    state, optimizer = init_state(key, model, example, config, num_examples)
+  def run(key, features, labels, example_mask=None, dirac_mask=None, hyper=None):
+    state, optimizer = init_state(key, model, example, config, num_examples, hyper)
     step = make_step(model, optimizer, config, num_examples, loss_fn, strategy,
                      dirac_coordinates)
 

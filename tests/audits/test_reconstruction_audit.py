@@ -92,6 +92,38 @@ def test_one_step_matches_closed_form():
   assert np.max(np.abs(off)) < 4.5 / np.sqrt(NUM_KEYS)
 
 
+def test_one_compiled_program_serves_every_sigma():
+  """sigma and the learning rate are traced: a second sigma compiles nothing, and each gives
+  the values of the program with that sigma as a constant (the path before this change)."""
+  config = rec.NgramCanaryConfig(num_models=64, num_steps=3, canary_length=2, vocab_size=3,
+                                 chunk_size=32)
+  canary = jnp.array([1, 2], jnp.int32)
+  compiles = []
+  listener = lambda event, duration, **kw: compiles.append(event) if (
+      event == "/jax/core/compile/backend_compile_duration") else None
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    values = {}
+    for sigma in (0.75, 3.0):
+      compiles.clear()
+      values[sigma] = rec.canary_log_probabilities(jax.random.key(5), canary, config, sigma)
+      if sigma == 3.0:
+        assert compiles == [], "a new sigma recompiled the training program"
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
+  for sigma, traced in values.items():
+    model = ngram.LazyNgram(2, 3)
+    features = jnp.zeros((1, 1), jnp.float32)
+    run = training.make_run(model, rec.lazy_ngram_train_config(config, sigma), 1, features[0],
+                            loss_fn=ngram.sequence_nll, strategy="vmap")
+    constant = jax.jit(jax.vmap(
+        lambda k: -ngram.sequence_nll(run(k, features, canary[None]).params["logits"], canary)))
+    keys = [jax.random.split(jax.random.fold_in(jax.random.key(5), i), 32) for i in range(2)]
+    expected = np.concatenate([np.asarray(constant(k), np.float64) for k in keys])
+    np.testing.assert_allclose(traced, expected, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(values[0.75], values[3.0])
+
+
 def test_huge_noise_gives_p0():
   """Noise dominates: by symmetry of the noise over digits E f_theta(c) ~= p0 = 1/D^T."""
   config = rec.NgramCanaryConfig(noise_multipliers=(200.0,), num_models=NUM_KEYS, num_steps=2,

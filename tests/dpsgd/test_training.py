@@ -60,6 +60,34 @@ def test_noise_has_the_configured_scale():
   assert abs(ratio - 1) < 6 * np.sqrt(2 / n)
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_sigma_and_learning_rate_as_arguments(optimizer):
+  """A run given ``hyperparameters(config)`` trains as the run with them as constants (to the
+  last float32 bits: XLA folds the constant scale factors in another order),
+  and two configs that differ only in sigma and the learning rate lower to the same program
+  (so one compilation, in memory or in the persistent cache, serves both)."""
+  features, labels = _toy_data()
+  model = models.make_model("mlp", (6,), 3)
+  configs = [train.TrainConfig(num_steps=3, sampling_rate=0.5, noise_multiplier=sigma,
+                               l2_clip_norm=1.0, learning_rate=lr, optimizer=optimizer,
+                               physical_batch_size=16)
+             for sigma, lr in ((0.7, 0.3), (2.5, 0.05))]
+  key = jax.random.key(11)
+  programs = []
+  for config in configs:
+    run = train.make_run(model, config, len(features), features[:1])
+    hyper = train.hyperparameters(config)
+    constant = jax.jit(run)(key, features, labels)
+    traced = jax.jit(run)(key, features, labels, None, None, hyper)
+    for a, b in zip(jax.tree.leaves(traced.params), jax.tree.leaves(constant.params)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    programs.append(jax.jit(run).lower(key, features, labels, None, None, hyper).as_text())
+  assert programs[0] == programs[1]
+  constants = [jax.jit(train.make_run(model, c, len(features), features[:1])).lower(
+      key, features, labels).as_text() for c in configs]
+  assert constants[0] != constants[1]  # the comparison above can tell programs apart
+
+
 def test_resuming_from_a_checkpoint_gives_the_same_run(tmp_path):
   features, labels = _toy_data()
   model = models.make_model("logistic", (6,), 3)
