@@ -67,7 +67,7 @@ def test_sigma_and_learning_rate_as_arguments(optimizer):
   and two configs that differ only in sigma and the learning rate lower to the same program
   (so one compilation, in memory or in the persistent cache, serves both)."""
   features, labels = _toy_data()
-  model = models.make_model("mlp", (6,), 3)
+  model = models.make_model("logistic", (6,), 3)
   configs = [train.TrainConfig(num_steps=3, sampling_rate=0.5, noise_multiplier=sigma,
                                l2_clip_norm=1.0, learning_rate=lr, optimizer=optimizer,
                                physical_batch_size=16)
