@@ -174,9 +174,7 @@ def lazy_ngram_hyperparameters(config: NgramCanaryConfig, noise_multiplier: floa
   """sigma and the learning rate ``scale / sigma`` of :func:`lazy_ngram_train_config`, as
   float32 arguments (the dtype of the model) for the sigma-free program of
   :func:`_lazy_ngram_log_f`."""
-  train = lazy_ngram_train_config(config, noise_multiplier)
-  return training.Hyperparameters(jnp.asarray(train.noise_multiplier, jnp.float32),
-                                  jnp.asarray(train.learning_rate, jnp.float32))
+  return training.hyperparameters(lazy_ngram_train_config(config, noise_multiplier))
 
 
 def _lazy_ngram_log_f(config: NgramCanaryConfig) -> Callable:
