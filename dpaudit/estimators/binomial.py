@@ -300,15 +300,24 @@ def _fraction_terms(o: _Oriented, m: int):
 
 
 def _continued_fraction(o: _Oriented, steps: int) -> jax.Array:
-  """The fraction's value ``I_x(a, b) / prefactor`` by the backward recurrence over a fixed
-  number of steps: no division beyond the terms themselves, one fusible expression."""
+  r"""The fraction's value ``I_x(a, b) / prefactor`` by the backward recurrence over a fixed
+  number of steps: no division beyond the terms themselves, one fusible expression.
+
+  The terms are rescaled by the equivalence transformation :math:`eta_m 	o seta_m`,
+  :math:`lpha_m 	o s^2lpha_m` (which multiplies the fraction's denominator by ``s``) with
+  :math:`s = (a + 1)/(\lambda + 1)`, so that :math:`eta_0 = 1` and every term is O(m): unscaled,
+  :math:`eta_m pprox (2m + 1 + \lambda)/a`, and the recurrence's product of ``steps`` such
+  terms underflows (float64 at a ~ 1e14, float32 at a ~ 1e4)."""
+  scale = (o.a + 1.0) / (o.lam + 1.0)
+  scale2 = scale * scale
   _, p = _fraction_terms(o, steps)
+  p = scale * p
   q = jnp.ones_like(p)
   for m in range(steps - 1, -1, -1):
     alpha, _ = _fraction_terms(o, m + 1)
     _, beta = _fraction_terms(o, m)
-    p, q = beta * p + alpha * q, p
-  return q / p
+    p, q = scale * beta * p + scale2 * alpha * q, p
+  return scale * q / p
 
 
 def _adaptive_continued_fraction(o: _Oriented, active: jax.Array, max_steps: int) -> jax.Array:
@@ -719,21 +728,30 @@ def _beta_quantile_logit(a, b, log_tau):
     return jnp.where(jnp.isfinite(w_new), w_new, w), jnp.where(jnp.isfinite(g), g, jnp.inf)
 
   steps = _halley_steps(dtype)
+  resolution = 16.0 * float(jnp.finfo(dtype).eps)
+
+  def settled(w, g, moved):
+    # Either the last step began close enough for Halley's cubic convergence, or it moved w by
+    # no more than a few units in its last place: then the tail cannot resolve the root any
+    # better (float32 with n ~ 1e9, where log I changes by ~n eps between neighbouring w).
+    return jnp.logical_or(jnp.abs(g) <= tol, moved <= resolution * jnp.maximum(jnp.abs(w), 1.0))
 
   def cond(state):
-    i, _, g = state
-    unsettled = jnp.logical_and(i < _max_halley_steps(dtype), jnp.any(jnp.abs(g) > tol))
+    i, w, g, moved = state
+    unsettled = jnp.logical_and(i < _max_halley_steps(dtype),
+                                jnp.any(jnp.logical_not(settled(w, g, moved))))
     return jnp.logical_or(i < steps, unsettled)
 
   def body(state):
-    i, w, g = state
+    i, w, g, moved = state
     w_new, g_new = step(w)
-    keep = jnp.logical_and(i >= steps, jnp.abs(g) <= tol)
-    return i + 1, jnp.where(keep, w, w_new), jnp.where(keep, g, g_new)
+    keep = jnp.logical_and(i >= steps, settled(w, g, moved))
+    return (i + 1, jnp.where(keep, w, w_new), jnp.where(keep, g, g_new),
+            jnp.where(keep, moved, jnp.abs(w_new - w)))
 
   w = _initial_logit(a, b, log_tau, shape)
-  state = (jnp.asarray(0, jnp.int32), w, jnp.full_like(w, jnp.inf))
-  _, w, _ = jax.lax.while_loop(cond, body, state)
+  state = (jnp.asarray(0, jnp.int32), w, jnp.full_like(w, jnp.inf), jnp.full_like(w, jnp.inf))
+  _, w, _, _ = jax.lax.while_loop(cond, body, state)
   return w
 
 

@@ -41,10 +41,19 @@ flags.DEFINE_integer("seed", 0, "Seed of the random workloads (NumPy generator).
 flags.DEFINE_float("scale", 1.0, "Multiplies every workload size (0.001 for a smoke test); "
                    "targets are judged only at scale 1.")
 flags.DEFINE_list("only", [], "Run only the workload groups named here (cp, binomial, "
-                  "error_counts, scores, panoramia, one_run, renyi); default all.")
+                  "error_counts, scores, panoramia, one_run, renyi, throughput); default all "
+                  "but throughput (the accelerator workload, run only when named).")
 flags.DEFINE_string("output_dir", "out/benchmarks/estimators", "Where results.json goes.")
+flags.DEFINE_list("throughput_sizes", ["1e6", "1e7", "1e8"],
+                  "throughput group: count pairs per call (times --scale).")
+flags.DEFINE_list("throughput_precisions", ["float64", "float32"],
+                  "throughput group: precisions timed (jax_enable_x64 on / off).")
+flags.DEFINE_integer("throughput_reference", 100_000,
+                     "throughput group: pairs of each call checked against scipy in float64.")
 
-GROUPS = ("cp", "binomial", "error_counts", "scores", "panoramia", "one_run", "renyi")
+GROUPS = ("cp", "binomial", "error_counts", "scores", "panoramia", "one_run", "renyi", "throughput")
+DEFAULT_GROUPS = GROUPS[:-1]  # the CPU targets; throughput runs only when named
+PRECISIONS = ("float64", "float32")
 COMPILE_TARGET_S = 2.0
 SLOW_PEER_BUDGET_S = 20.0  # a peer slower than this per call is timed once
 
@@ -211,9 +220,7 @@ def bench_binomial(results, repeats, counter):
       def draw(seed, size=size, max_n=max_n):
         rng = np.random.default_rng(FLAGS.seed + seed)
         k, n = count_pairs(rng, size, max_n)
-        # p near k / n (where tails are neither 0 nor 1), within a few standard deviations
-        p = np.clip((k + rng.normal(0, 2, size) * np.sqrt(k + 1)) / n, 1e-12, 1 - 1e-12)
-        return k, n, p
+        return k, n, _tail_probabilities(rng, k, n)
 
       def make(seed, draw=draw, ours_fn=ours_fn):
         k, n, p = (jnp.asarray(v) for v in draw(seed))
@@ -490,9 +497,79 @@ def bench_renyi(results, repeats, counter):
              "ratio >= 1 vs statsmodels (per histogram)", 1.0)
 
 
+def _tail_probabilities(rng, k, n):
+  """p near k / n (where binomial tails are neither 0 nor 1), within a few standard deviations."""
+  import numpy as np
+  return np.clip((k + rng.normal(0, 2, k.shape) * np.sqrt(k + 1)) / n, 1e-12, 1 - 1e-12)
+
+
+def _throughput_sizes() -> list[int]:
+  return [_size(float(v)) for v in FLAGS.throughput_sizes]
+
+
+def bench_throughput(results, repeats, counter):
+  """Clopper-Pearson limits and binomial upper tails per second on the default device (the GPU
+  when there is one) at each of ``--throughput_sizes`` count pairs, in each precision.
+
+  float32 runs with ``jax_enable_x64`` off, as a user without x64 would call the estimators;
+  counts above 2^24 are then rounded to float32, and the reference is scipy (float64) on the
+  rounded counts, so ``max_rel_diff`` measures the arithmetic alone. scipy's time is for
+  ``--throughput_reference`` pairs on one CPU core, scaled to the size (``pairs_per_s``)."""
+  import jax
+  import numpy as np
+  from scipy import stats
+  from dpaudit import estimators
+  calls = {"clopper_pearson": lambda k, n, p: estimators.clopper_pearson(k, n, 0.05),
+           "binomial_sf": lambda k, n, p: estimators.binomial_sf(k, n, p)}
+  reference = max(FLAGS.throughput_reference, 1)
+  for max_n in (1e3, 1e6, 1e9):
+    for size in _throughput_sizes():
+      draws = {}
+      for seed in (0, 1):
+        rng = np.random.default_rng(FLAGS.seed + seed)
+        k, n = count_pairs(rng, size, max_n)
+        draws[seed] = (k, n, _tail_probabilities(rng, k, n))
+      for precision in FLAGS.throughput_precisions:
+        jax.config.update("jax_enable_x64", precision == "float64")
+        try:
+          dtype = np.dtype(precision)
+          for name, call in calls.items():
+
+            def make(seed, call=call, dtype=dtype):
+              k, n, p = (jax.device_put(v.astype(dtype)) for v in draws[seed])
+              return lambda: call(k, n, p)
+
+            ours, out = time_dpaudit(make, repeats, counter)
+            k, n, p = (v[:reference].astype(dtype).astype(np.float64) for v in draws[0])
+            start = time.perf_counter()
+            if name == "clopper_pearson":
+              ref = scipy_clopper_pearson(k, n, 0.05)
+              got = (np.asarray(out.lower[:reference]), np.asarray(out.upper[:reference]))
+            else:
+              ref = (stats.binom.sf(k - 1, n, p),)
+              got = (np.asarray(out[:reference]),)
+            scipy_s = (time.perf_counter() - start) * size / len(k)
+            floor = np.finfo(dtype).tiny * 1e6  # relative accuracy is not asked of subnormals
+            diff = max(_max_rel_diff(g[r > floor], r[r > floor]) for g, r in zip(got, ref))
+            entry = {"name": f"{name} {size:.0e} n<={max_n:.0e} {precision}",
+                     "group": "throughput", "precision": precision, "pairs": size,
+                     "max_trials": max_n, "dpaudit": ours,
+                     "pairs_per_s": size / ours["median_s"],
+                     "scipy_one_core_s": scipy_s, "ratio": scipy_s / ours["median_s"],
+                     "max_rel_diff": diff, "checked_pairs": len(k),
+                     "target": None, "target_met": None}
+            results.append(entry)
+            print(f"{entry['name']}: {ours['median_s'] * 1e3:.2f} ms "
+                  f"({entry['pairs_per_s']:.3g} pairs/s, compile {ours['compile_s']:.2f} s), "
+                  f"scipy one core {scipy_s:.3g} s, max rel diff {diff:.2g}", file=sys.stderr)
+            del out
+        finally:
+          jax.config.update("jax_enable_x64", True)
+
+
 BENCHES = {"cp": bench_cp, "binomial": bench_binomial, "error_counts": bench_error_counts,
            "scores": bench_scores, "panoramia": bench_panoramia, "one_run": bench_one_run,
-           "renyi": bench_renyi}
+           "renyi": bench_renyi, "throughput": bench_throughput}
 
 
 def config_from_flags() -> dict[str, Any]:
@@ -504,8 +581,28 @@ def config_from_flags() -> dict[str, Any]:
   if unknown:
     raise ValueError(f"--only={','.join(FLAGS.only)} names unknown groups {unknown}; valid: "
                      + ", ".join(GROUPS))
-  return {"repeats": FLAGS.repeats, "seed": FLAGS.seed, "scale": FLAGS.scale,
-          "groups": list(FLAGS.only) or list(GROUPS)}
+  bad = [v for v in FLAGS.throughput_precisions if v not in PRECISIONS]
+  if bad:
+    raise ValueError(f"--throughput_precisions={','.join(FLAGS.throughput_precisions)} names "
+                     f"{bad}; valid: {', '.join(PRECISIONS)}")
+  for value in FLAGS.throughput_sizes:
+    try:
+      size = float(value)
+    except ValueError:
+      size = float("nan")
+    if not 1 <= size <= 1e10:
+      raise ValueError(f"--throughput_sizes={','.join(FLAGS.throughput_sizes)}: {value!r} is "
+                       "outside the valid range [1, 1e10]")
+  if FLAGS.throughput_reference < 1:
+    raise ValueError(f"--throughput_reference={FLAGS.throughput_reference} is outside the "
+                     "valid range [1, inf)")
+  groups = list(FLAGS.only) or list(DEFAULT_GROUPS)
+  config = {"repeats": FLAGS.repeats, "seed": FLAGS.seed, "scale": FLAGS.scale, "groups": groups}
+  if "throughput" in groups:
+    config.update(throughput_sizes=_throughput_sizes(),
+                  throughput_precisions=list(FLAGS.throughput_precisions),
+                  throughput_reference=FLAGS.throughput_reference)
+  return config
 
 
 def _finite(value):
@@ -543,13 +640,15 @@ def main(argv) -> None:
     for group in config["groups"]:
       BENCHES[group](results, config["repeats"], counter)
   full_scale = config["scale"] == 1.0
+  judged = [r for r in results if r["target_met"] is not None]  # throughput rows have no target
   report = {
       "device": f"{jax.devices()[0].platform}:{jax.devices()[0].device_kind}",
       "cpu_cores": os.cpu_count(), "peers_installed": peers_installed(),
       "compile_target_s": COMPILE_TARGET_S,
       "workloads": results,
-      "all_targets_met": all(r["target_met"] for r in results) if full_scale else None,
-      "unmet": [r["name"] for r in results if not r["target_met"]],
+      "all_targets_met": (all(r["target_met"] for r in judged) if full_scale and judged
+                          else None),
+      "unmet": [r["name"] for r in judged if not r["target_met"]],
   }
   report = _finite(report)
   path = common.write_results(FLAGS.output_dir, "benchmarks.estimators", config, report,

@@ -175,6 +175,47 @@ def test_clopper_pearson_float32():
   np.testing.assert_allclose(upper, ref_upper, rtol=2e-5, atol=1e-7)
 
 
+def test_float32_limits_and_tails_match_scipy_on_random_pairs():
+  """Without x64, as a GPU user would call them: n up to 1e6 (exact in float32). The fraction's
+  recurrence used to underflow here for n above ~1e4 (NaN tails, limits off by 20x)."""
+  rng = np.random.default_rng(7)
+  n = np.maximum(np.round(np.exp(rng.uniform(0.0, np.log(1e6), 4000))), 1.0)
+  k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
+  p = np.clip((k + rng.normal(0, 2, k.shape) * np.sqrt(k + 1)) / n, 1e-6, 1 - 1e-6)
+  # and three pairs that failed before the fraction was rescaled (few random pairs do)
+  k, n = np.append(k, [16.0, 619480.0, 8.0]), np.append(n, [54170.0, 621246.0, 15785.0])
+  p = np.append(p, [3.9694688e-4, 0.99602842, 5e-4]).astype(np.float32).astype(float)
+  k32, n32, p32 = (v.astype(np.float32) for v in (k, n, p))
+  with jax.enable_x64(False):
+    lower, upper = binomial.clopper_pearson(k32, n32, 0.05)
+    sf, cdf = binomial.binomial_sf(k32, n32, p32), binomial.binomial_cdf(k32, n32, p32)
+    assert lower.dtype == sf.dtype == jnp.float32
+  ref_lower = np.where(k > 0, scipy.stats.beta.ppf(0.025, np.maximum(k, 1), n - k + 1), 0.0)
+  ref_upper = np.where(k < n, scipy.stats.beta.isf(0.025, k + 1, np.maximum(n - k, 1)), 1.0)
+  np.testing.assert_allclose(lower, ref_lower, rtol=5e-5, atol=0)
+  np.testing.assert_allclose(upper, ref_upper, rtol=5e-5, atol=0)
+  for ours, ref in ((sf, scipy.stats.binom.sf(k - 1, n, p)), (cdf, scipy.stats.binom.cdf(k, n, p))):
+    normal = ref > 1e-30  # float32 keeps relative accuracy down to its normal numbers
+    np.testing.assert_allclose(np.asarray(ours)[normal], ref[normal], rtol=2e-3, atol=0)
+    assert np.all(np.isfinite(ours))
+
+
+@pytest.mark.parametrize("n", [1e12, 1e14, 1e15])
+def test_clopper_pearson_beyond_1e9_solves_its_tail_equations(n):
+  """Counts far beyond 1e9 (the fraction's terms used to underflow from n ~ 1e14 on): each
+  limit solves its tail equation, I_lower(k, n-k+1) = beta/2 = 1 - I_upper(k+1, n-k), checked
+  in mpmath (scipy's quantile itself fails here: 1.5e-8 for k = 1000, n = 1e13)."""
+  k = np.array([1.0, 16.0, 1000.0])
+  lower, upper = binomial.clopper_pearson(k, n, 0.05)
+  with mpmath.workdps(40):
+    for ki, lo, up in zip(k, np.asarray(lower), np.asarray(upper)):
+      low_tail = mpmath.betainc(ki, n - ki + 1, 0, mpmath.mpf(float(lo)), regularized=True)
+      up_tail = mpmath.betainc(ki + 1, n - ki, mpmath.mpf(float(up)), 1, regularized=True)
+      # a relative error e in a limit moves its tail by about k e (relative)
+      assert abs(float(low_tail) / 0.025 - 1) < 1e-10 * (ki + 1) * 10
+      assert abs(float(up_tail) / 0.025 - 1) < 1e-10 * (ki + 1) * 10
+
+
 def test_clopper_pearson_coverage():
   """Exact intervals are conservative: misses at most beta (+ Monte Carlo tolerance)."""
   rng = np.random.default_rng(0)

@@ -37,6 +37,23 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
     assert w["target_met"] == (w["name"] not in written["unmet"])
 
 
+def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--only=throughput", "--throughput_sizes=3000",
+             "--throughput_reference=500", "--repeats=1")
+  assert out.returncode == 0, out.stderr
+  written = read_json(tmp_path / "results.json")
+  assert written["config"]["throughput_sizes"] == [3000]
+  assert written["all_targets_met"] is None and written["unmet"] == []  # no targets here
+  rows = written["workloads"]
+  # 3 ranges of n x 2 precisions x (clopper_pearson, binomial_sf)
+  assert len(rows) == 12 and {r["precision"] for r in rows} == {"float32", "float64"}
+  for r in rows:
+    assert r["group"] == "throughput" and r["pairs"] == 3000 and r["checked_pairs"] == 500
+    assert r["pairs_per_s"] > 0 and r["dpaudit"]["recompiles_on_new_values"] == 0
+    limit = 1e-10 if r["precision"] == "float64" else 3e-2  # float32: n up to 1e9 is inexact
+    assert r["max_rel_diff"] < limit, r
+
+
 def test_bad_flags_give_one_line_errors(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--only=cp,sorting")
   assert out.returncode == 2
@@ -45,4 +62,12 @@ def test_bad_flags_give_one_line_errors(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--scale=2")
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == ["error: --scale=2.0 is outside the valid range (0, 1]"]
+  out = _run(f"--output_dir={tmp_path}", "--throughput_precisions=float16")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines()[-1] == (
+      "error: --throughput_precisions=float16 names ['float16']; valid: float64, float32")
+  out = _run(f"--output_dir={tmp_path}", "--throughput_sizes=1e6,lots")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines()[-1] == (
+      "error: --throughput_sizes=1e6,lots: 'lots' is outside the valid range [1, 1e10]")
   assert not (tmp_path / "results.json").exists()
