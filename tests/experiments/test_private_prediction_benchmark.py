@@ -1,0 +1,43 @@
+"""Smoke test of `python -m experiments.benchmarks.private_prediction` (tiny sizes) and its errors."""
+
+import os
+import subprocess
+import sys
+
+from dpaudit.results import loads, read_json
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.private_prediction",
+                         *flags], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_tiny_benchmark_compares_with_numpy(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--num_trials=20000", "--numpy_trials=20000",
+             "--repeats=1", "--num_teachers=30", "--num_classes=4")
+  assert out.returncode == 0, out.stderr
+  written = read_json(tmp_path / "results.json")
+  assert loads(out.stdout) == written
+  assert written["device"] == "cpu x 2"  # sharded over --host_devices
+  rows = written["workloads"]
+  assert [r["name"] for r in rows] == ["pate dirichlet H_S", "pate dirichlet H_S_prime",
+                                       "pate concentrated H_S", "pate concentrated H_S_prime"]
+  for r in rows:
+    assert r["dpaudit_trials_per_s"] > 0 and r["numpy_trials_per_s"] > 0
+    assert r["ratio"] == r["dpaudit_trials_per_s"] / r["numpy_trials_per_s"]
+    assert r["target_met"] == (r["ratio"] >= 3.0)
+    assert r["same_law_p_value"] > 1e-4  # the two implementations sample one law
+    assert abs(sum(r["dpaudit_frequencies"]) - 1) < 1e-12
+
+
+def test_bad_flags_give_one_line_errors(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--num_classes=1")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines() == [
+      "error: --num_classes=1 is outside the valid range [2, 64]"]
+  out = _run(f"--output_dir={tmp_path}", "--sigma=0")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines()[-1] == "error: --sigma=0.0 is outside the valid range (0, inf)"
+  assert not (tmp_path / "results.json").exists()
