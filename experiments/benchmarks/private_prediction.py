@@ -75,7 +75,6 @@ def _median_rate(fn, num_trials, repeats):
 
 
 def measure(name, p, p_neighbor, neighbor, config):
-  import jax
   import numpy as np
   import scipy.stats
   from dpaudit import montecarlo
