@@ -454,15 +454,14 @@ def noisy_argmax_of(family: Family, key: jax.Array, model, neighbor, sigma) -> j
   """One release of the private prediction (Eq. (2)): a histogram of ``family``'s model through
   the noisy argmax. One call of the PRNG gives every random word the trial needs (the
   histogram's and one per class for the noise): splitting keys cost more than the sampling."""
-  num_classes = _num_classes(model)
   used = family.num_words(model)
-  words = jax.random.bits(key, (used + num_classes,), jnp.uint32)
+  words = jax.random.bits(key, (used + num_classes(model),), jnp.uint32)
   histogram = family.from_words(words[:used], model, neighbor)
   noise = normals_from_words(words[used:])
   return first_argmax(histogram + jnp.asarray(sigma, jnp.float32) * noise)
 
 
-def _num_classes(model) -> int:
+def num_classes(model) -> int:
   if isinstance(model, PateModel):
     return model.neighbor_class.shape[-1]
   if isinstance(model, CapcModel):

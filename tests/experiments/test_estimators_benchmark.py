@@ -66,8 +66,4 @@ def test_bad_flags_give_one_line_errors(tmp_path):
   assert out.returncode == 2
   assert out.stderr.strip().splitlines()[-1] == (
       "error: --throughput_precisions=float16 names ['float16']; valid: float64, float32")
-  out = _run(f"--output_dir={tmp_path}", "--throughput_sizes=1e6,lots")
-  assert out.returncode == 2
-  assert out.stderr.strip().splitlines()[-1] == (
-      "error: --throughput_sizes=1e6,lots: 'lots' is outside the valid range [1, 1e10]")
   assert not (tmp_path / "results.json").exists()
