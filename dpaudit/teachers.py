@@ -131,47 +131,31 @@ def predict(model: nn.Module, params, queries: jax.Array, batch_axes: int = 1) -
   return fn(params)
 
 
-class VoteCounts(NamedTuple):
-  """Votes counted over the instantiations: ``teachers[i, q, c]`` for the k teachers of S and
-  ``extra[q, c]`` for the teacher that holds (x', y'); each over ``num_instantiations``."""
-  teachers: np.ndarray  # int64 (k, Q, C)
-  extra: np.ndarray  # int64 (Q, C)
-  num_instantiations: int
-
-  def pate_probabilities(self):
-    """PATE's :math:`P_q` (votes of all k teachers pooled) and :math:`P'_q`, ``(Q, C)`` each."""
-    pooled = self.teachers.sum(axis=0)
-    return (pooled / pooled.sum(axis=-1, keepdims=True),
-            self.extra / self.extra.sum(axis=-1, keepdims=True))
-
-  def capc_probabilities(self):
-    """CaPC's :math:`P^i_q` ``(k, Q, C)`` and :math:`P^{1\\prime}_q` ``(Q, C)``."""
-    return (self.teachers / self.teachers.sum(axis=-1, keepdims=True),
-            self.extra / self.extra.sum(axis=-1, keepdims=True))
-
-
 def make_ensemble(model: nn.Module, example_shape, num_examples: int, num_teachers: int,
-                  partitioning: str, config: TeacherConfig) -> Callable:
-  """``instantiate(key, features, labels, queries) -> votes (k + 1, Q)``: one instantiation of
-  the training phase on ``features[:num_examples]`` (S) plus the crafted point, which must be
-  the row ``features[num_examples]`` (so ``features`` has ``num_examples + 1`` rows): k teachers
-  on the partitions of S and the extra teacher on one partition plus (x', y'). Pure; vmap it
-  over keys for several instantiations."""
+                  partitioning: str, config: TeacherConfig, num_crafted: int = 1) -> Callable:
+  """``instantiate(key, features, labels, queries) -> votes (k + M, Q)``: one instantiation of
+  the training phase on S = ``features[:num_examples]`` and M = ``num_crafted`` crafted points,
+  the rows ``num_examples .. num_examples + M - 1`` (so ``features`` has ``num_examples + M``
+  rows). The k teachers of S are trained once; each crafted point j gets its own extra teacher
+  (row k + j) on one partition plus that point: a random partition for PATE ("random"), the
+  first for CaPC ("fixed"). Pure; vmap it over keys for several instantiations."""
   _validate.check_choice("partitioning", partitioning, PARTITIONINGS)
-  width = -(-num_examples // num_teachers) + 1  # room for (x', y') in the extra teacher's row
+  _validate.check_range("num_crafted", num_crafted, 1)
+  width = -(-num_examples // num_teachers) + 1  # room for a crafted point in an extra row
   train = make_train_teacher(model, example_shape, config, width)
 
   def instantiate(key, features, labels, queries):
     key_split, key_pick, key_train = jax.random.split(key, 3)
     parts = partition(key_split, num_examples, num_teachers, partitioning, width)
-    chosen = (jax.random.randint(key_pick, (), 0, num_teachers) if partitioning == "random"
-              else jnp.int32(0))
-    free = jnp.argmin(parts.mask[chosen])  # first padded slot of that row
-    extra_indices = parts.indices[chosen].at[free].set(num_examples)
-    extra_mask = parts.mask[chosen].at[free].set(True)
-    indices = jnp.concatenate([parts.indices, extra_indices[None]])
-    mask = jnp.concatenate([parts.mask, extra_mask[None]])
-    keys = jax.random.split(key_train, num_teachers + 1)
+    chosen = (jax.random.randint(key_pick, (num_crafted,), 0, num_teachers)
+              if partitioning == "random" else jnp.zeros((num_crafted,), jnp.int32))
+    free = jnp.argmin(parts.mask[chosen], axis=1)  # first padded slot of each chosen row
+    rows = jnp.arange(num_crafted, dtype=jnp.int32)
+    extra_indices = parts.indices[chosen].at[rows, free].set(num_examples + rows)
+    extra_mask = parts.mask[chosen].at[rows, free].set(True)
+    indices = jnp.concatenate([parts.indices, extra_indices])
+    mask = jnp.concatenate([parts.mask, extra_mask])
+    keys = jax.random.split(key_train, num_teachers + num_crafted)
     params = jax.vmap(train, in_axes=(0, None, None, 0, 0))(keys, features, labels, indices,
                                                             mask)
     return predict(model, params, queries)
@@ -179,9 +163,30 @@ def make_ensemble(model: nn.Module, example_shape, num_examples: int, num_teache
   return instantiate
 
 
-def count_votes(votes: np.ndarray, num_classes: int) -> VoteCounts:
-  """:class:`VoteCounts` from the votes of :func:`make_ensemble`, shape ``(G, k + 1, Q)``."""
+class VoteCounts(NamedTuple):
+  """Votes counted over the instantiations: ``teachers[i, q, c]`` for the k teachers of S and
+  ``extra[j, q, c]`` for the teacher holding crafted point j."""
+  teachers: np.ndarray  # int64 (k, Q, C)
+  extra: np.ndarray  # int64 (M, Q, C)
+  num_instantiations: int
+
+  def pate_probabilities(self):
+    """PATE's :math:`P_q` (the k teachers' votes pooled), ``(Q, C)``, and :math:`P'_q` of
+    each crafted point's teacher, ``(M, Q, C)``."""
+    pooled = self.teachers.sum(axis=0)
+    return (pooled / pooled.sum(axis=-1, keepdims=True),
+            self.extra / self.extra.sum(axis=-1, keepdims=True))
+
+  def capc_probabilities(self):
+    r"""CaPC's :math:`P^i_q`, ``(k, Q, C)``, and :math:`P^{1\prime}_q` per crafted point,
+    ``(M, Q, C)``."""
+    return (self.teachers / self.teachers.sum(axis=-1, keepdims=True),
+            self.extra / self.extra.sum(axis=-1, keepdims=True))
+
+
+def count_votes(votes: np.ndarray, num_teachers: int, num_classes: int) -> VoteCounts:
+  """:class:`VoteCounts` from the votes of :func:`make_ensemble`, shape ``(G, k + M, Q)``."""
   votes = np.asarray(votes)
-  onehot = np.eye(num_classes, dtype=np.int64)[votes]  # (G, k + 1, Q, C)
+  onehot = np.eye(num_classes, dtype=np.int64)[votes]  # (G, k + M, Q, C)
   summed = onehot.sum(axis=0)
-  return VoteCounts(summed[:-1], summed[-1], votes.shape[0])
+  return VoteCounts(summed[:num_teachers], summed[num_teachers:], votes.shape[0])

@@ -69,16 +69,18 @@ def test_a_teacher_learns_only_from_its_partition():
 
 @pytest.mark.parametrize("partitioning", ["random", "fixed"])
 def test_ensemble_instantiations_and_vote_counts(partitioning):
-  x, y = _toy(n=61)
+  x, y = _toy(n=62)
+  y = y.at[60:].set((y[60:] + 1) % 3)  # two mislabelled crafted points
   model = models.make_model("logistic", (5,), 3)
   instantiate = T.make_ensemble(model, (5,), 60, 4, partitioning,
-                                T.TeacherConfig(epochs=20, batch_size=4, learning_rate=0.05))
+                                T.TeacherConfig(epochs=20, batch_size=4, learning_rate=0.05),
+                                num_crafted=2)
   votes = jax.jit(jax.vmap(instantiate, in_axes=(0, None, None, None)))(
       jax.random.split(jax.random.key(6), 3), x, y, x[:10])
-  assert votes.shape == (3, 5, 10)
+  assert votes.shape == (3, 6, 10)
   assert np.mean(np.asarray(votes[:, :4]) == np.asarray(y[:10])) > 0.6  # teachers learnt
-  counts = T.count_votes(votes, 3)
-  assert counts.teachers.shape == (4, 10, 3) and counts.extra.shape == (10, 3)
+  counts = T.count_votes(votes, 4, 3)
+  assert counts.teachers.shape == (4, 10, 3) and counts.extra.shape == (2, 10, 3)
   assert np.all(counts.teachers.sum(-1) == 3) and counts.num_instantiations == 3
   p, p_extra = counts.pate_probabilities()
   np.testing.assert_allclose(p.sum(-1), 1.0)

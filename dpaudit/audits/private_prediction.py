@@ -38,6 +38,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import montecarlo
+from dpaudit import teachers
 from dpaudit.audits import noisy_argmax as noisy_argmax_audit
 from dpaudit.estimators import rdp as rdp_lib
 from dpaudit.estimators import renyi_cuts
@@ -280,3 +281,165 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
       epsilon=epsilon, audit_curves_through_thm1=through_thm1,
       class_probabilities=np.stack(probabilities), class_probabilities_standard_error=np.stack(
           errors), counts=np.stack(all_counts))
+
+
+# ---------------------------------------------------------------- from teachers to the audit
+
+ADVERSARIES = ("nat_miaq", "pois_miaq", "pois_minq")
+ENSEMBLE_ALGORITHMS = ("pate", "capc")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnsembleAuditConfig:
+  """The adversary and the teacher ensembles of a PATE or CaPC audit (Sec. 4.1, App. E.1).
+
+  Attributes:
+    adversary: "nat_miaq" (a test point with its label is added to S and queried repeatedly),
+      "pois_miaq" (the same point mislabelled) or "pois_minq" (one mislabelled test point is
+      added; the queries are natural ones, the next test points).
+    model: teacher architecture (:func:`dpaudit.models.make_model`).
+    num_teachers: k.
+    num_instantiations: N_g, training phases whose votes estimate P_q and P'_q.
+    num_queries: MIAQ: candidate points (each its own adversary; the worst is reported, all
+      bounds hold simultaneously); MINQ: natural queries composed.
+    query_repeats: MIAQ: times the chosen point is queried (n_Q); composed in RDP.
+    instantiations_per_call: instantiations trained by one vmapped call (memory knob).
+    teacher: how each teacher trains.
+  """
+  adversary: str = "pois_minq"
+  model: str = "mlp"
+  num_teachers: int = 20
+  num_instantiations: int = 32
+  num_queries: int = 16
+  query_repeats: int = 1000
+  instantiations_per_call: int = 8
+  teacher: teachers.TeacherConfig = teachers.TeacherConfig()
+
+  def __post_init__(self):
+    _validate.check_choice("adversary", self.adversary, ADVERSARIES)
+    _validate.check_range("num_teachers", self.num_teachers, 2)
+    _validate.check_range("num_instantiations", self.num_instantiations, 2)
+    _validate.check_range("num_queries", self.num_queries, 1)
+    _validate.check_range("query_repeats", self.query_repeats, 1)
+    _validate.check_range("instantiations_per_call", self.instantiations_per_call, 1)
+
+
+def crafted_points(adversary: str, test_features, test_labels, num_queries: int,
+                   num_classes: int):
+  """``(crafted_x, crafted_y, queries, query_labels)`` of the adversary (Sec. 4.1): MIAQ adds
+  each of the first ``num_queries`` test points (mislabelled as the next class for Pois-MIAQ)
+  and queries that point; Pois-MINQ adds test point 0 mislabelled and queries the next
+  ``num_queries`` test points."""
+  x, y = np.asarray(test_features), np.asarray(test_labels)
+  needed = num_queries + (1 if adversary == "pois_minq" else 0)
+  if len(y) < needed:
+    raise ValueError(f"num_queries={num_queries} needs {needed} test points; the test split "
+                     f"has {len(y)}")
+  if adversary == "pois_minq":
+    return x[:1], (y[:1] + 1) % num_classes, x[1:needed], y[1:needed]
+  crafted_y = y[:num_queries] if adversary == "nat_miaq" else (y[:num_queries] + 1) % num_classes
+  return x[:num_queries], crafted_y, x[:num_queries], y[:num_queries]
+
+
+def teacher_votes(key, model, train_x, train_y, crafted_x, crafted_y, queries, partitioning,
+                  config: EnsembleAuditConfig, progress=None) -> np.ndarray:
+  """Votes ``(N_g, k + M, Q)`` of N_g instantiations (:func:`dpaudit.teachers.make_ensemble`),
+  trained ``instantiations_per_call`` at a time by one compiled program."""
+  features = jnp.concatenate([jnp.asarray(train_x), jnp.asarray(crafted_x)])
+  labels = jnp.concatenate([jnp.asarray(train_y), jnp.asarray(crafted_y)]).astype(jnp.int32)
+  instantiate = teachers.make_ensemble(model, train_x.shape[1:], len(train_y),
+                                       config.num_teachers, partitioning, config.teacher,
+                                       num_crafted=len(crafted_y))
+  call = jax.jit(jax.vmap(instantiate, in_axes=(0, None, None, None)))
+  keys = jax.random.split(key, config.num_instantiations)
+  out = []
+  for start in range(0, config.num_instantiations, config.instantiations_per_call):
+    chunk = keys[start:start + config.instantiations_per_call]
+    if chunk.shape[0] < config.instantiations_per_call:  # same shape, one compiled program
+      pad = jax.random.split(jax.random.fold_in(key, 10**6), config.instantiations_per_call
+                             - chunk.shape[0])
+      out.append(np.asarray(call(jnp.concatenate([chunk, pad]), features, labels,
+                                 jnp.asarray(queries)))[:chunk.shape[0]])
+    else:
+      out.append(np.asarray(call(chunk, features, labels, jnp.asarray(queries))))
+    if progress is not None:
+      progress(min(start + len(chunk), config.num_instantiations), config.num_instantiations)
+  return np.concatenate(out)
+
+
+def histogram_models(votes: np.ndarray, algorithm: str, config: EnsembleAuditConfig,
+                     num_classes: int) -> list:
+  """One histogram model per audited query from the votes of :func:`teacher_votes`: MIAQ's
+  query j pairs with crafted point j's teacher, MINQ's queries all with the one poison's."""
+  k = config.num_teachers
+  counts = teachers.count_votes(votes, k, num_classes)
+  miaq = config.adversary != "pois_minq"
+  pairs = [(j, j if miaq else 0) for j in range(votes.shape[-1])]
+  if algorithm == "pate":
+    p, p_extra = counts.pate_probabilities()
+    window = np.max([histograms.required_window(p[q], k) for q, _ in pairs], axis=0)
+    return [histograms.pate_model(p[q], p_extra[m, q], k, window=tuple(int(w) for w in window))
+            for q, m in pairs]
+  per_teacher, first_extra = counts.capc_probabilities()
+  random_teachers = max(int(np.sum(per_teacher[1:, q].max(axis=-1) < 1.0 - 1e-12))
+                        for q, _ in pairs)
+  return [histograms.capc_model(per_teacher[:, q], first_extra[m, q], num_random=random_teachers)
+          for q, m in pairs]
+
+
+def model_fit(votes: np.ndarray, num_teachers: int, num_classes: int) -> dict[str, float]:
+  """How well Mult(k, P_q) describes the histograms of S over the instantiations: the mean over
+  queries and classes (with 0 < p < 1) of the observed variance of a class's count divided by
+  the multinomial's k p (1 - p) (1 for a perfect fit; below 1 when teachers vote alike more
+  than independent draws would, above when they disagree more)."""
+  hist = np.eye(num_classes)[votes[:, :num_teachers]].sum(axis=1)  # (G, Q, C)
+  p = hist.mean(axis=0) / num_teachers
+  expected = num_teachers * p * (1 - p)
+  observed = hist.var(axis=0, ddof=1)
+  inside = (p > 0) & (p < 1)
+  ratio = float(np.mean(observed[inside] / expected[inside])) if inside.any() else float("nan")
+  return {"dispersion_ratio": ratio, "classes_with_spread": int(inside.sum())}
+
+
+def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: EnsembleAuditConfig,
+                   audit: PredictionAuditConfig, progress=None) -> dict[str, Any]:
+  """Trains the teacher ensembles, fits the histogram models and audits them: the whole
+  PATE / CaPC audit of Secs. 5.1-5.2 for one adversary. ``train`` and ``test`` are
+  :class:`dpaudit.data.Dataset`. Returns plain values (the audit's ``to_dict()`` plus the
+  teachers' accuracy, the model's fit and the worst MIAQ point's repeated-query epsilon)."""
+  from dpaudit import models as models_lib
+  _validate.check_choice("algorithm", algorithm, ENSEMBLE_ALGORITHMS)
+  if audit.algorithm != algorithm:
+    raise ValueError(f"audit.algorithm={audit.algorithm!r} does not match algorithm="
+                     f"{algorithm!r}")
+  if len(train.labels) < ensemble.num_teachers:
+    raise ValueError(f"num_teachers={ensemble.num_teachers} exceeds the {len(train.labels)} "
+                     "training examples; each teacher needs at least one")
+  num_classes = train.num_classes
+  model = models_lib.make_model(ensemble.model, train.features.shape[1:], num_classes)
+  crafted_x, crafted_y, queries, query_labels = crafted_points(
+      ensemble.adversary, test.features, test.labels, ensemble.num_queries, num_classes)
+  key_teachers, key_audit = jax.random.split(key)
+  partitioning = "random" if algorithm == "pate" else "fixed"
+  votes = teacher_votes(key_teachers, model, train.features, train.labels, crafted_x, crafted_y,
+                        queries, partitioning, ensemble, progress)
+  k = ensemble.num_teachers
+  accuracy = float(np.mean(votes[:, :k] == query_labels[None, None, :]))
+  plurality = np.eye(num_classes)[votes[:, :k]].sum(axis=1).argmax(axis=-1)
+  result = run(key_audit, histogram_models(votes, algorithm, ensemble, num_classes), audit)
+  out = result.to_dict()
+  out["teacher_accuracy"] = accuracy
+  out["ensemble_accuracy"] = float(np.mean(plurality == query_labels[None, :]))
+  out["model_fit"] = model_fit(votes, k, num_classes)
+  out["crafted_labels"] = np.asarray(crafted_y).tolist()
+  if ensemble.adversary != "pois_minq":
+    worst = {name: result.worst_query[name] for name in ("exact", "data_dependent",
+                                                          "data_independent")}
+    eps, _ = noisy_argmax_audit.epsilon_table(worst, audit.orders, ensemble.query_repeats,
+                                              audit.delta)
+    audits = {name: result.worst_query[name] for name in ("two_cut", "k_cut")}
+    through, _ = noisy_argmax_audit.epsilon_table(audits, audit.orders, ensemble.query_repeats,
+                                                  audit.delta)
+    out["repeated_query_epsilon"] = eps
+    out["repeated_query_audit_curves_through_thm1"] = through
+  return out

@@ -106,3 +106,25 @@ def test_bad_input():
     pp.run(jax.random.key(0), [model], _config(algorithm="capc"))
   with pytest.raises(ValueError, match="models is empty"):
     pp.run(jax.random.key(0), [], _config())
+
+
+def test_crafted_points_of_each_adversary():
+  x = np.arange(12, dtype=float).reshape(6, 2)
+  y = np.array([0, 1, 2, 0, 1, 2])
+  cx, cy, q, qy = pp.crafted_points("nat_miaq", x, y, 3, 3)
+  np.testing.assert_array_equal(cx, q) and np.testing.assert_array_equal(cy, y[:3])
+  _, cy, _, _ = pp.crafted_points("pois_miaq", x, y, 3, 3)
+  np.testing.assert_array_equal(cy, (y[:3] + 1) % 3)
+  cx, cy, q, qy = pp.crafted_points("pois_minq", x, y, 4, 3)
+  assert cx.shape == (1, 2) and cy.tolist() == [1] and q.shape == (4, 2)
+  np.testing.assert_array_equal(qy, y[1:5])
+  with pytest.raises(ValueError, match="num_queries=6 needs 7 test points"):
+    pp.crafted_points("pois_minq", x, y, 6, 3)
+
+
+def test_model_fit_is_one_for_multinomial_votes():
+  rng = np.random.default_rng(3)
+  votes = rng.choice(3, size=(4000, 7, 5), p=[0.5, 0.3, 0.2])  # independent teachers
+  assert pp.model_fit(votes, 7, 3)["dispersion_ratio"] == pytest.approx(1.0, abs=0.05)
+  alike = np.repeat(votes[:, :1], 7, axis=1)  # all teachers vote alike: over-dispersed
+  assert pp.model_fit(alike, 7, 3)["dispersion_ratio"] > 5

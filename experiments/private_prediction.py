@@ -1,0 +1,181 @@
+r"""Auditing PATE and CaPC with trained teacher ensembles against the Nat-MIAQ, Pois-MIAQ and
+Pois-MINQ adversaries: Secs. 4-5 and Figs. 3-4 of Chadha et al., "Auditing Private Prediction".
+
+  python -m experiments.private_prediction --output_dir=out/private_prediction
+
+For each algorithm x adversary cell: ``--num_instantiations`` training phases of
+``--num_teachers`` teachers (one vmapped program) on the training split of ``--dataset``, with
+the adversary's crafted point(s) given their own extra teacher; the votes give the histogram
+models of Secs. 5.1-5.2, audited per query with ``--num_trials`` noisy-argmax runs per side
+(2-cut, k-cut, exact mixture divergence, GNMax data-dependent and data-independent bounds).
+Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F style) and
+prints a table with epsilon at delta = ``--delta`` (Thm. 1: a display of the curves; the
+audits' images are not lower bounds on epsilon). Each cell is saved in ``--output_dir/cells``
+and reused by a rerun of the same configuration (``--noresume`` recomputes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from dpaudit import results
+from experiments import common
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("algorithms", ["pate", "capc"], "Algorithms: pate, capc.")
+flags.DEFINE_list("adversaries", ["nat_miaq", "pois_miaq", "pois_minq"],
+                  "Adversaries: nat_miaq, pois_miaq, pois_minq.")
+flags.DEFINE_string("dataset", "digits", "A dpaudit.data classification set (offline: digits, "
+                    "mnist_subset; prepared by the user: mnist, fashion_mnist, cifar10).")
+flags.DEFINE_float("test_fraction", 0.3, "Share of the set held out for queries and crafted "
+                   "points (bundled sets, which have one split).")
+flags.DEFINE_string("model", "mlp", "Teacher architecture: mlp, logistic, lenet5, wrn16_4.")
+flags.DEFINE_integer("num_teachers", 20, "Teachers k (the paper: 250 on MNIST).")
+flags.DEFINE_integer("num_instantiations", 32, "Training phases N_g estimating P_q and P'_q.")
+flags.DEFINE_integer("num_queries", 16, "MIAQ: candidate points; MINQ: natural queries.")
+flags.DEFINE_integer("query_repeats", 1000, "MIAQ: repeated queries n_Q of the chosen point.")
+flags.DEFINE_integer("epochs", 40, "Teacher epochs.")
+flags.DEFINE_integer("batch_size", 16, "Teacher batch size (App. E.1: 16).")
+flags.DEFINE_float("learning_rate", 1e-3, "Teacher Adam learning rate.")
+flags.DEFINE_integer("instantiations_per_call", 8, "Instantiations per vmapped call.")
+flags.DEFINE_float("sigma", 4.0, "Noise of the noisy argmax (the paper: 40 for k = 250).")
+flags.DEFINE_integer("num_trials", 10**6, "Noisy-argmax runs per query and side.")
+flags.DEFINE_integer("num_histograms", 2048, "Histograms averaged for the exact divergence.")
+flags.DEFINE_list("orders", ["1.5", "2", "4", "8", "16", "32", "64"], "Renyi orders.")
+flags.DEFINE_float("significance", 0.05, "Beta of the audits' 1 - beta confidence.")
+flags.DEFINE_float("delta", 1e-6, "Delta of the displayed epsilon.")
+flags.DEFINE_integer("seed", 0, "PRNG seed (split, teachers, Monte Carlo).")
+flags.DEFINE_string("output_dir", "out/private_prediction", "Where results go.")
+flags.DEFINE_bool("resume", True, "Reuse finished cells in output_dir/cells.")
+flags.DEFINE_bool("plot", True, "Write audit.png.")
+
+
+def configs_from_flags():
+  from dpaudit import teachers
+  from dpaudit.audits import private_prediction as pp
+  for name, values, valid in (("algorithms", FLAGS.algorithms, pp.ENSEMBLE_ALGORITHMS),
+                              ("adversaries", FLAGS.adversaries, pp.ADVERSARIES)):
+    bad = [v for v in values if v not in valid]
+    if bad or not values:
+      raise ValueError(f"--{name}={','.join(values)} names {bad or 'nothing'}; valid: "
+                       + ", ".join(valid))
+  teacher = teachers.TeacherConfig(FLAGS.epochs, FLAGS.batch_size, FLAGS.learning_rate)
+  ensembles = {adv: pp.EnsembleAuditConfig(
+      adversary=adv, model=FLAGS.model, num_teachers=FLAGS.num_teachers,
+      num_instantiations=FLAGS.num_instantiations, num_queries=FLAGS.num_queries,
+      query_repeats=FLAGS.query_repeats, instantiations_per_call=FLAGS.instantiations_per_call,
+      teacher=teacher) for adv in FLAGS.adversaries}
+  audits = {alg: pp.PredictionAuditConfig(
+      algorithm=alg, sigma=FLAGS.sigma, num_trials=FLAGS.num_trials,
+      orders=common.parse_floats("orders", FLAGS.orders), significance=FLAGS.significance,
+      num_histograms=FLAGS.num_histograms, delta=FLAGS.delta) for alg in FLAGS.algorithms}
+  return ensembles, audits
+
+
+def load_splits():
+  from dpaudit import data
+  if not 0 < FLAGS.test_fraction < 1:
+    raise ValueError(f"--test_fraction={FLAGS.test_fraction} is outside the valid range (0, 1)")
+  if FLAGS.dataset in data.LOCAL_DATASETS:
+    return data.train_test_split(data.load(FLAGS.dataset), FLAGS.test_fraction, FLAGS.seed)
+  return data.load(FLAGS.dataset, "train"), data.load(FLAGS.dataset, "test")
+
+
+def run_cells(ensembles, audits):
+  import jax
+  from dpaudit.audits import private_prediction as pp
+  train, test = load_splits()
+  store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
+  cells = {}
+  for alg, audit in audits.items():
+    for adv, ensemble in ensembles.items():
+      signature = {"dataset": FLAGS.dataset, "test_fraction": FLAGS.test_fraction,
+                   "seed": FLAGS.seed, "ensemble": dataclasses.asdict(ensemble),
+                   "audit": dataclasses.asdict(audit)}
+
+      def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble):
+        key = jax.random.fold_in(common.make_key(FLAGS.seed), pp.ADVERSARIES.index(adv))
+        progress = lambda done, total: print(f"  {alg}/{adv}: {done}/{total} instantiations",
+                                             file=sys.stderr, flush=True)
+        with common.Timer() as timer:
+          out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress)
+        out["seconds"] = timer.seconds
+        return out
+
+      cell, reused = store.get_or_compute(signature, compute, f"{alg}_{adv}")
+      status = "reused" if reused else f"{cell['seconds']:.0f} s"
+      print(f"{alg}/{adv}: done [{status}]", file=sys.stderr, flush=True)
+      cells[f"{alg}/{adv}"] = cell
+  return cells
+
+
+def epsilons(cell) -> dict:
+  """The displayed epsilons: the worst point's repeated queries (MIAQ) or all queries (MINQ)."""
+  eps = dict(cell.get("repeated_query_epsilon") or cell["epsilon"])
+  eps.update(cell.get("repeated_query_audit_curves_through_thm1")
+             or cell["audit_curves_through_thm1"])
+  return eps
+
+
+def table(cells) -> str:
+  lines = [f"{'cell':<20} {'acc':>5} {'fit':>5} {'2-cut*':>7} {'k-cut*':>7} {'exact':>7} "
+           f"{'data-dep':>8} {'data-ind':>8}   (epsilon at delta; * Thm. 1 images, display only)"]
+  for name, cell in cells.items():
+    e = epsilons(cell)
+    lines.append(f"{name:<20} {cell['teacher_accuracy']:>5.2f} "
+                 f"{cell['model_fit']['dispersion_ratio']:>5.2f} {e['two_cut']:>7.3f} "
+                 f"{e['k_cut']:>7.3f} {e['exact']:>7.3f} {e['data_dependent']:>8.3f} "
+                 f"{e['data_independent']:>8.3f}")
+  return "\n".join(lines)
+
+
+def plot(cells, orders, path: str) -> None:
+  """Per-order RDP of the worst query of each cell (App. F, worst case)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, len(cells), figsize=(3.2 * len(cells), 3.2), squeeze=False)
+  for ax, (name, cell) in zip(axes[0], cells.items()):
+    worst = cell["worst_query"]
+    for curve, style in (("two_cut", "o-"), ("k_cut", "s-"), ("exact", "-"),
+                         ("data_dependent", "--"), ("data_independent", ":")):
+      ax.plot(orders, worst[curve], style, label=curve, markersize=3)
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_title(name, fontsize=9)
+    ax.set_xlabel(r"order $\alpha$")
+  axes[0][0].set_ylabel("RDP of the worst query")
+  axes[0][0].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+@common.cli
+def main(argv):
+  del argv
+  common.enable_compilation_cache()
+  common.quiet_logging()
+  common.enable_x64()
+  ensembles, audits = configs_from_flags()
+  with common.Timer() as timer:
+    cells = run_cells(ensembles, audits)
+  config = {"dataset": FLAGS.dataset, "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
+            "ensembles": {k: dataclasses.asdict(v) for k, v in ensembles.items()},
+            "audits": {k: dataclasses.asdict(v) for k, v in audits.items()}}
+  path = common.write_results(FLAGS.output_dir, "private_prediction", config, {"cells": cells},
+                              timer.seconds)
+  if FLAGS.plot:
+    orders = next(iter(audits.values())).orders
+    plot(cells, orders, os.path.join(FLAGS.output_dir, "audit.png"))
+  print(table(cells))
+  print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  app.run(main)
