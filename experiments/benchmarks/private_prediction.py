@@ -34,6 +34,8 @@ flags.DEFINE_float("sigma", 40.0, "Noise standard deviation (the paper's MNIST s
 flags.DEFINE_integer("repeats", 3, "Timed runs per measurement (median reported).")
 flags.DEFINE_integer("host_devices", 2, "XLA CPU devices to shard over (0: JAX's default).")
 flags.DEFINE_string("output_dir", "out/benchmarks/private_prediction", "Where results.json goes.")
+flags.DEFINE_integer("teachers", 20, "Teachers trained in the ensemble measurement (0: skip).")
+flags.DEFINE_integer("teacher_epochs", 20, "Epochs of each teacher there.")
 
 TARGET_RATIO = 3.0
 NUMPY_BLOCK = 2**18
@@ -115,6 +117,52 @@ def measure(name, p, p_neighbor, neighbor, config):
   return entry
 
 
+def measure_teachers(config):
+  """Teacher training on digits (MLP, disjoint partitions of 1,200 examples): one vmapped call
+  of all k teachers against a loop over teachers of one compiled single-teacher program
+  (both timed after compiling; same keys, so the same parameters)."""
+  import jax
+  import numpy as np
+  from dpaudit import data, models, teachers
+  ds = data.load("digits")
+  x, y = jax.numpy.asarray(ds.features[:1200]), jax.numpy.asarray(ds.labels[:1200])
+  k = config["teachers"]
+  model = models.make_model("mlp", x.shape[1:], 10)
+  parts = teachers.partition(jax.random.key(0), 1200, k, "random")
+  train = teachers.make_train_teacher(model, x.shape[1:],
+                                      teachers.TeacherConfig(epochs=config["teacher_epochs"]),
+                                      parts.indices.shape[1])
+  keys = jax.random.split(jax.random.key(1), k)
+  vmapped = jax.jit(jax.vmap(train, in_axes=(0, None, None, 0, 0)))
+  single = jax.jit(train)
+
+  def run_vmapped():
+    return jax.block_until_ready(vmapped(keys, x, y, parts.indices, parts.mask))
+
+  def run_loop():
+    return [jax.block_until_ready(single(keys[i], x, y, parts.indices[i], parts.mask[i]))
+            for i in range(k)]
+
+  start = time.perf_counter()
+  run_vmapped()
+  compile_vmapped = time.perf_counter() - start
+  start = time.perf_counter()
+  single(keys[0], x, y, parts.indices[0], parts.mask[0])
+  compile_single = time.perf_counter() - start
+  vm_rate, params = _median_rate(run_vmapped, k, config["repeats"])
+  loop_rate, loop_params = _median_rate(run_loop, k, config["repeats"])
+  diff = max(float(np.max(np.abs(np.asarray(a)[0] - np.asarray(b))))
+             for a, b in zip(jax.tree_util.tree_leaves(params),
+                             jax.tree_util.tree_leaves(loop_params[0])))
+  entry = {"name": f"teachers k={k} digits mlp {config['teacher_epochs']} epochs",
+           "vmapped_teachers_per_s": vm_rate, "loop_teachers_per_s": loop_rate,
+           "ratio": vm_rate / loop_rate, "first_call_s_vmapped": compile_vmapped,
+           "first_call_s_single": compile_single, "max_abs_param_diff_teacher_0": diff}
+  print(f"{entry['name']}: vmapped {vm_rate:.3g} teachers/s, loop {loop_rate:.3g}/s, ratio "
+        f"{entry['ratio']:.2f}", file=sys.stderr)
+  return entry
+
+
 def config_from_flags():
   for name in ("num_trials", "numpy_trials", "repeats"):
     if getattr(FLAGS, name) < 1:
@@ -126,11 +174,14 @@ def config_from_flags():
                      "[2, 4095]")
   if not FLAGS.sigma > 0:
     raise ValueError(f"--sigma={FLAGS.sigma} is outside the valid range (0, inf)")
+  for name in ("teachers", "teacher_epochs"):
+    if getattr(FLAGS, name) < 0:
+      raise ValueError(f"--{name}={getattr(FLAGS, name)} is outside the valid range [0, inf)")
   if FLAGS.host_devices < 0:
     raise ValueError(f"--host_devices={FLAGS.host_devices} is outside the valid range [0, inf)")
   return {name: getattr(FLAGS, name) for name in
           ("num_trials", "numpy_trials", "num_teachers", "num_classes", "sigma", "repeats",
-           "host_devices")}
+           "host_devices", "teachers", "teacher_epochs")}
 
 
 @common.cli
@@ -148,8 +199,9 @@ def main(argv) -> None:
     for name, p in profiles(config["num_classes"]).items():
       for neighbor in (False, True):
         results.append(measure(name, p, np.roll(p, 1), neighbor, config))
+    teacher_entry = measure_teachers(config) if config["teachers"] else None
   report = {"device": f"{jax.devices()[0].platform} x {len(jax.devices())}",
-            "cpu_cores": os.cpu_count(), "workloads": results,
+            "cpu_cores": os.cpu_count(), "workloads": results, "teachers": teacher_entry,
             "all_targets_met": all(r["target_met"] for r in results),
             "unmet": [r["name"] for r in results if not r["target_met"]]}
   path = common.write_results(FLAGS.output_dir, "benchmarks.private_prediction", config,
