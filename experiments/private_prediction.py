@@ -1,12 +1,14 @@
-r"""Auditing PATE and CaPC with trained teacher ensembles against the Nat-MIAQ, Pois-MIAQ and
-Pois-MINQ adversaries: Secs. 4-5 and Figs. 3-4 of Chadha et al., "Auditing Private Prediction".
+r"""Auditing PATE, CaPC (trained teacher ensembles) and Private-kNN against the Nat-MIAQ,
+Pois-MIAQ and Pois-MINQ adversaries: Secs. 4-6 and Figs. 3-5 of Chadha et al., "Auditing
+Private Prediction".
 
   python -m experiments.private_prediction --output_dir=out/private_prediction
 
 For each algorithm x adversary cell: ``--num_instantiations`` training phases of
 ``--num_teachers`` teachers (one vmapped program) on the training split of ``--dataset``, with
 the adversary's crafted point(s) given their own extra teacher; the votes give the histogram
-models of Secs. 5.1-5.2, audited per query with ``--num_trials`` noisy-argmax runs per side
+models of Secs. 5.1-5.2. Private-kNN (Sec. 6) embeds the points with a network trained on the
+public share, and its models come exactly from the ranked neighbours. Each query is audited per query with ``--num_trials`` noisy-argmax runs per side
 (2-cut, k-cut, exact mixture divergence, GNMax data-dependent and data-independent bounds).
 Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F style) and
 prints a table with epsilon at delta = ``--delta`` (Thm. 1: a display of the curves; the
@@ -27,12 +29,15 @@ from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("algorithms", ["pate", "capc"], "Algorithms: pate, capc.")
+flags.DEFINE_list("algorithms", ["pate", "capc", "private_knn"],
+                  "Algorithms: pate, capc, private_knn.")
 flags.DEFINE_list("adversaries", ["nat_miaq", "pois_miaq", "pois_minq"],
                   "Adversaries: nat_miaq, pois_miaq, pois_minq.")
 flags.DEFINE_string("dataset", "digits", "A dpaudit.data classification set (offline: digits, "
                     "mnist_subset; prepared by the user: mnist, fashion_mnist, cifar10).")
-flags.DEFINE_float("test_fraction", 0.3, "Share of the set held out for queries and crafted "
+flags.DEFINE_float("public_fraction", 0.3, "Share of the set kept public: Private-kNN's feature "
+                   "network trains on it; no algorithm's private data includes it.")
+flags.DEFINE_float("test_fraction", 0.3, "Share of the rest held out for queries and crafted "
                    "points (bundled sets, which have one split).")
 flags.DEFINE_string("model", "mlp", "Teacher architecture: mlp, logistic, lenet5, wrn16_4.")
 flags.DEFINE_integer("num_teachers", 20, "Teachers k (the paper: 250 on MNIST).")
@@ -43,6 +48,12 @@ flags.DEFINE_integer("epochs", 40, "Teacher epochs.")
 flags.DEFINE_integer("batch_size", 16, "Teacher batch size (App. E.1: 16).")
 flags.DEFINE_float("learning_rate", 1e-3, "Teacher Adam learning rate.")
 flags.DEFINE_integer("instantiations_per_call", 8, "Instantiations per vmapped call.")
+flags.DEFINE_integer("num_neighbors", 20, "Private-kNN: k neighbours (App. E.3: 200 on the "
+                     "full datasets).")
+flags.DEFINE_float("sampling_rate", 0.2, "Private-kNN: gamma (App. E.3: 0.2).")
+flags.DEFINE_enum("poison_source", "train", ["train", "test"], "Private-kNN Pois-MINQ: the pool "
+                  "the poison comes from (the point of largest E(x)).")
+flags.DEFINE_integer("feature_epochs", 30, "Private-kNN: epochs of the feature network.")
 flags.DEFINE_float("sigma", 4.0, "Noise of the noisy argmax (the paper: 40 for k = 250).")
 flags.DEFINE_integer("num_trials", 10**6, "Noisy-argmax runs per query and side.")
 flags.DEFINE_integer("num_histograms", 2048, "Histograms averaged for the exact divergence.")
@@ -58,7 +69,7 @@ flags.DEFINE_bool("plot", True, "Write audit.png.")
 def configs_from_flags():
   from dpaudit import teachers
   from dpaudit.audits import private_prediction as pp
-  for name, values, valid in (("algorithms", FLAGS.algorithms, pp.ENSEMBLE_ALGORITHMS),
+  for name, values, valid in (("algorithms", FLAGS.algorithms, pp.ALGORITHMS),
                               ("adversaries", FLAGS.adversaries, pp.ADVERSARIES)):
     bad = [v for v in values if v not in valid]
     if bad or not values:
@@ -70,40 +81,60 @@ def configs_from_flags():
       num_instantiations=FLAGS.num_instantiations, num_queries=FLAGS.num_queries,
       query_repeats=FLAGS.query_repeats, instantiations_per_call=FLAGS.instantiations_per_call,
       teacher=teacher) for adv in FLAGS.adversaries}
+  knns = {adv: pp.KnnAuditConfig(
+      adversary=adv, num_neighbors=FLAGS.num_neighbors, sampling_rate=FLAGS.sampling_rate,
+      num_queries=FLAGS.num_queries, query_repeats=FLAGS.query_repeats,
+      poison_source=FLAGS.poison_source) for adv in FLAGS.adversaries}
   audits = {alg: pp.PredictionAuditConfig(
       algorithm=alg, sigma=FLAGS.sigma, num_trials=FLAGS.num_trials,
       orders=common.parse_floats("orders", FLAGS.orders), significance=FLAGS.significance,
-      num_histograms=FLAGS.num_histograms, delta=FLAGS.delta) for alg in FLAGS.algorithms}
-  return ensembles, audits
+      num_histograms=FLAGS.num_histograms, delta=FLAGS.delta,
+      sampling_rate=FLAGS.sampling_rate if alg == "private_knn" else None)
+      for alg in FLAGS.algorithms}
+  return ensembles, knns, audits
 
 
 def load_splits():
+  """(public, train, test): the public share first, then train/test of the rest (for catalog
+  sets, the public share comes out of their train split)."""
   from dpaudit import data
-  if not 0 < FLAGS.test_fraction < 1:
-    raise ValueError(f"--test_fraction={FLAGS.test_fraction} is outside the valid range (0, 1)")
+  for name in ("public_fraction", "test_fraction"):
+    if not 0 < getattr(FLAGS, name) < 1:
+      raise ValueError(f"--{name}={getattr(FLAGS, name)} is outside the valid range (0, 1)")
   if FLAGS.dataset in data.LOCAL_DATASETS:
-    return data.train_test_split(data.load(FLAGS.dataset), FLAGS.test_fraction, FLAGS.seed)
-  return data.load(FLAGS.dataset, "train"), data.load(FLAGS.dataset, "test")
+    rest, public = data.train_test_split(data.load(FLAGS.dataset), FLAGS.public_fraction,
+                                         FLAGS.seed)
+    return (public,) + data.train_test_split(rest, FLAGS.test_fraction, FLAGS.seed + 1)
+  train, public = data.train_test_split(data.load(FLAGS.dataset, "train"),
+                                        FLAGS.public_fraction, FLAGS.seed)
+  return public, train, data.load(FLAGS.dataset, "test")
 
 
-def run_cells(ensembles, audits):
+def run_cells(ensembles, knns, audits):
   import jax
   from dpaudit.audits import private_prediction as pp
-  train, test = load_splits()
+  public, train, test = load_splits()
   store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   cells = {}
   for alg, audit in audits.items():
     for adv, ensemble in ensembles.items():
-      signature = {"dataset": FLAGS.dataset, "test_fraction": FLAGS.test_fraction,
-                   "seed": FLAGS.seed, "ensemble": dataclasses.asdict(ensemble),
-                   "audit": dataclasses.asdict(audit)}
+      knn = knns[adv]
+      setup = ({"knn": dataclasses.asdict(knn), "feature_epochs": FLAGS.feature_epochs}
+               if alg == "private_knn" else {"ensemble": dataclasses.asdict(ensemble)})
+      signature = {"dataset": FLAGS.dataset, "public_fraction": FLAGS.public_fraction,
+                   "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
+                   "audit": dataclasses.asdict(audit), **setup}
 
-      def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble):
+      def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble, knn=knn):
         key = jax.random.fold_in(common.make_key(FLAGS.seed), pp.ADVERSARIES.index(adv))
         progress = lambda done, total: print(f"  {alg}/{adv}: {done}/{total} instantiations",
                                              file=sys.stderr, flush=True)
         with common.Timer() as timer:
-          out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress)
+          if alg == "private_knn":
+            out = pp.knn_audit(key, public, train, test, knn, audit,
+                               feature_epochs=FLAGS.feature_epochs)
+          else:
+            out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress)
         out["seconds"] = timer.seconds
         return out
 
@@ -123,13 +154,15 @@ def epsilons(cell) -> dict:
 
 
 def table(cells) -> str:
-  lines = [f"{'cell':<20} {'acc':>5} {'fit':>5} {'2-cut*':>7} {'k-cut*':>7} {'exact':>7} "
+  lines = [f"{'cell':<22} {'acc':>5} {'fit':>5} {'2-cut*':>7} {'k-cut*':>7} {'exact':>7} "
            f"{'data-dep':>8} {'data-ind':>8}   (epsilon at delta; * Thm. 1 images, display only)"]
   for name, cell in cells.items():
     e = epsilons(cell)
-    lines.append(f"{name:<20} {cell['teacher_accuracy']:>5.2f} "
-                 f"{cell['model_fit']['dispersion_ratio']:>5.2f} {e['two_cut']:>7.3f} "
-                 f"{e['k_cut']:>7.3f} {e['exact']:>7.3f} {e['data_dependent']:>8.3f} "
+    fit = cell.get("model_fit", {}).get("dispersion_ratio")
+    dd = e.get("data_dependent") if "model_fit" in cell else None  # none for Private-kNN
+    show = lambda v, width: f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
+    lines.append(f"{name:<22} {cell['teacher_accuracy']:>5.2f} {show(fit, 5)} "
+                 f"{e['two_cut']:>7.3f} {e['k_cut']:>7.3f} {e['exact']:>7.3f} {show(dd, 8)} "
                  f"{e['data_independent']:>8.3f}")
   return "\n".join(lines)
 
@@ -144,6 +177,8 @@ def plot(cells, orders, path: str) -> None:
     worst = cell["worst_query"]
     for curve, style in (("two_cut", "o-"), ("k_cut", "s-"), ("exact", "-"),
                          ("data_dependent", "--"), ("data_independent", ":")):
+      if curve == "data_dependent" and name.startswith("private_knn"):
+        continue  # GNMax's data-dependent analysis does not cover subsampling
       ax.plot(orders, worst[curve], style, label=curve, markersize=3)
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1e-4)
@@ -162,11 +197,14 @@ def main(argv):
   common.enable_compilation_cache()
   common.quiet_logging()
   common.enable_x64()
-  ensembles, audits = configs_from_flags()
+  ensembles, knns, audits = configs_from_flags()
   with common.Timer() as timer:
-    cells = run_cells(ensembles, audits)
-  config = {"dataset": FLAGS.dataset, "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
+    cells = run_cells(ensembles, knns, audits)
+  config = {"dataset": FLAGS.dataset, "public_fraction": FLAGS.public_fraction,
+            "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
             "ensembles": {k: dataclasses.asdict(v) for k, v in ensembles.items()},
+            "knn": {k: dataclasses.asdict(v) for k, v in knns.items()},
+            "feature_epochs": FLAGS.feature_epochs,
             "audits": {k: dataclasses.asdict(v) for k, v in audits.items()}}
   path = common.write_results(FLAGS.output_dir, "private_prediction", config, {"cells": cells},
                               timer.seconds)

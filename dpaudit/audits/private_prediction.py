@@ -443,3 +443,145 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
     out["repeated_query_epsilon"] = eps
     out["repeated_query_audit_curves_through_thm1"] = through
   return out
+
+
+# ------------------------------------------------------------------------------ Private-kNN
+
+POISON_SOURCES = ("train", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class KnnAuditConfig:
+  """The adversary and the neighbour search of a Private-kNN audit (Sec. 6, App. E.3).
+
+  Attributes:
+    adversary: "nat_miaq" / "pois_miaq" (a test point, with its label or mislabelled, added and
+      queried repeatedly; it is its own nearest neighbour, so nu = gamma) or "pois_minq" (one
+      mislabelled point added; natural queries).
+    num_neighbors: k, the neighbours that vote (App. E.3: 200 on the full datasets).
+    sampling_rate: gamma, the probability that a training point is kept for a query.
+    num_queries: MIAQ: candidate points; MINQ: natural queries (test points).
+    query_repeats: MIAQ: repeated queries n_Q, composed in RDP.
+    poison_source: MINQ: where the poison comes from, "train" or "test": the point of that pool
+      that maximises E(x), the expected number of the queries whose top k it joins.
+  """
+  adversary: str = "pois_minq"
+  num_neighbors: int = 20
+  sampling_rate: float = 0.2
+  num_queries: int = 16
+  query_repeats: int = 1000
+  poison_source: str = "train"
+
+  def __post_init__(self):
+    _validate.check_choice("adversary", self.adversary, ADVERSARIES)
+    _validate.check_range("num_neighbors", self.num_neighbors, 1)
+    _validate.check_range("sampling_rate", self.sampling_rate, 0.0, 1.0, low_open=True)
+    _validate.check_range("num_queries", self.num_queries, 1)
+    _validate.check_range("query_repeats", self.query_repeats, 1)
+    _validate.check_choice("poison_source", self.poison_source, POISON_SOURCES)
+
+
+def embed(model, params, features, layer: str) -> np.ndarray:
+  """Features of a trained flax network: the output of submodule ``layer`` (e.g. the last
+  hidden ``Dense_1`` of the MLP, after its ReLU)."""
+  _, state = model.apply(params, jnp.asarray(features), capture_intermediates=True)
+  return np.maximum(np.asarray(state["intermediates"][layer]["__call__"][0], np.float64), 0.0)
+
+
+def _sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  return np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0)
+
+
+def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAuditConfig
+               ) -> tuple[list, dict[str, Any]]:
+  """Private-kNN's histogram models per audited query (Sec. 6) from embedded points, and what
+  the adversary chose. ``P_q`` and ``P_q^last`` come exactly from the ranked labels of S
+  (:func:`dpaudit.mechanisms.histograms.knn_vote_model`); nu from the crafted point's rank
+  among S (:func:`~dpaudit.mechanisms.histograms.knn_inclusion_probability`)."""
+  k, gamma = config.num_neighbors, config.sampling_rate
+  if len(train_y) < k:
+    raise ValueError(f"num_neighbors={k} exceeds the {len(train_y)} training points")
+  miaq = config.adversary != "pois_minq"
+  needed = config.num_queries + (0 if miaq else 1)
+  if len(test_y) < needed:
+    raise ValueError(f"num_queries={config.num_queries} needs {needed} test points; the test "
+                     f"split has {len(test_y)}")
+  if miaq:
+    queries = test_x[:config.num_queries]
+    crafted_y = (test_y[:config.num_queries] if config.adversary == "nat_miaq"
+                 else (test_y[:config.num_queries] + 1) % num_classes)
+    ranks = np.ones(config.num_queries)  # each crafted point is its own query's nearest
+    chosen = {"crafted_labels": crafted_y.tolist()}
+  else:
+    queries = test_x[1:needed]
+    if config.poison_source == "test" and len(test_y) == needed:
+      raise ValueError("poison_source='test' needs test points beyond the queries; lower "
+                       "num_queries")
+    pool_x, pool_y = ((train_x, train_y) if config.poison_source == "train"
+                      else (test_x[needed:], test_y[needed:]))
+    to_train = _sq_distances(queries, train_x)  # (Q, N)
+    to_pool = _sq_distances(queries, pool_x)  # (Q, P)
+    pool_ranks = 1 + (to_train[:, None, :] < to_pool[:, :, None]).sum(-1)  # (Q, P)
+    expected = np.asarray(histograms.knn_inclusion_probability(pool_ranks, k, gamma)).sum(0)
+    best = int(np.argmax(expected))
+    crafted_y = np.array([(pool_y[best] + 1) % num_classes])
+    ranks = pool_ranks[:, best]
+    chosen = {"poison_index": best, "poison_source": config.poison_source,
+              "expected_top_k_queries": float(expected[best]), "crafted_labels":
+              crafted_y.tolist()}
+  order = np.argsort(_sq_distances(queries, train_x), axis=1, kind="stable")
+  votes = [histograms.knn_vote_model(train_y[order[q]], k, gamma, num_classes)
+           for q in range(len(queries))]
+  nu = np.asarray(histograms.knn_inclusion_probability(ranks, k, gamma), np.float64)
+  window = np.max([histograms.required_window(v.probabilities, k) for v in votes], axis=0)
+  models = [histograms.knn_model(v, k, int(crafted_y[q if miaq else 0]), float(nu[q]),
+                                 window=tuple(int(w) for w in window))
+            for q, v in enumerate(votes)]
+  chosen["inclusion_probabilities"] = nu.tolist()
+  return models, chosen
+
+
+def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
+              audit: PredictionAuditConfig, feature_model: str = "mlp",
+              feature_epochs: int = 30) -> dict[str, Any]:
+  """The whole Private-kNN audit of Sec. 6: a feature network trained (Adam) on the public
+  split, which neither S nor the queries touch; training points and queries embedded with its
+  last hidden layer; histogram models per query; the audit. Returns plain values."""
+  from dpaudit import models as models_lib
+  if audit.algorithm != "private_knn" or audit.sampling_rate != knn.sampling_rate:
+    raise ValueError("audit must have algorithm='private_knn' and the same sampling_rate as "
+                     f"knn ({knn.sampling_rate}); got {audit.algorithm!r}, "
+                     f"{audit.sampling_rate}")
+  num_classes = train.num_classes
+  model = models_lib.make_model(feature_model, train.features.shape[1:], num_classes)
+  n = len(public.labels)
+  trainer = teachers.make_train_teacher(model, train.features.shape[1:],
+                                        teachers.TeacherConfig(epochs=feature_epochs), n)
+  key_features, key_audit = jax.random.split(key)
+  params = jax.jit(trainer)(key_features, jnp.asarray(public.features),
+                            jnp.asarray(public.labels), jnp.arange(n, dtype=jnp.int32),
+                            jnp.ones(n, bool))
+  layer = sorted(k for k in params["params"] if k.startswith("Dense"))[-2]
+  train_x = embed(model, params, train.features, layer)
+  test_x = embed(model, params, test.features, layer)
+  models, chosen = knn_models(train_x, np.asarray(train.labels), test_x,
+                              np.asarray(test.labels), num_classes, knn)
+  result = run(key_audit, models, audit)
+  out = result.to_dict()
+  out["adversary"] = chosen
+  queries_y = np.asarray(test.labels)[:knn.num_queries] if knn.adversary != "pois_minq" else \
+      np.asarray(test.labels)[1:knn.num_queries + 1]
+  plurality = np.array([np.argmax(m.table_k.permutation[-1]) for m in models])
+  # the class most likely among the top k (the noiseless prediction), against the truth
+  out["teacher_accuracy"] = float(np.mean(plurality == queries_y))
+  out["feature_layer"] = layer
+  if knn.adversary != "pois_minq":
+    worst = {name: result.worst_query[name] for name in ("exact", "data_independent")}
+    eps, _ = noisy_argmax_audit.epsilon_table(worst, audit.orders, knn.query_repeats,
+                                              audit.delta)
+    audits = {name: result.worst_query[name] for name in ("two_cut", "k_cut")}
+    through, _ = noisy_argmax_audit.epsilon_table(audits, audit.orders, knn.query_repeats,
+                                                  audit.delta)
+    out["repeated_query_epsilon"] = eps
+    out["repeated_query_audit_curves_through_thm1"] = through
+  return out

@@ -128,3 +128,28 @@ def test_model_fit_is_one_for_multinomial_votes():
   assert pp.model_fit(votes, 7, 3)["dispersion_ratio"] == pytest.approx(1.0, abs=0.05)
   alike = np.repeat(votes[:, :1], 7, axis=1)  # all teachers vote alike: over-dispersed
   assert pp.model_fit(alike, 7, 3)["dispersion_ratio"] > 5
+
+
+def test_knn_models_of_each_adversary():
+  rng = np.random.default_rng(4)
+  train_x, test_x = rng.normal(size=(60, 3)), rng.normal(size=(12, 3))
+  train_y, test_y = rng.integers(0, 3, 60), rng.integers(0, 3, 12)
+  config = pp.KnnAuditConfig(adversary="pois_miaq", num_neighbors=5, sampling_rate=0.3,
+                             num_queries=4)
+  models, chosen = pp.knn_models(train_x, train_y, test_x, test_y, 3, config)
+  assert len(models) == 4 and chosen["inclusion_probabilities"] == [0.3] * 4  # rank 1: gamma
+  for m, y in zip(models, test_y[:4]):
+    assert int(np.argmax(m.poison_class)) == (y + 1) % 3
+  config = pp.KnnAuditConfig(adversary="pois_minq", num_neighbors=5, sampling_rate=0.3,
+                             num_queries=4, poison_source="train")
+  models, chosen = pp.knn_models(train_x, train_y, test_x, test_y, 3, config)
+  # E(x) by brute force: the chosen training point has the largest expected top-k count
+  queries = test_x[1:5]
+  d_train = ((queries[:, None] - train_x[None]) ** 2).sum(-1)
+  ranks = 1 + (d_train[:, None, :] < d_train[:, :, None]).sum(-1)
+  expected = np.asarray(H.knn_inclusion_probability(ranks, 5, 0.3)).sum(0)
+  assert chosen["poison_index"] == int(np.argmax(expected))
+  assert chosen["expected_top_k_queries"] == pytest.approx(expected.max())
+  with pytest.raises(ValueError, match="num_neighbors=80 exceeds the 60 training points"):
+    pp.knn_models(train_x, train_y, test_x, test_y, 3,
+                  pp.KnnAuditConfig(num_neighbors=80, num_queries=4))
