@@ -585,3 +585,55 @@ def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
     out["repeated_query_epsilon"] = eps
     out["repeated_query_audit_curves_through_thm1"] = through
   return out
+
+
+# ------------------------------------------------------- Rao-Blackwellised 2-cut (beyond [A])
+
+
+@dataclasses.dataclass(frozen=True)
+class RaoBlackwellTwoCut:
+  """The 2-cut from sampled histograms instead of released classes, per order."""
+  lower_bound: np.ndarray  # (num_orders,)
+  sets: np.ndarray  # (num_orders, C) bool: the set O chosen on the selection half
+  num_histograms: int  # per side, both halves together
+
+
+def rao_blackwell_two_cut(key: jax.Array, family: histograms.Family, model, sigma: float,
+                          num_histograms: int, orders, significance: float = 0.05
+                          ) -> RaoBlackwellTwoCut:
+  r"""A 2-cut lower bound that averages Eq. (4) over sampled histograms instead of counting
+  noisy-argmax releases. :math:`P(O) = \mathbb E_H[\sum_{c \in O}\Pr[c \mid H]]`, and each
+  term lies in [0, 1], so an empirical-Bernstein interval
+  (:func:`dpaudit.estimators.empirical_bernstein_interval`) holds it at any sample size; the
+  noise of the argmax is integrated out exactly (Rao-Blackwellisation), so the interval is
+  much narrower than Clopper-Pearson's on the same number of draws. The set O is chosen per
+  order on one half of the histograms (likelihood-ratio prefixes of the mean class
+  probabilities) and certified on the other half. Each side's interval is taken at
+  :math:`1 - \sqrt{1 - \beta}` so that both hold with probability :math:`1 - \beta`."""
+  _validate.check_range("num_histograms", num_histograms, 8)
+  orders = jnp.asarray(orders, jnp.result_type(float))
+  half = num_histograms // 2
+
+  def probabilities(key, neighbor):
+    words = jax.random.bits(key, (num_histograms, family.num_words(model)), jnp.uint32)
+    hists = jax.vmap(lambda w: family.from_words(w, model, neighbor))(words)
+    return np.asarray(accounting.noisy_argmax_class_probabilities(
+        jnp.asarray(hists, jnp.result_type(float)), sigma), np.float64)
+
+  key_s, key_n = jax.random.split(key)
+  probs_s, probs_n = probabilities(key_s, False), probabilities(key_n, True)
+  mean_s, mean_n = probs_s[:half].mean(0), probs_n[:half].mean(0)
+  candidates = np.asarray(noisy_argmax_audit.likelihood_ratio_prefix_sets(
+      jnp.asarray(mean_s * 1e9), jnp.asarray(mean_n * 1e9)))  # (C - 1, C); x1e9: no smoothing
+  beta = float(1.0 - math.sqrt(1.0 - significance))
+
+  def bound(p, q, sets):
+    in_p = np.clip(p @ sets.T.astype(np.float64), 0.0, 1.0).T  # (sets, n)
+    in_q = np.clip(q @ sets.T.astype(np.float64), 0.0, 1.0).T
+    p_lo, p_hi = renyi_cuts.empirical_bernstein_interval(in_p, beta)
+    q_lo, q_hi = renyi_cuts.empirical_bernstein_interval(in_q, beta)
+    return np.asarray(renyi_cuts.renyi_two_cut_from_intervals(p_lo, p_hi, q_lo, q_hi, orders))
+
+  chosen = candidates[np.argmax(bound(probs_s[:half], probs_n[:half], candidates), axis=0)]
+  value = np.diagonal(bound(probs_s[half:], probs_n[half:], chosen))
+  return RaoBlackwellTwoCut(np.asarray(value, np.float64), chosen, num_histograms)

@@ -19,16 +19,19 @@ from dpaudit.estimators.reconstruction import (leakage_bits, posterior_bound,
                                                reconstruction_leakage_bound,
                                                traditional_reconstruction_bound)
 from dpaudit.estimators.renyi_cuts import (BootstrapBound, BootstrapWarning,
-                                           binary_renyi_divergence, renyi_divergence,
+                                           binary_renyi_divergence,
+                                           empirical_bernstein_interval, renyi_divergence,
                                            renyi_k_cut_bootstrap,
                                            renyi_k_cut_bootstrap_lower_bound,
                                            renyi_k_cut_lower_bound,
                                            renyi_two_cut_bootstrap,
                                            renyi_two_cut_bootstrap_lower_bound,
+                                           renyi_two_cut_from_intervals,
                                            renyi_two_cut_lower_bound)
 
 __all__ = [
     "BootstrapBound", "BootstrapWarning", "Exposure", "binary_renyi_divergence", "binomial_cdf", "binomial_logpmf", "binomial_sf",
+    "empirical_bernstein_interval", "renyi_two_cut_from_intervals",
     "clopper_pearson", "compose_rdp", "epsilon_from_error_counts", "epsilon_from_scores",
     "exposure_exact", "exposure_sampled",
     "goodman_intervals", "incomplete_beta_tails", "leakage_bits", "one_run_epsilon",

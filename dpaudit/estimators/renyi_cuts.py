@@ -138,6 +138,23 @@ def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
                                      jnp.stack([trials_p, trials_q]), log_tail, True, True)
   p_lower, q_lower = lower
   p_upper, q_upper = upper
+  return _two_cut_over_box(p_lower, p_upper, q_lower, q_upper, alpha)
+
+
+def renyi_two_cut_from_intervals(p_lower, p_upper, q_lower, q_upper, orders) -> jax.Array:
+  r"""The minimum of the 2-cut divergence :math:`d_lpha(x, y)` (see
+  :func:`renyi_two_cut_lower_bound`) over the box :math:`[p^\ell, p^u] 	imes [q^\ell, q^u]`:
+  a lower bound on the 2-cut whenever the box holds :math:`(P(O), Q(O))`, whatever
+  confidence intervals made it (e.g. :func:`empirical_bernstein_interval` on Rao-Blackwellised
+  estimates). Shape ``(..., len(orders))``."""
+  for name, value in (("p_lower", p_lower), ("p_upper", p_upper), ("q_lower", q_lower),
+                      ("q_upper", q_upper)):
+    _validate.check_range(name, value, 0.0, 1.0)
+  alpha = _orders_last(orders)
+  return _two_cut_over_box(*(_float(v) for v in (p_lower, p_upper, q_lower, q_upper)), alpha)
+
+
+def _two_cut_over_box(p_lower, p_upper, q_lower, q_upper, alpha):
   above = p_lower > q_upper
   below = p_upper < q_lower
   x = jnp.where(above, p_lower, jnp.where(below, p_upper, 0.5))
@@ -148,6 +165,33 @@ def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
   log_sum = jnp.logaddexp(_xlogy_ratio(alpha, x, y), _xlogy_ratio(alpha, 1.0 - x, 1.0 - y))
   value = jnp.maximum(log_sum / (alpha - 1.0), 0.0)
   return jnp.where(jnp.logical_or(above, below), value, 0.0)
+
+
+def empirical_bernstein_interval(values, significance: float = 0.05):
+  r"""Two-sided confidence interval for the mean of i.i.d. values in [0, 1] (Maurer & Pontil
+  2009, Thm. 4, each side at ``significance / 2``):
+
+  .. math:: ar X \pm \Big(\sqrt{rac{2 V_n \log(4/eta)}{n}}
+     + rac{7 \log(4/eta)}{3(n-1)}\Big),
+
+  with :math:`V_n` the unbiased sample variance, clipped to [0, 1]. Valid for every n >= 2;
+  tight when the values vary little (a Rao-Blackwellised estimate), where Clopper-Pearson on
+  0/1 outcomes cannot be. ``values`` has the samples on its last axis.
+
+  Returns:
+    ``(lower, upper)``, shape ``values.shape[:-1]``.
+  """
+  _validate.check_significance(significance)
+  values = _float(values)
+  n = values.shape[-1]
+  if n < 2:
+    raise ValueError(f"values has {n} samples on its last axis; need at least 2")
+  _validate.check_range("values", values, 0.0, 1.0)
+  mean = jnp.mean(values, axis=-1)
+  variance = jnp.var(values, axis=-1, ddof=1)
+  log_term = jnp.log(4.0 / significance)
+  half = jnp.sqrt(2.0 * variance * log_term / n) + 7.0 * log_term / (3.0 * (n - 1))
+  return jnp.clip(mean - half, 0.0, 1.0), jnp.clip(mean + half, 0.0, 1.0)
 
 
 K_CUT_METHODS = ("sison-glaz", "goodman")

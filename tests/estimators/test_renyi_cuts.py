@@ -233,3 +233,34 @@ def test_bootstrap_trusted_only_with_enough_trials_and_signal():
   with warnings.catch_warnings():
     warnings.simplefilter("error")
     renyi_cuts.renyi_two_cut_bootstrap_lower_bound(key, 3 * n // 10, n, 2 * n // 10, n, ORDERS)
+
+
+def test_empirical_bernstein_interval_covers_the_mean():
+  """Repeated samples of Beta(2, 5) values (mean 2/7): the two-sided interval misses at most
+  beta of the time; zero-variance samples give the Maurer-Pontil constant term alone."""
+  rng = np.random.default_rng(11)
+  samples = rng.beta(2.0, 5.0, size=(2000, 50))
+  lower, upper = renyi_cuts.empirical_bernstein_interval(samples, 0.2)
+  miss = np.mean((np.asarray(lower) > 2 / 7) | (np.asarray(upper) < 2 / 7))
+  assert miss <= 0.2 + 3 * np.sqrt(0.2 * 0.8 / 2000)
+  lo, hi = renyi_cuts.empirical_bernstein_interval(np.full(50, 0.5), 0.05)
+  half = 7 * np.log(4 / 0.05) / (3 * 49)
+  assert float(lo) == pytest.approx(0.5 - half) and float(hi) == pytest.approx(0.5 + half)
+  with pytest.raises(ValueError, match="at least 2"):
+    renyi_cuts.empirical_bernstein_interval(np.array([0.5]), 0.05)
+  with pytest.raises(ValueError, match="values=1.5"):
+    renyi_cuts.empirical_bernstein_interval(np.array([0.5, 1.5]), 0.05)
+
+
+def test_two_cut_from_intervals_equals_the_clopper_pearson_bound_on_its_box():
+  orders = jnp.array([2.0, 8.0])
+  beta = 0.05
+  per = 1 - np.sqrt(1 - beta)
+  from dpaudit.estimators import binomial
+  p = binomial.clopper_pearson(700, 1000, per)
+  q = binomial.clopper_pearson(500, 1000, per)
+  ours = renyi_cuts.renyi_two_cut_from_intervals(p.lower, p.upper, q.lower, q.upper, orders)
+  ref = renyi_cuts.renyi_two_cut_lower_bound(700, 1000, 500, 1000, orders, beta)
+  np.testing.assert_allclose(ours, ref, rtol=1e-12)
+  np.testing.assert_array_equal(
+      renyi_cuts.renyi_two_cut_from_intervals(0.4, 0.6, 0.5, 0.7, orders), [0.0, 0.0])
