@@ -387,16 +387,23 @@ def histogram_models(votes: np.ndarray, algorithm: str, config: EnsembleAuditCon
           for q, m in pairs]
 
 
-def model_fit(votes: np.ndarray, num_teachers: int, num_classes: int) -> dict[str, float]:
-  """How well Mult(k, P_q) describes the histograms of S over the instantiations: the mean over
-  queries and classes (with 0 < p < 1) of the observed variance of a class's count divided by
-  the multinomial's k p (1 - p) (1 for a perfect fit; below 1 when teachers vote alike more
-  than independent draws would, above when they disagree more)."""
-  hist = np.eye(num_classes)[votes[:, :num_teachers]].sum(axis=1)  # (G, Q, C)
-  p = hist.mean(axis=0) / num_teachers
-  expected = num_teachers * p * (1 - p)
+def model_fit(votes: np.ndarray, num_teachers: int, num_classes: int,
+              algorithm: str = "pate") -> dict[str, float]:
+  """How well the parametric model describes the histograms of S over the instantiations: the
+  mean over queries and classes (with some spread) of the observed variance of a class's
+  vote count divided by the model's: k p (1 - p) for PATE's Mult(k, P_q), and
+  sum_i p_i (1 - p_i) for CaPC's independent teachers. 1 for a perfect fit; above 1 when
+  teachers vote alike more than the model's independent draws would."""
+  onehot = np.eye(num_classes)[votes[:, :num_teachers]]  # (G, k, Q, C)
+  hist = onehot.sum(axis=1)  # (G, Q, C)
+  if algorithm == "capc":
+    p_teacher = onehot.mean(axis=0)  # (k, Q, C)
+    expected = (p_teacher * (1 - p_teacher)).sum(axis=0)
+  else:
+    p = hist.mean(axis=0) / num_teachers
+    expected = num_teachers * p * (1 - p)
   observed = hist.var(axis=0, ddof=1)
-  inside = (p > 0) & (p < 1)
+  inside = expected > 1e-12
   ratio = float(np.mean(observed[inside] / expected[inside])) if inside.any() else float("nan")
   return {"dispersion_ratio": ratio, "classes_with_spread": int(inside.sum())}
 
@@ -430,7 +437,7 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
   out = result.to_dict()
   out["teacher_accuracy"] = accuracy
   out["ensemble_accuracy"] = float(np.mean(plurality == query_labels[None, :]))
-  out["model_fit"] = model_fit(votes, k, num_classes)
+  out["model_fit"] = model_fit(votes, k, num_classes, algorithm)
   out["crafted_labels"] = np.asarray(crafted_y).tolist()
   if ensemble.adversary != "pois_minq":
     worst = {name: result.worst_query[name] for name in ("exact", "data_dependent",

@@ -171,3 +171,11 @@ def test_rao_blackwell_two_cut_is_valid_and_matches_counting_here():
   # (with zero-width intervals, i.e. the point estimates, this fails: 0.05 is a real limit)
   assert misses / reps <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
   assert np.all(rb.lower_bound > 0)  # 1,000 histograms certify something here
+
+
+def test_model_fit_of_capc_uses_each_teachers_own_distribution():
+  rng = np.random.default_rng(5)
+  p_teacher = rng.dirichlet(np.ones(3), size=6)  # six teachers, each its own P^i
+  votes = np.stack([rng.choice(3, size=(3000, 4), p=p) for p in p_teacher], axis=1)
+  assert pp.model_fit(votes, 6, 3, "capc")["dispersion_ratio"] == pytest.approx(1.0, abs=0.06)
+  assert pp.model_fit(votes, 6, 3, "pate")["dispersion_ratio"] < 0.95  # pooled: too wide
