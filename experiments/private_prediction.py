@@ -19,6 +19,7 @@ and reused by a rerun of the same configuration (``--noresume`` recomputes).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 
@@ -29,8 +30,9 @@ from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("algorithms", ["pate", "capc", "private_knn"],
-                  "Algorithms: pate, capc, private_knn.")
+flags.DEFINE_list("algorithms", ["pate", "capc", "private_knn", "promptpate"],
+                  "Algorithms: pate, capc, private_knn, promptpate (SmolLM2-135M teachers, one "
+                  "VADER lexicon word each; needs requirements-llm.txt).")
 flags.DEFINE_list("adversaries", ["nat_miaq", "pois_miaq", "pois_minq"],
                   "Adversaries: nat_miaq, pois_miaq, pois_minq.")
 flags.DEFINE_string("dataset", "digits", "A dpaudit.data classification set (offline: digits, "
@@ -69,7 +71,8 @@ flags.DEFINE_bool("plot", True, "Write audit.png.")
 def configs_from_flags():
   from dpaudit import teachers
   from dpaudit.audits import private_prediction as pp
-  for name, values, valid in (("algorithms", FLAGS.algorithms, pp.ALGORITHMS),
+  for name, values, valid in (("algorithms", FLAGS.algorithms,
+                               pp.ALGORITHMS + ("promptpate",)),
                               ("adversaries", FLAGS.adversaries, pp.ADVERSARIES)):
     bad = [v for v in values if v not in valid]
     if bad or not values:
@@ -85,12 +88,17 @@ def configs_from_flags():
       adversary=adv, num_neighbors=FLAGS.num_neighbors, sampling_rate=FLAGS.sampling_rate,
       num_queries=FLAGS.num_queries, query_repeats=FLAGS.query_repeats,
       poison_source=FLAGS.poison_source) for adv in FLAGS.adversaries}
+  orders = common.parse_floats("orders", FLAGS.orders)
   audits = {alg: pp.PredictionAuditConfig(
-      algorithm=alg, sigma=FLAGS.sigma, num_trials=FLAGS.num_trials,
-      orders=common.parse_floats("orders", FLAGS.orders), significance=FLAGS.significance,
-      num_histograms=FLAGS.num_histograms, delta=FLAGS.delta,
+      algorithm=alg, sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
+      significance=FLAGS.significance, num_histograms=FLAGS.num_histograms, delta=FLAGS.delta,
       sampling_rate=FLAGS.sampling_rate if alg == "private_knn" else None)
-      for alg in FLAGS.algorithms}
+      for alg in FLAGS.algorithms if alg != "promptpate"}
+  if "promptpate" in FLAGS.algorithms:
+    from dpaudit.audits import noisy_argmax
+    audits["promptpate"] = noisy_argmax.NoisyArgmaxAuditConfig(
+        sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
+        significance=FLAGS.significance, num_bootstrap=100, delta=FLAGS.delta)
   return ensembles, knns, audits
 
 
@@ -110,6 +118,19 @@ def load_splits():
   return public, train, data.load(FLAGS.dataset, "test")
 
 
+@functools.lru_cache(maxsize=1)
+def _llm():
+  from dpaudit.models import llama
+  config, params, tokenizer = llama.load_gguf()
+  return params, config, tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def _words():
+  from dpaudit.data import lexicon
+  return lexicon.load_vader_words(seed=FLAGS.seed)
+
+
 def run_cells(ensembles, knns, audits):
   import jax
   from dpaudit.audits import private_prediction as pp
@@ -119,20 +140,34 @@ def run_cells(ensembles, knns, audits):
   for alg, audit in audits.items():
     for adv, ensemble in ensembles.items():
       knn = knns[adv]
-      setup = ({"knn": dataclasses.asdict(knn), "feature_epochs": FLAGS.feature_epochs}
-               if alg == "private_knn" else {"ensemble": dataclasses.asdict(ensemble)})
+      if alg == "private_knn":
+        setup = {"knn": dataclasses.asdict(knn), "feature_epochs": FLAGS.feature_epochs}
+      elif alg == "promptpate":
+        setup = {"promptpate": {"num_teachers": FLAGS.num_teachers, "lexicon": "vader>=1.5",
+                                "num_queries": FLAGS.num_queries,
+                                "query_repeats": FLAGS.query_repeats}}
+      else:
+        setup = {"ensemble": dataclasses.asdict(ensemble)}
       signature = {"dataset": FLAGS.dataset, "public_fraction": FLAGS.public_fraction,
                    "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
                    "audit": dataclasses.asdict(audit), **setup}
 
       def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble, knn=knn):
         key = jax.random.fold_in(common.make_key(FLAGS.seed), pp.ADVERSARIES.index(adv))
-        progress = lambda done, total: print(f"  {alg}/{adv}: {done}/{total} instantiations",
-                                             file=sys.stderr, flush=True)
+        def progress(done, total):
+          print(f"  {alg}/{adv}: {done}/{total} instantiations", file=sys.stderr, flush=True)
+
         with common.Timer() as timer:
           if alg == "private_knn":
             out = pp.knn_audit(key, public, train, test, knn, audit,
                                feature_epochs=FLAGS.feature_epochs)
+          elif alg == "promptpate":
+            words = _words()
+            half = len(words.words) // 2
+            out = pp.promptpate_audit(key, _llm(), words.words[:half], words.labels[:half],
+                                      words.words[half:], words.labels[half:], adv,
+                                      FLAGS.num_teachers, FLAGS.num_queries,
+                                      FLAGS.query_repeats, audit)
           else:
             out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress)
         out["seconds"] = timer.seconds
@@ -159,7 +194,7 @@ def table(cells) -> str:
   for name, cell in cells.items():
     e = epsilons(cell)
     fit = cell.get("model_fit", {}).get("dispersion_ratio")
-    dd = e.get("data_dependent") if "model_fit" in cell else None  # none for Private-kNN
+    dd = None if name.startswith("private_knn") else e.get("data_dependent")
     show = lambda v, width: f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
     lines.append(f"{name:<22} {cell['teacher_accuracy']:>5.2f} {show(fit, 5)} "
                  f"{e['two_cut']:>7.3f} {e['k_cut']:>7.3f} {e['exact']:>7.3f} {show(dd, 8)} "

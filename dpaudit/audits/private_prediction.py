@@ -644,3 +644,105 @@ def rao_blackwell_two_cut(key: jax.Array, family: histograms.Family, model, sigm
   chosen = candidates[np.argmax(bound(probs_s[:half], probs_n[:half], candidates), axis=0)]
   value = np.diagonal(bound(probs_s[half:], probs_n[half:], chosen))
   return RaoBlackwellTwoCut(np.asarray(value, np.float64), chosen, num_histograms)
+
+
+# ------------------------------------------------------------------------------- PromptPATE
+
+
+def promptpate_prompt(example: str, example_label: str, query: str) -> str:
+  """A teacher's one-shot prompt (Sec. 5.3: a task description and one private example)."""
+  return (f"Is the sentiment of the word positive or negative?\n\nWord: {example}\n"
+          f"Sentiment: {example_label}\n\nWord: {query}\nSentiment:")
+
+
+def promptpate_audit(key: jax.Array, llm, train_words, train_labels, test_words, test_labels,
+                     adversary: str, num_teachers: int, num_queries: int, query_repeats: int,
+                     audit: noisy_argmax_audit.NoisyArgmaxAuditConfig,
+                     label_words=("negative", "positive")) -> dict[str, Any]:
+  """PromptPATE's audit (Sec. 5.3): teacher i is the language model ``llm = (params, config,
+  tokenizer)`` (:func:`dpaudit.models.llama.load_gguf`) prompted with training example i; at
+  temperature 0 its vote is deterministic, so the histograms of S and S' are fixed and only the
+  noise is random (no parametric model). The adversaries:
+
+  * Nat-MIAQ / Pois-MIAQ: test word j replaces the example of one teacher, with its label (the
+    first teacher that got j wrong) or mislabelled (the first that got it right), and j is
+    queried ``query_repeats`` times; every one of ``num_queries`` candidates is audited, the
+    worst reported.
+  * Pois-MINQ: teacher 0's example becomes a mislabelled test word; ``num_queries`` natural
+    queries (the next test words).
+
+  Each query's pair of histograms goes through :func:`dpaudit.audits.noisy_argmax.run` (2-cut,
+  k-cut, exact Eq. (4), GNMax bounds) at ``audit.significance / num_queries``."""
+  from dpaudit.models import llama
+  _validate.check_choice("adversary", adversary, ADVERSARIES)
+  _validate.check_range("num_teachers", num_teachers, 2, len(train_words))
+  needed = num_queries + (1 if adversary == "pois_minq" else 0)
+  if len(test_words) < needed:
+    raise ValueError(f"num_queries={num_queries} needs {needed} test words; got "
+                     f"{len(test_words)}")
+  params, config, tokenizer = llm
+  names = tuple(label_words)
+
+  def votes(examples, labels, queries):
+    prompts = [promptpate_prompt(e, names[l], q) for e, l in zip(examples, labels)
+               for q in queries]
+    out = llama.greedy_label(params, config, tokenizer, prompts, names)
+    return np.asarray(out).reshape(len(examples), len(queries))
+
+  examples = list(train_words[:num_teachers])
+  labels = np.asarray(train_labels[:num_teachers])
+  miaq = adversary != "pois_minq"
+  queries = list(test_words[:num_queries]) if miaq else list(test_words[1:needed])
+  query_labels = np.asarray(test_labels[:num_queries] if miaq else test_labels[1:needed])
+  base = votes(examples, labels, queries)  # (k, Q)
+  num_classes = len(names)
+  hist = np.stack([np.bincount(base[:, q], minlength=num_classes) for q in range(len(queries))])
+  neighbors, changed = hist.astype(np.float64).copy(), []
+  if miaq:
+    for q, (word, truth) in enumerate(zip(queries, query_labels)):
+      crafted = truth if adversary == "nat_miaq" else (truth + 1) % num_classes
+      candidates = np.flatnonzero(base[:, q] != truth if adversary == "nat_miaq"
+                                  else base[:, q] == truth)
+      teacher = int(candidates[0]) if candidates.size else 0
+      new = votes([word], [crafted], [word])[0, 0]
+      neighbors[q, base[teacher, q]] -= 1
+      neighbors[q, new] += 1
+      changed.append({"teacher": teacher, "crafted_label": int(crafted),
+                      "vote_before": int(base[teacher, q]), "vote_after": int(new)})
+  else:
+    poison, poison_label = test_words[0], (int(test_labels[0]) + 1) % num_classes
+    new_votes = votes([poison], [poison_label], queries)[0]
+    for q in range(len(queries)):
+      neighbors[q, base[0, q]] -= 1
+      neighbors[q, new_votes[q]] += 1
+    changed.append({"teacher": 0, "poison": poison, "crafted_label": poison_label,
+                    "votes_changed": int(np.sum(new_votes != base[0]))})
+  per_query = []
+  beta = audit.significance / len(queries)
+  for q in range(len(queries)):
+    config_q = dataclasses.replace(audit, histogram=tuple(hist[q].tolist()),
+                                   neighbor=tuple(neighbors[q].tolist()), significance=beta)
+    result = noisy_argmax_audit.run(jax.random.fold_in(key, q), config_q)
+    forward = result.forward
+    per_query.append({"two_cut": forward.two_cut, "k_cut": forward.k_cut,
+                      "exact": forward.exact, "data_dependent": forward.data_dependent,
+                      "data_independent": result.data_independent_rdp})
+  stacked = {name: np.stack([p[name] for p in per_query]) for name in per_query[0]}
+  worst = {name: v.max(axis=0) for name, v in stacked.items()}
+  repeats = query_repeats if miaq else 1
+  source = worst if miaq else {name: v.sum(axis=0) for name, v in stacked.items()}
+  eps, _ = noisy_argmax_audit.epsilon_table(
+      {n: source[n] for n in ("exact", "data_dependent", "data_independent")}, audit.orders,
+      repeats, audit.delta)
+  through, _ = noisy_argmax_audit.epsilon_table(
+      {n: source[n] for n in ("two_cut", "k_cut")}, audit.orders, repeats, audit.delta)
+  plain = noisy_argmax_audit.to_plain
+  return {"per_query": plain(stacked), "worst_query": plain(worst),
+          "average_query": plain({n: v.mean(axis=0) for n, v in stacked.items()}),
+          "histograms": hist.tolist(), "neighbor_histograms": neighbors.tolist(),
+          "teacher_accuracy": float(np.mean(base == query_labels[None, :])),
+          "ensemble_accuracy": float(np.mean(hist.argmax(axis=1) == query_labels)),
+          "adversary": changed, "num_queries": len(queries),
+          ("repeated_query_epsilon" if miaq else "epsilon"): eps,
+          ("repeated_query_audit_curves_through_thm1" if miaq
+           else "audit_curves_through_thm1"): through}
