@@ -726,7 +726,9 @@ def promptpate_audit(key: jax.Array, llm, train_words, train_labels, test_words,
     forward = result.forward
     per_query.append({"two_cut": forward.two_cut, "k_cut": forward.k_cut,
                       "exact": forward.exact, "data_dependent": forward.data_dependent,
-                      "data_independent": result.data_independent_rdp})
+                      # the algorithm's bound, alpha / sigma^2, whatever this pair is
+                      "data_independent": np.asarray(accounting.gnmax_data_independent_rdp(
+                          audit.sigma, jnp.asarray(audit.orders)), np.float64)})
   stacked = {name: np.stack([p[name] for p in per_query]) for name in per_query[0]}
   worst = {name: v.max(axis=0) for name, v in stacked.items()}
   repeats = query_repeats if miaq else 1
