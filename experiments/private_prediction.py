@@ -61,6 +61,8 @@ flags.DEFINE_integer("num_trials", 10**6, "Noisy-argmax runs per query and side.
 flags.DEFINE_integer("num_histograms", 2048, "Histograms averaged for the exact divergence.")
 flags.DEFINE_list("orders", ["1.5", "2", "4", "8", "16", "32", "64"], "Renyi orders.")
 flags.DEFINE_float("significance", 0.05, "Beta of the audits' 1 - beta confidence.")
+flags.DEFINE_enum("k_cut_method", "sison-glaz", ["sison-glaz", "goodman"],
+                  "Simultaneous multinomial intervals of the k-cut.")
 flags.DEFINE_float("delta", 1e-6, "Delta of the displayed epsilon.")
 flags.DEFINE_integer("seed", 0, "PRNG seed (split, teachers, Monte Carlo).")
 flags.DEFINE_string("output_dir", "out/private_prediction", "Where results go.")
@@ -92,13 +94,15 @@ def configs_from_flags():
   audits = {alg: pp.PredictionAuditConfig(
       algorithm=alg, sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
       significance=FLAGS.significance, num_histograms=FLAGS.num_histograms, delta=FLAGS.delta,
+      k_cut_method=FLAGS.k_cut_method,
       sampling_rate=FLAGS.sampling_rate if alg == "private_knn" else None)
       for alg in FLAGS.algorithms if alg != "promptpate"}
   if "promptpate" in FLAGS.algorithms:
     from dpaudit.audits import noisy_argmax
     audits["promptpate"] = noisy_argmax.NoisyArgmaxAuditConfig(
         sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
-        significance=FLAGS.significance, num_bootstrap=100, delta=FLAGS.delta)
+        significance=FLAGS.significance, num_bootstrap=100, delta=FLAGS.delta,
+        k_cut_method=FLAGS.k_cut_method)
   return ensembles, knns, audits
 
 
