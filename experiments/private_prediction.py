@@ -1,6 +1,6 @@
-r"""Auditing PATE, CaPC (trained teacher ensembles) and Private-kNN against the Nat-MIAQ,
-Pois-MIAQ and Pois-MINQ adversaries: Secs. 4-6 and Figs. 3-5 of Chadha et al., "Auditing
-Private Prediction".
+r"""Auditing PATE, CaPC (trained teacher ensembles), PromptPATE and Private-kNN against the
+Nat-MIAQ, Pois-MIAQ and Pois-MINQ adversaries: Secs. 4-6 and Figs. 3-5 of Chadha et al.,
+"Auditing Private Prediction".
 
   python -m experiments.private_prediction --output_dir=out/private_prediction
 
@@ -8,8 +8,10 @@ For each algorithm x adversary cell: ``--num_instantiations`` training phases of
 ``--num_teachers`` teachers (one vmapped program) on the training split of ``--dataset``, with
 the adversary's crafted point(s) given their own extra teacher; the votes give the histogram
 models of Secs. 5.1-5.2. Private-kNN (Sec. 6) embeds the points with a network trained on the
-public share, and its models come exactly from the ranked neighbours. Each query is audited per query with ``--num_trials`` noisy-argmax runs per side
-(2-cut, k-cut, exact mixture divergence, GNMax data-dependent and data-independent bounds).
+public share, and its models come exactly from the ranked neighbours. PromptPATE's teachers are
+SmolLM2-135M-Instruct prompted one-shot with one VADER lexicon word each; their histograms are
+fixed. Each query is audited with ``--num_trials`` noisy-argmax runs per side (2-cut, k-cut,
+exact divergence, GNMax data-dependent and data-independent bounds).
 Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F style) and
 prints a table with epsilon at delta = ``--delta`` (Thm. 1: a display of the curves; the
 audits' images are not lower bounds on epsilon). Each cell is saved in ``--output_dir/cells``
