@@ -71,20 +71,20 @@ def partition(key: jax.Array, num_examples: int, num_teachers: int, partitioning
   width = per if width is None else int(width)
   if width < per:
     raise ValueError(f"width={width} is below the largest partition ({per} examples)")
-  order = (jax.random.permutation(key, num_examples) if partitioning == "random"
-           else jnp.arange(num_examples))
-  # teacher i takes positions i, i + k, i + 2k, ... of the order (sizes differ by at most 1)
-  slots = jnp.arange(num_teachers)[:, None] + num_teachers * jnp.arange(width)[None, :]
-  mask = slots < num_examples
-  indices = jnp.where(mask, order[jnp.minimum(slots, num_examples - 1)], 0)
-  if partitioning == "fixed":  # consecutive blocks instead of a stride
+  if partitioning == "fixed":  # consecutive blocks
     sizes = np.full(num_teachers, num_examples // num_teachers)
     sizes[:num_examples % num_teachers] += 1
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     cols = np.arange(width)
     block = cols[None, :] < sizes[:, None]
-    mask = jnp.asarray(block)
-    indices = jnp.asarray(np.where(block, starts[:, None] + cols[None, :], 0))
+    return Partitions(jnp.asarray(np.where(block, starts[:, None] + cols[None, :], 0),
+                                  jnp.int32), jnp.asarray(block))
+  # random: teacher i takes positions i, i + k, i + 2k, ... of a random order (sizes differ
+  # by at most 1)
+  order = jax.random.permutation(key, num_examples)
+  slots = jnp.arange(num_teachers)[:, None] + num_teachers * jnp.arange(width)[None, :]
+  mask = slots < num_examples
+  indices = jnp.where(mask, order[jnp.minimum(slots, num_examples - 1)], 0)
   return Partitions(indices.astype(jnp.int32), mask)
 
 

@@ -45,6 +45,19 @@ FIG6_HISTOGRAM = (14.0, 12.0, 10.0, 8.0, 6.0)
 FIG6_NEIGHBOR = (13.0, 13.0, 10.0, 8.0, 6.0)
 
 
+def check_audit_settings(sigma, num_trials, orders, significance, k_cut_method) -> None:
+  """The settings every noisy-argmax audit shares: sigma > 0, at least 4 trials, strictly
+  increasing orders > 1, a significance in (0, 1) and a known k-cut method."""
+  _validate.check_range("sigma", sigma, 0.0, low_open=True)
+  _validate.check_range("num_trials", num_trials, 4)
+  _validate.check_nonempty("orders", orders)
+  _validate.check_orders(orders)
+  if list(orders) != sorted(set(orders)):
+    raise ValueError(f"orders={list(orders)} must be strictly increasing")
+  _validate.check_significance(significance)
+  _validate.check_choice("k_cut_method", k_cut_method, renyi_cuts.K_CUT_METHODS)
+
+
 @dataclasses.dataclass(frozen=True)
 class NoisyArgmaxAuditConfig:
   """What to audit and how hard.
@@ -89,14 +102,8 @@ class NoisyArgmaxAuditConfig:
       values = np.asarray(getattr(self, name))
       if not np.all(np.isfinite(values)):
         raise ValueError(f"{name}={list(values)} must contain finite numbers")
-    _validate.check_range("sigma", self.sigma, 0.0, low_open=True)
-    _validate.check_range("num_trials", self.num_trials, 4)
-    _validate.check_nonempty("orders", self.orders)
-    _validate.check_orders(self.orders)
-    if list(self.orders) != sorted(set(self.orders)):
-      raise ValueError(f"orders={list(self.orders)} must be strictly increasing")
-    _validate.check_significance(self.significance)
-    _validate.check_choice("k_cut_method", self.k_cut_method, renyi_cuts.K_CUT_METHODS)
+    check_audit_settings(self.sigma, self.num_trials, self.orders, self.significance,
+                         self.k_cut_method)
     _validate.check_range("num_bootstrap", self.num_bootstrap, 1)
     _validate.check_range("num_queries", self.num_queries, 1)
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)

@@ -81,14 +81,8 @@ class PredictionAuditConfig:
   def __post_init__(self):
     object.__setattr__(self, "orders", tuple(float(v) for v in self.orders))
     _validate.check_choice("algorithm", self.algorithm, ALGORITHMS)
-    _validate.check_range("sigma", self.sigma, 0.0, low_open=True)
-    _validate.check_range("num_trials", self.num_trials, 4)
-    _validate.check_nonempty("orders", self.orders)
-    _validate.check_orders(self.orders)
-    if list(self.orders) != sorted(set(self.orders)):
-      raise ValueError(f"orders={list(self.orders)} must be strictly increasing")
-    _validate.check_significance(self.significance)
-    _validate.check_choice("k_cut_method", self.k_cut_method, renyi_cuts.K_CUT_METHODS)
+    noisy_argmax_audit.check_audit_settings(self.sigma, self.num_trials, self.orders,
+                                            self.significance, self.k_cut_method)
     _validate.check_range("num_histograms", self.num_histograms, 2)
     if self.algorithm == "private_knn":
       if self.sampling_rate is None:
@@ -158,16 +152,26 @@ def mixture_class_probabilities(key: jax.Array, family: histograms.Family, model
   r""":math:`\Pr[c] = \mathbb E_H[\Pr[c \mid H]]` over the model's histograms: the mean of Eq.
   (4) (:func:`dpaudit.accounting.noisy_argmax_class_probabilities`) over ``num_histograms``
   sampled histograms, and its standard error (float64 NumPy arrays of shape ``(C,)``)."""
-  words = jax.random.bits(key, (num_histograms, family.num_words(model)), jnp.uint32)
-  hists = jax.vmap(lambda w: family.from_words(w, model, neighbor))(words)
-  probs = np.asarray(accounting.noisy_argmax_class_probabilities(
-      jnp.asarray(hists, jnp.result_type(float)), sigma), np.float64)
+  probs = _sampled_class_probabilities(key, family, model, neighbor, sigma, num_histograms)
   return probs.mean(axis=0), probs.std(axis=0, ddof=1) / math.sqrt(num_histograms)
 
 
-def _expected_histogram(family: histograms.Family, model, key, num_histograms: int):
+def _sample_histograms(key, family: histograms.Family, model, neighbor: bool,
+                       num_histograms: int) -> jax.Array:
+  """``num_histograms`` histograms of the model, ``(num_histograms, C)``."""
   words = jax.random.bits(key, (num_histograms, family.num_words(model)), jnp.uint32)
-  hists = jax.vmap(lambda w: family.from_words(w, model, False))(words)
+  return jax.vmap(lambda w: family.from_words(w, model, neighbor))(words)
+
+
+def _sampled_class_probabilities(key, family, model, neighbor, sigma, num_histograms):
+  """Eq. (4)'s class probabilities of each sampled histogram, float64 ``(n, C)``."""
+  hists = _sample_histograms(key, family, model, neighbor, num_histograms)
+  return np.asarray(accounting.noisy_argmax_class_probabilities(
+      jnp.asarray(hists, jnp.result_type(float)), sigma), np.float64)
+
+
+def _expected_histogram(family: histograms.Family, model, key, num_histograms: int):
+  hists = _sample_histograms(key, family, model, False, num_histograms)
   return np.asarray(hists, np.float64).mean(axis=0)
 
 
@@ -621,14 +625,9 @@ def rao_blackwell_two_cut(key: jax.Array, family: histograms.Family, model, sigm
   orders = jnp.asarray(orders, jnp.result_type(float))
   half = num_histograms // 2
 
-  def probabilities(key, neighbor):
-    words = jax.random.bits(key, (num_histograms, family.num_words(model)), jnp.uint32)
-    hists = jax.vmap(lambda w: family.from_words(w, model, neighbor))(words)
-    return np.asarray(accounting.noisy_argmax_class_probabilities(
-        jnp.asarray(hists, jnp.result_type(float)), sigma), np.float64)
-
   key_s, key_n = jax.random.split(key)
-  probs_s, probs_n = probabilities(key_s, False), probabilities(key_n, True)
+  probs_s = _sampled_class_probabilities(key_s, family, model, False, sigma, num_histograms)
+  probs_n = _sampled_class_probabilities(key_n, family, model, True, sigma, num_histograms)
   mean_s, mean_n = probs_s[:half].mean(0), probs_n[:half].mean(0)
   candidates = np.asarray(noisy_argmax_audit.likelihood_ratio_prefix_sets(
       jnp.asarray(mean_s * 1e9), jnp.asarray(mean_n * 1e9)))  # (C - 1, C); x1e9: no smoothing
