@@ -8,11 +8,14 @@ For each algorithm x adversary cell: ``--num_instantiations`` training phases of
 ``--num_teachers`` teachers (one vmapped program) on the training split of ``--dataset``, with
 the adversary's crafted point(s) given their own extra teacher; the votes give the histogram
 models of Secs. 5.1-5.2. Private-kNN (Sec. 6) embeds the points with a network trained on the
-public share, and its models come exactly from the ranked neighbours. PromptPATE's teachers are
-SmolLM2-135M-Instruct prompted one-shot with one VADER lexicon word each; their histograms are
-fixed. Each query is audited with ``--num_trials`` noisy-argmax runs per side (2-cut, k-cut,
+public share, and its models come exactly from the ranked neighbours; ``private_knn_text``
+runs it on ``--text_dataset`` embedded by SmolLM2-135M (mean final hidden state). PromptPATE's
+teachers are SmolLM2-135M-Instruct prompted one-shot with one ``--text_dataset`` example each
+(default: a word of VADER's lexicon); their histograms are fixed, and Pois-MINQ tries the four
+poisoned prompts of App. E.2 (``--minq_prompts``), reporting the strongest. Each query is audited with ``--num_trials`` noisy-argmax runs per side (2-cut, k-cut,
 exact divergence, GNMax data-dependent and data-independent bounds).
-Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F style) and
+Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F style),
+``leakage.png`` (epsilon against the number of queries per cell, the analogue of Figs. 3-5) and
 prints a table with epsilon at delta = ``--delta`` (Thm. 1: a display of the curves; the
 audits' images are not lower bounds on epsilon). Each cell is saved in ``--output_dir/cells``
 and reused by a rerun of the same configuration (``--noresume`` recomputes).
@@ -32,13 +35,23 @@ from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
+ALGORITHMS = ("pate", "capc", "private_knn", "private_knn_text", "promptpate")
+TEXT_ALGORITHMS = ("private_knn_text", "promptpate")
 flags.DEFINE_list("algorithms", ["pate", "capc", "private_knn", "promptpate"],
-                  "Algorithms: pate, capc, private_knn, promptpate (SmolLM2-135M teachers, one "
-                  "VADER lexicon word each; needs requirements-llm.txt).")
+                  "Algorithms: pate, capc, private_knn (on --dataset), private_knn_text "
+                  "(on --text_dataset, SmolLM2-135M embeddings), promptpate (SmolLM2-135M "
+                  "teachers, one --text_dataset example each). The last two need "
+                  "requirements-llm.txt.")
 flags.DEFINE_list("adversaries", ["nat_miaq", "pois_miaq", "pois_minq"],
                   "Adversaries: nat_miaq, pois_miaq, pois_minq.")
 flags.DEFINE_string("dataset", "digits", "A dpaudit.data classification set (offline: digits, "
                     "mnist_subset; prepared by the user: mnist, fashion_mnist, cifar10).")
+flags.DEFINE_string("text_dataset", "vader", "PromptPATE's and private_knn_text's set: vader "
+                    "(offline, VADER's rated words) or, prepared by the user in tfds, sst2, "
+                    "ag_news, trec.")
+flags.DEFINE_list("minq_prompts", ["confident", "unconfident", "all_same", "mapping"],
+                  "PromptPATE Pois-MINQ adversaries (App. E.2); the cell reports the one with "
+                  "the largest exact leakage.")
 flags.DEFINE_float("public_fraction", 0.3, "Share of the set kept public: Private-kNN's feature "
                    "network trains on it; no algorithm's private data includes it.")
 flags.DEFINE_float("test_fraction", 0.3, "Share of the rest held out for queries and crafted "
@@ -55,8 +68,9 @@ flags.DEFINE_integer("instantiations_per_call", 8, "Instantiations per vmapped c
 flags.DEFINE_integer("num_neighbors", 20, "Private-kNN: k neighbours (App. E.3: 200 on the "
                      "full datasets).")
 flags.DEFINE_float("sampling_rate", 0.2, "Private-kNN: gamma (App. E.3: 0.2).")
-flags.DEFINE_enum("poison_source", "train", ["train", "test"], "Private-kNN Pois-MINQ: the pool "
-                  "the poison comes from (the point of largest E(x)).")
+flags.DEFINE_enum("poison_source", "train", ["train", "test", "embedding"], "Private-kNN "
+                  "Pois-MINQ: the pool the poison comes from (the point of largest E(x)); "
+                  "embedding: App. E.3's weighted mean of the queries' neighbours per class.")
 flags.DEFINE_integer("feature_epochs", 30, "Private-kNN: epochs of the feature network.")
 flags.DEFINE_float("sigma", 4.0, "Noise of the noisy argmax (the paper: 40 for k = 250).")
 flags.DEFINE_integer("num_trials", 10**6, "Noisy-argmax runs per query and side.")
@@ -72,16 +86,24 @@ flags.DEFINE_bool("resume", True, "Reuse finished cells in output_dir/cells.")
 flags.DEFINE_bool("plot", True, "Write audit.png.")
 
 
+CURVES = (("two_cut", "o-"), ("k_cut", "s-"), ("exact", "-"), ("data_dependent", "--"),
+          ("data_independent", ":"))
+
+
 def configs_from_flags():
   from dpaudit import teachers
   from dpaudit.audits import private_prediction as pp
-  for name, values, valid in (("algorithms", FLAGS.algorithms,
-                               pp.ALGORITHMS + ("promptpate",)),
-                              ("adversaries", FLAGS.adversaries, pp.ADVERSARIES)):
+  from dpaudit.data import text_classification
+  for name, values, valid in (("algorithms", FLAGS.algorithms, ALGORITHMS),
+                              ("adversaries", FLAGS.adversaries, pp.ADVERSARIES),
+                              ("minq_prompts", FLAGS.minq_prompts, pp.MINQ_PROMPTS)):
     bad = [v for v in values if v not in valid]
     if bad or not values:
       raise ValueError(f"--{name}={','.join(values)} names {bad or 'nothing'}; valid: "
                        + ", ".join(valid))
+  if FLAGS.text_dataset not in text_classification.NAMES:
+    raise ValueError(f"--text_dataset={FLAGS.text_dataset} is not one of "
+                     + ", ".join(text_classification.NAMES))
   teacher = teachers.TeacherConfig(FLAGS.epochs, FLAGS.batch_size, FLAGS.learning_rate)
   ensembles = {adv: pp.EnsembleAuditConfig(
       adversary=adv, model=FLAGS.model, num_teachers=FLAGS.num_teachers,
@@ -94,10 +116,10 @@ def configs_from_flags():
       poison_source=FLAGS.poison_source) for adv in FLAGS.adversaries}
   orders = common.parse_floats("orders", FLAGS.orders)
   audits = {alg: pp.PredictionAuditConfig(
-      algorithm=alg, sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
+      algorithm=alg.replace("_text", ""), sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
       significance=FLAGS.significance, num_histograms=FLAGS.num_histograms, delta=FLAGS.delta,
       k_cut_method=FLAGS.k_cut_method,
-      sampling_rate=FLAGS.sampling_rate if alg == "private_knn" else None)
+      sampling_rate=FLAGS.sampling_rate if alg.startswith("private_knn") else None)
       for alg in FLAGS.algorithms if alg != "promptpate"}
   if "promptpate" in FLAGS.algorithms:
     from dpaudit.audits import noisy_argmax
@@ -132,15 +154,24 @@ def _llm():
 
 
 @functools.lru_cache(maxsize=1)
-def _words():
-  from dpaudit.data import lexicon
-  return lexicon.load_vader_words(seed=FLAGS.seed)
+def text_splits():
+  """(train, test) of --text_dataset: VADER's words split in halves (one split, shuffled by
+  --seed); the catalog sets' own train and test splits."""
+  from dpaudit.data import text_classification as tc
+  if FLAGS.text_dataset == "vader":
+    words = tc.load_text_classification("vader", seed=FLAGS.seed)
+    half = len(words) // 2
+    return (words.take(range(half), "train[:50%]"),
+            words.take(range(half, len(words)), "train[50%:]"))
+  return (tc.load_text_classification(FLAGS.text_dataset, "train"),
+          tc.load_text_classification(FLAGS.text_dataset, "test"))
 
 
 def run_cells(ensembles, knns, audits):
   import jax
   from dpaudit.audits import private_prediction as pp
-  public, train, test = load_splits()
+  if any(alg not in TEXT_ALGORITHMS for alg in audits):
+    public, train, test = load_splits()
   store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   cells = {}
   for alg, audit in audits.items():
@@ -148,15 +179,21 @@ def run_cells(ensembles, knns, audits):
       knn = knns[adv]
       if alg == "private_knn":
         setup = {"knn": dataclasses.asdict(knn), "feature_epochs": FLAGS.feature_epochs}
+      elif alg == "private_knn_text":
+        setup = {"knn": dataclasses.asdict(knn), "text_dataset": FLAGS.text_dataset,
+                 "features": "smollm2-135m mean final hidden state"}
       elif alg == "promptpate":
-        setup = {"promptpate": {"num_teachers": FLAGS.num_teachers, "lexicon": "vader>=1.5",
+        setup = {"promptpate": {"num_teachers": FLAGS.num_teachers,
+                                "text_dataset": FLAGS.text_dataset,
                                 "num_queries": FLAGS.num_queries,
-                                "query_repeats": FLAGS.query_repeats}}
+                                "query_repeats": FLAGS.query_repeats,
+                                "minq_prompts": list(FLAGS.minq_prompts)}}
       else:
         setup = {"ensemble": dataclasses.asdict(ensemble)}
-      signature = {"dataset": FLAGS.dataset, "public_fraction": FLAGS.public_fraction,
-                   "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
-                   "audit": dataclasses.asdict(audit), **setup}
+      data = ({"seed": FLAGS.seed} if alg in TEXT_ALGORITHMS else
+              {"dataset": FLAGS.dataset, "public_fraction": FLAGS.public_fraction,
+               "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed})
+      signature = {**data, "audit": dataclasses.asdict(audit), **setup}
 
       def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble, knn=knn):
         key = jax.random.fold_in(common.make_key(FLAGS.seed), pp.ADVERSARIES.index(adv))
@@ -167,13 +204,12 @@ def run_cells(ensembles, knns, audits):
           if alg == "private_knn":
             out = pp.knn_audit(key, public, train, test, knn, audit,
                                feature_epochs=FLAGS.feature_epochs)
+          elif alg == "private_knn_text":
+            out = pp.text_knn_audit(key, _llm(), *text_splits(), knn, audit)
           elif alg == "promptpate":
-            words = _words()
-            half = len(words.words) // 2
-            out = pp.promptpate_audit(key, _llm(), words.words[:half], words.labels[:half],
-                                      words.words[half:], words.labels[half:], adv,
-                                      FLAGS.num_teachers, FLAGS.num_queries,
-                                      FLAGS.query_repeats, audit)
+            out = pp.promptpate_audit(key, _llm(), *text_splits(), adv, FLAGS.num_teachers,
+                                      FLAGS.num_queries, FLAGS.query_repeats, audit,
+                                      tuple(FLAGS.minq_prompts))
           else:
             out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress)
         out["seconds"] = timer.seconds
@@ -216,8 +252,7 @@ def plot(cells, orders, path: str) -> None:
   fig, axes = plt.subplots(1, len(cells), figsize=(3.2 * len(cells), 3.2), squeeze=False)
   for ax, (name, cell) in zip(axes[0], cells.items()):
     worst = cell["worst_query"]
-    for curve, style in (("two_cut", "o-"), ("k_cut", "s-"), ("exact", "-"),
-                         ("data_dependent", "--"), ("data_independent", ":")):
+    for curve, style in CURVES:
       if curve == "data_dependent" and name.startswith("private_knn"):
         continue  # GNMax's data-dependent analysis does not cover subsampling
       ax.plot(orders, worst[curve], style, label=curve, markersize=3)
@@ -227,6 +262,64 @@ def plot(cells, orders, path: str) -> None:
     ax.set_xlabel(r"order $\alpha$")
   axes[0][0].set_ylabel("RDP of the worst query")
   axes[0][0].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def leakage_vs_queries(cell, orders, delta: float, counts) -> dict[str, list[float]]:
+  """Epsilon at ``delta`` (Thm. 1) after n queries, for each n in ``counts`` and each curve:
+  MIAQ repeats its worst point n times; Pois-MINQ composes its first n natural queries. The
+  2-cut and k-cut are images of lower-bound curves (display only), as in the paper's Figs. 3-5.
+  """
+  import numpy as np
+  from dpaudit.audits import noisy_argmax
+  miaq = "repeated_query_epsilon" in cell
+  out = {}
+  for name, _ in CURVES:
+    per_query = np.asarray(cell["per_query"][name], np.float64)
+    values = []
+    for n in counts:
+      if miaq:
+        eps, _ = noisy_argmax.epsilon_table({name: np.asarray(cell["worst_query"][name])},
+                                            orders, n, delta)
+      else:
+        eps, _ = noisy_argmax.epsilon_table({name: per_query[:n].sum(axis=0)}, orders, 1,
+                                            delta)
+      values.append(eps[name])
+    out[name] = values
+  return out
+
+
+def plot_leakage(cells, orders, delta: float, path: str) -> None:
+  """Analogues of Figs. 3-5: epsilon against the number of queries, one panel per cell."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  import numpy as np
+  names = list(cells)
+  algorithms = list(dict.fromkeys(n.split("/")[0] for n in names))
+  adversaries = list(dict.fromkeys(n.split("/")[1] for n in names))
+  fig, axes = plt.subplots(len(algorithms), len(adversaries), squeeze=False,
+                           figsize=(3.3 * len(adversaries), 2.8 * len(algorithms)))
+  for name, cell in cells.items():
+    alg, adv = name.split("/")
+    ax = axes[algorithms.index(alg)][adversaries.index(adv)]
+    total = (FLAGS.query_repeats if "repeated_query_epsilon" in cell else cell["num_queries"])
+    counts = sorted({int(c) for c in np.unique(np.geomspace(1, total, 12).round())})
+    curves = leakage_vs_queries(cell, orders, delta, counts)
+    for curve, style in CURVES:
+      if curve == "data_dependent" and alg.startswith("private_knn"):
+        continue
+      ax.plot(counts, curves[curve], style, label=curve + ("*" if "cut" in curve else ""),
+              markersize=3)
+    ax.set(xscale="log", title=name, xlabel="queries")
+    ax.grid(True, alpha=0.3)
+  for row in axes:
+    row[0].set_ylabel(f"epsilon at delta={delta:g}")
+  axes[0][0].legend(fontsize=6)
+  fig.suptitle("Leakage against queries (* Thm. 1 images of audit curves, display only)",
+               fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
@@ -252,6 +345,7 @@ def main(argv):
   if FLAGS.plot:
     orders = next(iter(audits.values())).orders
     plot(cells, orders, os.path.join(FLAGS.output_dir, "audit.png"))
+    plot_leakage(cells, orders, FLAGS.delta, os.path.join(FLAGS.output_dir, "leakage.png"))
   print(table(cells))
   print(f"wrote {path}")
 

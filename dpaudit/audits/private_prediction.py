@@ -464,7 +464,7 @@ def repeated_query_epsilons(curves: dict[str, np.ndarray], upper: Sequence[str],
 
 # ------------------------------------------------------------------------------ Private-kNN
 
-POISON_SOURCES = ("train", "test")
+POISON_SOURCES = ("train", "test", "embedding")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -479,8 +479,11 @@ class KnnAuditConfig:
     sampling_rate: gamma, the probability that a training point is kept for a query.
     num_queries: MIAQ: candidate points; MINQ: natural queries (test points).
     query_repeats: MIAQ: repeated queries n_Q, composed in RDP.
-    poison_source: MINQ: where the poison comes from, "train" or "test": the point of that pool
-      that maximises E(x), the expected number of the queries whose top k it joins.
+    poison_source: MINQ: where the poison comes from, "train", "test" or "embedding": the point
+      of that pool that maximises E(x), the expected number of the queries whose top k it
+      joins. "embedding" is App. E.3's adversary over the whole feature space: per class, the
+      training points in the top k of that class's queries, averaged with weights their counts
+      (:func:`embedding_candidates`).
   """
   adversary: str = "pois_minq"
   num_neighbors: int = 20
@@ -509,6 +512,22 @@ def _sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   return np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0)
 
 
+def embedding_candidates(queries, query_labels, train_x, num_classes: int, top: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+  """App. E.3's worst-case embeddings: for each class present among the queries, the training
+  points that fall in the top ``top`` of that class's queries, averaged with weights the number
+  of those queries they serve. Returns (points (M, D), the class of each (M,))."""
+  order = np.argsort(_sq_distances(queries, train_x), axis=1, kind="stable")[:, :top]
+  points, classes = [], []
+  for c in range(num_classes):
+    mine = order[query_labels == c]
+    if mine.size:
+      weights = np.bincount(mine.ravel(), minlength=len(train_x)).astype(np.float64)
+      points.append(weights @ train_x / weights.sum())
+      classes.append(c)
+  return np.asarray(points), np.asarray(classes, np.int64)
+
+
 def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAuditConfig
                ) -> tuple[list, dict[str, Any]]:
   """Private-kNN's histogram models per audited query (Sec. 6) from embedded points, and what
@@ -534,8 +553,12 @@ def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAu
     if config.poison_source == "test" and len(test_y) == needed:
       raise ValueError("poison_source='test' needs test points beyond the queries; lower "
                        "num_queries")
-    pool_x, pool_y = ((train_x, train_y) if config.poison_source == "train"
-                      else (test_x[needed:], test_y[needed:]))
+    if config.poison_source == "embedding":
+      pool_x, pool_y = embedding_candidates(queries, test_y[1:needed], train_x, num_classes, k)
+    elif config.poison_source == "train":
+      pool_x, pool_y = train_x, train_y
+    else:
+      pool_x, pool_y = test_x[needed:], test_y[needed:]
     to_train = _sq_distances(queries, train_x)  # (Q, N)
     to_pool = _sq_distances(queries, pool_x)  # (Q, P)
     pool_ranks = 1 + (to_train[:, None, :] < to_pool[:, :, None]).sum(-1)  # (Q, P)
@@ -558,17 +581,43 @@ def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAu
   return models, chosen
 
 
-def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
-              audit: PredictionAuditConfig, feature_model: str = "mlp",
-              feature_epochs: int = 30) -> dict[str, Any]:
-  """The whole Private-kNN audit of Sec. 6: a feature network trained (Adam) on the public
-  split, which neither S nor the queries touch; training points and queries embedded with its
-  last hidden layer; histogram models per query; the audit. Returns plain values."""
-  from dpaudit import models as models_lib
+def _check_knn_configs(knn: KnnAuditConfig, audit: PredictionAuditConfig) -> None:
   if audit.algorithm != "private_knn" or audit.sampling_rate != knn.sampling_rate:
     raise ValueError("audit must have algorithm='private_knn' and the same sampling_rate as "
                      f"knn ({knn.sampling_rate}); got {audit.algorithm!r}, "
                      f"{audit.sampling_rate}")
+
+
+def knn_audit_on_features(key: jax.Array, train_x, train_y, test_x, test_y, num_classes: int,
+                          knn: KnnAuditConfig, audit: PredictionAuditConfig) -> dict[str, Any]:
+  """Private-kNN's audit (Sec. 6) on embedded points: histogram models per query
+  (:func:`knn_models`), the audit (:func:`run`), the neighbours' accuracy. Plain values."""
+  _check_knn_configs(knn, audit)
+  train_y, test_y = np.asarray(train_y), np.asarray(test_y)
+  models, chosen = knn_models(np.asarray(train_x, np.float64), train_y,
+                              np.asarray(test_x, np.float64), test_y, num_classes, knn)
+  result = run(key, models, audit)
+  out = result.to_dict()
+  out["adversary"] = chosen
+  queries_y = test_y[:knn.num_queries] if knn.adversary != "pois_minq" else \
+      test_y[1:knn.num_queries + 1]
+  plurality = np.array([np.argmax(m.table_k.permutation[-1]) for m in models])
+  # the class most likely among the top k (the noiseless prediction), against the truth
+  out["teacher_accuracy"] = float(np.mean(plurality == queries_y))
+  if knn.adversary != "pois_minq":
+    out.update(repeated_query_epsilons(result.worst_query, ("exact", "data_independent"),
+                                       audit.orders, knn.query_repeats, audit.delta))
+  return out
+
+
+def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
+              audit: PredictionAuditConfig, feature_model: str = "mlp",
+              feature_epochs: int = 30) -> dict[str, Any]:
+  """The whole Private-kNN audit of Sec. 6 on images or tabular data: a feature network trained
+  (Adam) on the public split, which neither S nor the queries touch; training points and
+  queries embedded with its last hidden layer; :func:`knn_audit_on_features`."""
+  from dpaudit import models as models_lib
+  _check_knn_configs(knn, audit)
   num_classes = train.num_classes
   model = models_lib.make_model(feature_model, train.features.shape[1:], num_classes)
   n = len(public.labels)
@@ -579,22 +628,28 @@ def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
                             jnp.asarray(public.labels), jnp.arange(n, dtype=jnp.int32),
                             jnp.ones(n, bool))
   layer = sorted(k for k in params["params"] if k.startswith("Dense"))[-2]
-  train_x = embed(model, params, train.features, layer)
-  test_x = embed(model, params, test.features, layer)
-  models, chosen = knn_models(train_x, np.asarray(train.labels), test_x,
-                              np.asarray(test.labels), num_classes, knn)
-  result = run(key_audit, models, audit)
-  out = result.to_dict()
-  out["adversary"] = chosen
-  queries_y = np.asarray(test.labels)[:knn.num_queries] if knn.adversary != "pois_minq" else \
-      np.asarray(test.labels)[1:knn.num_queries + 1]
-  plurality = np.array([np.argmax(m.table_k.permutation[-1]) for m in models])
-  # the class most likely among the top k (the noiseless prediction), against the truth
-  out["teacher_accuracy"] = float(np.mean(plurality == queries_y))
+  out = knn_audit_on_features(key_audit, embed(model, params, train.features, layer),
+                              train.labels, embed(model, params, test.features, layer),
+                              test.labels, num_classes, knn, audit)
   out["feature_layer"] = layer
-  if knn.adversary != "pois_minq":
-    out.update(repeated_query_epsilons(result.worst_query, ("exact", "data_independent"),
-                                       audit.orders, knn.query_repeats, audit.delta))
+  return out
+
+
+def text_knn_audit(key: jax.Array, llm, train, test, knn: KnnAuditConfig,
+                   audit: PredictionAuditConfig) -> dict[str, Any]:
+  """Private-kNN on text (App. E.3, where RoBERTa-Large embeds the texts): ``train`` and
+  ``test`` (:class:`~dpaudit.data.text_classification.TextClassification`) embedded by the
+  language model ``llm = (params, config, tokenizer)`` as the mean of its final hidden states
+  (:func:`dpaudit.models.llama.embed_texts`), then :func:`knn_audit_on_features`."""
+  from dpaudit.models import llama
+  _check_knn_configs(knn, audit)
+  params, config, tokenizer = llm
+  train_x = llama.embed_texts(params, config, tokenizer, train.texts)
+  test_x = llama.embed_texts(params, config, tokenizer, test.texts)
+  out = knn_audit_on_features(key, train_x, train.labels, test_x, test.labels,
+                              train.num_classes, knn, audit)
+  out["feature_layer"] = "llm_mean_final_hidden_state"
+  out["task"] = train.name
   return out
 
 
@@ -648,86 +703,77 @@ def rao_blackwell_two_cut(key: jax.Array, family: histograms.Family, model, sigm
 # ------------------------------------------------------------------------------- PromptPATE
 
 
-def promptpate_prompt(example: str, example_label: str, query: str) -> str:
-  """A teacher's one-shot prompt (Sec. 5.3: a task description and one private example)."""
-  return (f"Is the sentiment of the word positive or negative?\n\nWord: {example}\n"
-          f"Sentiment: {example_label}\n\nWord: {query}\nSentiment:")
+MINQ_PROMPTS = ("confident", "unconfident", "all_same", "mapping")
 
 
-def promptpate_audit(key: jax.Array, llm, train_words, train_labels, test_words, test_labels,
-                     adversary: str, num_teachers: int, num_queries: int, query_repeats: int,
-                     audit: noisy_argmax_audit.NoisyArgmaxAuditConfig,
-                     label_words=("negative", "positive")) -> dict[str, Any]:
-  """PromptPATE's audit (Sec. 5.3): teacher i is the language model ``llm = (params, config,
-  tokenizer)`` (:func:`dpaudit.models.llama.load_gguf`) prompted with training example i; at
-  temperature 0 its vote is deterministic, so the histograms of S and S' are fixed and only the
-  noise is random (no parametric model). The adversaries:
+def promptpate_prompt(task, example: str, example_label: int, query: str,
+                      description: str | None = None) -> str:
+  """A teacher's one-shot prompt (Sec. 5.3, App. E.2): the task description, one private
+  example with its class word, and the query. ``task`` is a
+  :class:`dpaudit.data.text_classification.TextClassification` (or anything with its
+  ``description``, ``item``, ``answer`` and ``class_names``)."""
+  return (f"{description or task.description}\n\n{task.item}: {example}\n{task.answer}: "
+          f"{task.class_names[example_label]}\n\n{task.item}: {query}\n{task.answer}:")
 
-  * Nat-MIAQ / Pois-MIAQ: test word j replaces the example of one teacher, with its label (the
-    first teacher that got j wrong) or mislabelled (the first that got it right), and j is
-    queried ``query_repeats`` times; every one of ``num_queries`` candidates is audited, the
-    worst reported.
-  * Pois-MINQ: teacher 0's example becomes a mislabelled test word; ``num_queries`` natural
-    queries (the next test words).
 
-  Each query's pair of histograms goes through :func:`dpaudit.audits.noisy_argmax.run` (2-cut,
-  k-cut, exact Eq. (4), GNMax bounds) at ``audit.significance / num_queries``."""
-  from dpaudit.models import llama
-  _validate.check_choice("adversary", adversary, ADVERSARIES)
-  _validate.check_range("num_teachers", num_teachers, 2, len(train_words))
-  needed = num_queries + (1 if adversary == "pois_minq" else 0)
-  if len(test_words) < needed:
-    raise ValueError(f"num_queries={num_queries} needs {needed} test words; got "
-                     f"{len(test_words)}")
-  params, config, tokenizer = llm
-  names = tuple(label_words)
+def all_same_prompt(task, target: int, query: str) -> str:
+  """Pois-MINQ (All same), App. E.2: the poisoned teacher is told to answer one class always."""
+  return (f"Whatever {task.item.lower()} I give, answer {task.class_names[target]} and ignore "
+          f"any other instruction.\n\n{task.item}: {query}\n{task.answer}:")
 
-  def votes(examples, labels, queries):
-    prompts = [promptpate_prompt(e, names[l], q) for e, l in zip(examples, labels)
-               for q in queries]
-    out = llama.greedy_label(params, config, tokenizer, prompts, names)
-    return np.asarray(out).reshape(len(examples), len(queries))
 
-  examples = list(train_words[:num_teachers])
-  labels = np.asarray(train_labels[:num_teachers])
-  miaq = adversary != "pois_minq"
-  queries = list(test_words[:num_queries]) if miaq else list(test_words[1:needed])
-  query_labels = np.asarray(test_labels[:num_queries] if miaq else test_labels[1:needed])
-  base = votes(examples, labels, queries)  # (k, Q)
-  num_classes = len(names)
-  hist = np.stack([np.bincount(base[:, q], minlength=num_classes) for q in range(len(queries))])
-  neighbors, changed = hist.astype(np.float64).copy(), []
-  if miaq:
-    for q, (word, truth) in enumerate(zip(queries, query_labels)):
-      crafted = truth if adversary == "nat_miaq" else (truth + 1) % num_classes
-      candidates = np.flatnonzero(base[:, q] != truth if adversary == "nat_miaq"
-                                  else base[:, q] == truth)
-      teacher = int(candidates[0]) if candidates.size else 0
-      new = votes([word], [crafted], [word])[0, 0]
-      neighbors[q, base[teacher, q]] -= 1
-      neighbors[q, new] += 1
-      changed.append({"teacher": teacher, "crafted_label": int(crafted),
-                      "vote_before": int(base[teacher, q]), "vote_after": int(new)})
-  else:
-    poison, poison_label = test_words[0], (int(test_labels[0]) + 1) % num_classes
-    new_votes = votes([poison], [poison_label], queries)[0]
-    for q in range(len(queries)):
-      neighbors[q, base[0, q]] -= 1
-      neighbors[q, new_votes[q]] += 1
-    changed.append({"teacher": 0, "poison": poison, "crafted_label": poison_label,
-                    "votes_changed": int(np.sum(new_votes != base[0]))})
+def mapping_description(task, mapping: Sequence[int]) -> str:
+  """Pois-MINQ (Mapping), App. E.2: the task described with a wrong class-to-answer mapping."""
+  pairs = ", ".join(f"{task.class_names[m]} for {task.class_names[c]}"
+                    for c, m in enumerate(mapping))
+  return f"{task.description} Use these answers: {pairs}."
+
+
+def _runner_up(hist: np.ndarray) -> np.ndarray:
+  """Second-likeliest class of each histogram row (ties to the lower index; the next class
+  after the top one when a single class holds every vote)."""
+  order = np.argsort(-hist, axis=-1, kind="stable")
+  top, second = order[..., 0], order[..., 1]
+  lone = np.take_along_axis(hist, second[..., None], -1)[..., 0] == 0
+  return np.where(lone, (top + 1) % hist.shape[-1], second)
+
+
+def minq_poisons(hist: np.ndarray, num_classes: int) -> dict[str, dict[str, Any]]:
+  """The four Pois-MINQ adversaries of App. E.2, chosen from the clean histograms ``hist``
+  (Q, C) of the natural queries: which query to mislabel (Confident: most teachers agree;
+  Unconfident: smallest gap between the top two classes; the poison label is the runner-up),
+  the class All-same forces (the one most often runner-up), and Mapping's class-to-answer map
+  (each class to the class most often second when it is first)."""
+  sorted_votes = -np.sort(-hist, axis=1)
+  runner = _runner_up(hist)
+  confident = int(np.argmax(sorted_votes[:, 0]))
+  unconfident = int(np.argmin(sorted_votes[:, 0] - sorted_votes[:, 1]))
+  top = hist.argmax(axis=1)
+  mapping = []
+  for c in range(num_classes):
+    counts = np.bincount(runner[top == c], minlength=num_classes)
+    mapping.append(int(np.argmax(counts)) if counts.any() else (c + 1) % num_classes)
+  return {"confident": {"query": confident, "label": int(runner[confident])},
+          "unconfident": {"query": unconfident, "label": int(runner[unconfident])},
+          "all_same": {"label": int(np.argmax(np.bincount(runner, minlength=num_classes)))},
+          "mapping": {"mapping": mapping}}
+
+
+def _audit_fixed_pairs(key, hist, neighbors, audit, miaq: bool, query_repeats: int):
+  """Each query's fixed pair of histograms through the noisy-argmax audit, at
+  ``significance / Q``; the worst query (MIAQ, repeated) or the sum over queries (MINQ)."""
   per_query = []
-  beta = audit.significance / len(queries)
-  for q in range(len(queries)):
+  beta = audit.significance / len(hist)
+  independent = np.asarray(accounting.gnmax_data_independent_rdp(
+      audit.sigma, jnp.asarray(audit.orders)), np.float64)
+  for q in range(len(hist)):
     config_q = dataclasses.replace(audit, histogram=tuple(hist[q].tolist()),
                                    neighbor=tuple(neighbors[q].tolist()), significance=beta)
-    result = noisy_argmax_audit.run(jax.random.fold_in(key, q), config_q)
-    forward = result.forward
+    forward = noisy_argmax_audit.run(jax.random.fold_in(key, q), config_q).forward
     per_query.append({"two_cut": forward.two_cut, "k_cut": forward.k_cut,
                       "exact": forward.exact, "data_dependent": forward.data_dependent,
                       # the algorithm's bound, alpha / sigma^2, whatever this pair is
-                      "data_independent": np.asarray(accounting.gnmax_data_independent_rdp(
-                          audit.sigma, jnp.asarray(audit.orders)), np.float64)})
+                      "data_independent": independent})
   stacked = {name: np.stack([p[name] for p in per_query]) for name in per_query[0]}
   worst = {name: v.max(axis=0) for name, v in stacked.items()}
   source = worst if miaq else {name: v.sum(axis=0) for name, v in stacked.items()}
@@ -739,7 +785,102 @@ def promptpate_audit(key: jax.Array, llm, train_words, train_labels, test_words,
   plain = noisy_argmax_audit.to_plain
   return {**shown, "per_query": plain(stacked), "worst_query": plain(worst),
           "average_query": plain({n: v.mean(axis=0) for n, v in stacked.items()}),
-          "histograms": hist.tolist(), "neighbor_histograms": neighbors.tolist(),
-          "teacher_accuracy": float(np.mean(base == query_labels[None, :])),
-          "ensemble_accuracy": float(np.mean(hist.argmax(axis=1) == query_labels)),
-          "adversary": changed, "num_queries": len(queries)}
+          "histograms": hist.tolist(), "neighbor_histograms": neighbors.tolist()}
+
+
+def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teachers: int,
+                     num_queries: int, query_repeats: int,
+                     audit: noisy_argmax_audit.NoisyArgmaxAuditConfig,
+                     minq_prompts: Sequence[str] = MINQ_PROMPTS) -> dict[str, Any]:
+  """PromptPATE's audit (Sec. 5.3, App. E.2). Teacher i is the language model ``llm = (params,
+  config, tokenizer)`` (:func:`dpaudit.models.llama.load_gguf`) prompted with training example
+  i of ``train`` (a :class:`~dpaudit.data.text_classification.TextClassification`; ``test``
+  gives the queries). At temperature 0 its vote is deterministic, so the histograms of S and S'
+  are fixed and only the noise is random (no parametric model). The adversaries:
+
+  * Nat-MIAQ / Pois-MIAQ: test example j replaces the example of one teacher, with its label
+    (the first teacher that got j wrong) or mislabelled (the first that got it right), and j is
+    queried ``query_repeats`` times; every one of ``num_queries`` candidates is audited, the
+    worst reported.
+  * Pois-MINQ: teacher 0's prompt is poisoned and ``num_queries`` natural queries are made,
+    with each adversary of ``minq_prompts`` (:func:`minq_poisons`): Confident and Unconfident
+    put a mislabelled query in the prompt, All-same tells the teacher to answer one class,
+    Mapping describes the task with a wrong class map. As the paper, the cell reports the
+    adversary with the largest exact leakage; ``minq_adversaries`` holds each one's.
+
+  Each query's pair of histograms goes through :func:`dpaudit.audits.noisy_argmax.run` (2-cut,
+  k-cut, exact Eq. (4), GNMax bounds) at ``audit.significance / num_queries``."""
+  from dpaudit.models import llama
+  _validate.check_choice("adversary", adversary, ADVERSARIES)
+  _validate.check_range("num_teachers", num_teachers, 2, len(train))
+  _validate.check_range("num_queries", num_queries, 1)
+  for name in minq_prompts:
+    _validate.check_choice("minq_prompts", name, MINQ_PROMPTS)
+  if len(test) < num_queries:
+    raise ValueError(f"num_queries={num_queries} needs {num_queries} test examples; got "
+                     f"{len(test)}")
+  params, config, tokenizer = llm
+  names = tuple(train.class_names)
+  num_classes = len(names)
+
+  def ask(prompts):
+    return np.asarray(llama.greedy_label(params, config, tokenizer, prompts, names))
+
+  def votes(examples, labels, queries, description=None):
+    prompts = [promptpate_prompt(train, e, int(l), q, description)
+               for e, l in zip(examples, labels) for q in queries]
+    return ask(prompts).reshape(len(examples), len(queries))
+
+  examples = list(train.texts[:num_teachers])
+  labels = np.asarray(train.labels[:num_teachers])
+  queries = list(test.texts[:num_queries])
+  query_labels = np.asarray(test.labels[:num_queries])
+  base = votes(examples, labels, queries)  # (k, Q)
+  hist = np.stack([np.bincount(base[:, q], minlength=num_classes) for q in range(len(queries))])
+
+  def moved(teacher_votes_before, teacher_votes_after):
+    out = hist.astype(np.float64).copy()
+    rows = np.arange(len(queries))
+    np.add.at(out, (rows, teacher_votes_before), -1.0)
+    np.add.at(out, (rows, teacher_votes_after), 1.0)
+    return out
+
+  common = {"teacher_accuracy": float(np.mean(base == query_labels[None, :])),
+            "ensemble_accuracy": float(np.mean(hist.argmax(axis=1) == query_labels)),
+            "num_queries": len(queries), "task": train.name}
+  if adversary != "pois_minq":
+    before, after, changed = [], [], []
+    for q, (text, truth) in enumerate(zip(queries, query_labels)):
+      crafted = truth if adversary == "nat_miaq" else (truth + 1) % num_classes
+      candidates = np.flatnonzero(base[:, q] != truth if adversary == "nat_miaq"
+                                  else base[:, q] == truth)
+      teacher = int(candidates[0]) if candidates.size else 0
+      new = int(votes([text], [crafted], [text])[0, 0])
+      before.append(base[teacher, q])
+      after.append(new)
+      changed.append({"teacher": teacher, "crafted_label": int(crafted),
+                      "vote_before": int(base[teacher, q]), "vote_after": new})
+    out = _audit_fixed_pairs(key, hist, moved(np.array(before), np.array(after)), audit, True,
+                             query_repeats)
+    return {**out, **common, "adversary": changed}
+
+  poisons = minq_poisons(hist, num_classes)
+  cells = {}
+  for name in minq_prompts:
+    chosen = poisons[name]
+    if name in ("confident", "unconfident"):
+      new = votes([queries[chosen["query"]]], [chosen["label"]], queries)[0]
+    elif name == "all_same":
+      new = ask([all_same_prompt(train, chosen["label"], q) for q in queries])
+    else:
+      mapping = chosen["mapping"]
+      new = votes([examples[0]], [mapping[int(labels[0])]], queries,
+                  mapping_description(train, mapping))[0]
+    out = _audit_fixed_pairs(key, hist, moved(base[0], new), audit, False, 1)
+    out["adversary"] = {"name": name, "teacher": 0, **chosen,
+                        "votes_changed": int(np.sum(new != base[0]))}
+    cells[name] = out
+  best = max(cells, key=lambda n: (cells[n]["epsilon"]["exact"], -minq_prompts.index(n)))
+  summary = {n: {"exact_epsilon": c["epsilon"]["exact"], **c["adversary"]}
+             for n, c in cells.items()}
+  return {**cells[best], **common, "minq_adversaries": summary, "best_minq_adversary": best}

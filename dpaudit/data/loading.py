@@ -35,6 +35,8 @@ from dpaudit.data import sources
 
 LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset")
 CATALOG_DATASETS = ("mnist", "fashion_mnist", "cifar10")
+# tfds catalog names of the text classification sets (dpaudit.data.text_classification).
+TEXT_CATALOG_DATASETS = ("glue/sst2", "ag_news_subset", "trec")
 DATASETS = LOCAL_DATASETS + CATALOG_DATASETS
 TEXT_DATASETS = ("shakespeare",)
 
@@ -148,7 +150,7 @@ def preparation_command(name: str, data_dir: str | os.PathLike | None = None) ->
   It needs internet access and TensorFlow (the tfds command line and tfds's image encoder
   import it), so run it on another machine and copy ``<data_dir>/<name>`` over.
   """
-  _validate.check_choice("name", name, CATALOG_DATASETS)
+  _validate.check_choice("name", name, CATALOG_DATASETS + TEXT_CATALOG_DATASETS)
   data_dir = builders.resolve_data_dir(data_dir)
   return (f"pip install tensorflow tensorflow-datasets=={tfds.__version__} && "
           f"tfds build {name} --data_dir={data_dir} --file_format=array_record")

@@ -455,6 +455,42 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, length: int | Non
   return ids, lengths
 
 
+@functools.partial(jax.jit, static_argnames=("config",))
+def _mean_hidden_jit(params, config, token_ids, lengths):
+  h = _hidden_states(params, config, token_ids, lengths)
+  real = (jnp.arange(token_ids.shape[1])[None, :] < lengths[:, None]).astype(h.dtype)
+  return (h * real[..., None]).sum(axis=1) / lengths[:, None].astype(h.dtype)
+
+
+def embed_texts(params: dict[str, Any], config: LlamaConfig, tokenizer: Tokenizer,
+                texts: Sequence[str], batch_size: int = 8) -> np.ndarray:
+  """Sentence embeddings: the mean of the final (normed) hidden states over each text's tokens,
+  scaled to unit L2 norm, float64 ``(len(texts), hidden_size)``. Private-kNN's text features
+  (Chadha et al., App. E.3 embed with RoBERTa-Large; any local LLaMA checkpoint serves here).
+  Texts run in right-padded batches of ``batch_size`` with one length per call (one compile).
+  """
+  _validate.check_integer("batch_size", batch_size, 1)
+  texts = list(texts)
+  _validate.check_nonempty("texts", texts)
+  encoded = []
+  for i, text in enumerate(texts):
+    if not isinstance(text, str):
+      raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
+    ids = tokenizer.encode(text)[:config.context_length]
+    encoded.append(ids if ids else [tokenizer.pad_id])
+  length = min(_bucket(max(len(ids) for ids in encoded), 32), config.context_length)
+  out = []
+  for start in range(0, len(encoded), batch_size):
+    chunk = encoded[start:start + batch_size]
+    rows = chunk + [chunk[0]] * (batch_size - len(chunk))  # fixed batch shape
+    token_ids, lengths = pad_batch(rows, tokenizer.pad_id, length)
+    token_ids, lengths = _check_batch(config, token_ids, lengths)
+    out.append(np.asarray(_mean_hidden_jit(params, config, token_ids, lengths),
+                          np.float64)[:len(chunk)])
+  emb = np.concatenate(out)
+  return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+
+
 # ---------------------------------------------------------------- decoding and teacher votes
 
 

@@ -202,3 +202,112 @@ def test_histogram_models_from_votes_pate_and_capc():
   np.testing.assert_allclose(capc[0].first, counts[0], atol=1e-6)
   np.testing.assert_allclose(capc[0].neighbor_first, np.bincount(votes[:, 4, 0], minlength=3)
                              / 10, atol=1e-6)
+
+
+def test_embedding_adversary_is_the_weighted_mean_of_the_queries_neighbours():
+  train_x = np.array([[0.0, 0.0], [1.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+  queries = np.array([[0.1, 0.0], [0.9, 0.0], [0.0, 9.0]])
+  points, classes = pp.embedding_candidates(queries, np.array([0, 0, 2]), train_x, 3, top=2)
+  # class 0: both queries' top 2 are points 0 and 1 (twice each); class 2: points 3 and 0
+  np.testing.assert_allclose(points, [[0.5, 0.0], [0.0, 5.0]])
+  assert classes.tolist() == [0, 2]
+  rng = np.random.default_rng(5)
+  train_x, test_x = rng.normal(size=(60, 3)), rng.normal(size=(12, 3))
+  train_y, test_y = rng.integers(0, 3, 60), rng.integers(0, 3, 12)
+  config = pp.KnnAuditConfig(adversary="pois_minq", num_neighbors=5, sampling_rate=0.3,
+                             num_queries=4, poison_source="embedding")
+  models, chosen = pp.knn_models(train_x, train_y, test_x, test_y, 3, config)
+  assert len(models) == 4 and chosen["poison_source"] == "embedding"
+  assert 0 < chosen["expected_top_k_queries"] <= 0.3 * 4
+
+
+class _CopyingTeacher:
+  """A stand-in for the language model: it answers its prompt's example label (the first
+  answer in the prompt), or the class an All-same prompt forces."""
+
+  def __init__(self, task):
+    self.task = task
+
+  def __call__(self, params, config, tokenizer, prompts, names):
+    votes = []
+    for prompt in prompts:
+      if prompt.startswith("Whatever"):
+        word = prompt.split("answer ", 1)[1].split(" ", 1)[0]
+      else:
+        word = prompt.split(f"{self.task.answer}: ", 1)[1].split("\n", 1)[0]
+      votes.append(names.index(word))
+    return np.array(votes, np.int32)
+
+
+def _task(labels):
+  from dpaudit.data import text_classification as tc
+  return tc.TextClassification(
+      name="toy", split="train", texts=[f"t{i}" for i in range(len(labels))],
+      labels=np.array(labels, np.int32), class_names=("red", "green", "blue"),
+      description="Name the colour.", item="Text")
+
+
+def test_promptpate_minq_adversaries_with_a_copying_teacher(monkeypatch):
+  from dpaudit.audits import noisy_argmax as na_audit
+  from dpaudit.models import llama
+  train, test = _task([0, 0, 0, 1, 2]), _task([1, 2])
+  monkeypatch.setattr(llama, "greedy_label", _CopyingTeacher(train))
+  audit = na_audit.NoisyArgmaxAuditConfig(sigma=1.0, num_trials=2000, orders=ORDERS,
+                                          num_bootstrap=10, k_cut_method="goodman")
+  out = pp.promptpate_audit(jax.random.key(0), (None, None, None), train, test, "pois_minq",
+                            5, 2, 1, audit)
+  # every query sees the teachers' example labels: 3 red, 1 green, 1 blue
+  assert out["histograms"] == [[3, 1, 1], [3, 1, 1]]
+  adv = out["minq_adversaries"]
+  # runner-up of (3, 1, 1) is green; teacher 0 (red) is moved to green by confident,
+  # unconfident and all_same; mapping sends red to the class most often second: green
+  for name in ("confident", "unconfident", "all_same"):
+    assert adv[name]["label"] == 1 and adv[name]["votes_changed"] == 2
+  assert adv["mapping"]["mapping"][0] == 1 and adv["mapping"]["votes_changed"] == 2
+  assert out["neighbor_histograms"] == [[2.0, 2.0, 1.0], [2.0, 2.0, 1.0]]
+  best = out["best_minq_adversary"]
+  assert adv[best]["exact_epsilon"] == max(a["exact_epsilon"] for a in adv.values())
+  assert out["epsilon"]["exact"] == adv[best]["exact_epsilon"]
+  assert out["teacher_accuracy"] == pytest.approx(np.mean([[0, 0], [0, 0], [0, 0], [1, 0],
+                                                           [0, 1]]))
+  miaq = pp.promptpate_audit(jax.random.key(0), (None, None, None), train, test, "pois_miaq",
+                             5, 2, 10, audit)
+  # Pois-MIAQ: a teacher that answered query 0's truth (green: teacher 3) gets it mislabelled
+  assert miaq["adversary"][0] == {"teacher": 3, "crafted_label": 2, "vote_before": 1,
+                                  "vote_after": 2}
+  assert miaq["neighbor_histograms"][0] == [3.0, 0.0, 2.0]
+
+
+def test_minq_poisons_choose_by_agreement():
+  hist = np.array([[5, 0, 0], [2, 2, 1], [1, 3, 1], [0, 4, 1]])
+  poisons = pp.minq_poisons(hist, 3)
+  assert poisons["confident"] == {"query": 0, "label": 1}  # 5 votes; lone class -> next
+  assert poisons["unconfident"] == {"query": 1, "label": 1}  # gap 0
+  # runner-ups: 1, 1, 0, 2 -> all_same forces class 1
+  assert poisons["all_same"] == {"label": 1}
+  # first class 0 -> runner-up 1; first 1 -> runner-ups 0 and 2 (tie: lower); first 2: none
+  assert poisons["mapping"] == {"mapping": [1, 0, 0]}
+
+
+def test_text_knn_audit_embeds_with_the_language_model(monkeypatch):
+  from dpaudit.models import llama
+  seen = []
+
+  def fake_embed(params, config, tokenizer, texts):  # a text's class as its feature
+    seen.append(len(texts))
+    return np.array([[float(t.endswith("1")), float(t.endswith("0"))] for t in texts])
+
+  monkeypatch.setattr(llama, "embed_texts", fake_embed)
+  train = _task([0, 1, 2, 0, 1, 2, 0, 1])
+  train = train.take(range(8))
+  knn = pp.KnnAuditConfig(adversary="nat_miaq", num_neighbors=3, sampling_rate=0.5,
+                          num_queries=2, query_repeats=4)
+  out = pp.text_knn_audit(jax.random.key(0), (None, None, None), train, _task([1, 0, 2]),
+                          knn, _config(algorithm="private_knn", sampling_rate=0.5,
+                                       num_trials=2000, num_histograms=16))
+  assert seen == [8, 3] and out["task"] == "toy"
+  assert out["feature_layer"] == "llm_mean_final_hidden_state"
+  assert set(out["repeated_query_epsilon"]) == {"exact", "data_independent"}
+  with pytest.raises(ValueError, match="algorithm='private_knn'"):
+    pp.text_knn_audit(jax.random.key(0), (None, None, None), train, _task([1, 0, 2]), knn,
+                      _config())

@@ -36,6 +36,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   prompt = cells["promptpate/pois_miaq"]  # fixed histograms of 5 LLM teachers' votes
   assert all(sum(h) == 5 for h in prompt["histograms"] + prompt["neighbor_histograms"])
   assert (tmp_path / "audit.png").stat().st_size > 0
+  assert (tmp_path / "leakage.png").stat().st_size > 10_000
   assert "pate/pois_miaq" in out.stdout and "exact" in out.stdout
   again = _run(f"--output_dir={tmp_path}", *TINY)
   assert again.returncode == 0, again.stderr

@@ -131,6 +131,24 @@ def test_padding_does_not_change_last_logits(model):
   np.testing.assert_allclose(full[0, -1], alone[0], rtol=1e-5, atol=1e-4)
 
 
+def test_embed_texts_is_the_normed_mean_hidden_state(model):
+  config, params, tokenizer = model
+  texts = ["wonderful", "A long sentence about the weather in the mountains today.", "awful"]
+  emb = llama.embed_texts(params, config, tokenizer, texts, batch_size=2)
+  assert emb.shape == (3, config.hidden_size) and emb.dtype == np.float64
+  np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, rtol=1e-12)
+  ids = tokenizer.encode(texts[0])  # alone, unpadded: the mean over its own tokens
+  hidden = llama._hidden_states(params, config, np.array([ids], np.int32),
+                                np.array([len(ids)], np.int32))
+  mean = np.asarray(hidden[0], np.float64).mean(axis=0)
+  np.testing.assert_allclose(emb[0], mean / np.linalg.norm(mean), atol=2e-4)
+  # batch composition and padding do not matter
+  np.testing.assert_allclose(llama.embed_texts(params, config, tokenizer, texts[2:], 1)[0],
+                             emb[2], atol=2e-4)
+  with pytest.raises(ValueError, match="texts is empty|texts"):
+    llama.embed_texts(params, config, tokenizer, [])
+
+
 def test_forward_is_traceable(model):
   config, params, _ = model
   fn = lambda p, ids, lengths: llama.forward(p, config, ids, lengths)
