@@ -12,7 +12,8 @@ public share, and its models come exactly from the ranked neighbours; ``private_
 runs it on ``--text_dataset`` embedded by SmolLM2-135M (mean final hidden state). PromptPATE's
 teachers are SmolLM2-135M-Instruct prompted one-shot with one ``--text_dataset`` example each
 (default: a word of VADER's lexicon); their histograms are fixed, and Pois-MINQ tries the four
-poisoned prompts of App. E.2 (``--minq_prompts``), reporting the strongest. Each query is audited with ``--num_trials`` noisy-argmax runs per side (2-cut, k-cut,
+poisoned prompts of App. E.2 (``--minq_prompts``), reporting the strongest. Each query is
+audited with ``--num_trials`` noisy-argmax runs per side (2-cut, k-cut,
 exact divergence, GNMax data-dependent and data-independent bounds).
 Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F style),
 ``leakage.png`` (epsilon against the number of queries per cell, the analogue of Figs. 3-5) and
@@ -37,7 +38,7 @@ from experiments import common
 FLAGS = flags.FLAGS
 ALGORITHMS = ("pate", "capc", "private_knn", "private_knn_text", "promptpate")
 TEXT_ALGORITHMS = ("private_knn_text", "promptpate")
-flags.DEFINE_list("algorithms", ["pate", "capc", "private_knn", "promptpate"],
+flags.DEFINE_list("algorithms", list(ALGORITHMS),
                   "Algorithms: pate, capc, private_knn (on --dataset), private_knn_text "
                   "(on --text_dataset, SmolLM2-135M embeddings), promptpate (SmolLM2-135M "
                   "teachers, one --text_dataset example each). The last two need "
@@ -71,6 +72,8 @@ flags.DEFINE_float("sampling_rate", 0.2, "Private-kNN: gamma (App. E.3: 0.2).")
 flags.DEFINE_enum("poison_source", "train", ["train", "test", "embedding"], "Private-kNN "
                   "Pois-MINQ: the pool the poison comes from (the point of largest E(x)); "
                   "embedding: App. E.3's weighted mean of the queries' neighbours per class.")
+flags.DEFINE_string("feature_model", "lenet5", "Private-kNN on --dataset: the feature network "
+                    "trained on the public share (lenet5 or wrn16_4 for images, mlp for any).")
 flags.DEFINE_integer("feature_epochs", 30, "Private-kNN: epochs of the feature network.")
 flags.DEFINE_float("sigma", 4.0, "Noise of the noisy argmax (the paper: 40 for k = 250).")
 flags.DEFINE_integer("num_trials", 10**6, "Noisy-argmax runs per query and side.")
@@ -116,7 +119,8 @@ def configs_from_flags():
       poison_source=FLAGS.poison_source) for adv in FLAGS.adversaries}
   orders = common.parse_floats("orders", FLAGS.orders)
   audits = {alg: pp.PredictionAuditConfig(
-      algorithm=alg.replace("_text", ""), sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
+      algorithm=alg.replace("_text", ""), sigma=FLAGS.sigma, num_trials=FLAGS.num_trials,
+      orders=orders,
       significance=FLAGS.significance, num_histograms=FLAGS.num_histograms, delta=FLAGS.delta,
       k_cut_method=FLAGS.k_cut_method,
       sampling_rate=FLAGS.sampling_rate if alg.startswith("private_knn") else None)
@@ -178,7 +182,8 @@ def run_cells(ensembles, knns, audits):
     for adv, ensemble in ensembles.items():
       knn = knns[adv]
       if alg == "private_knn":
-        setup = {"knn": dataclasses.asdict(knn), "feature_epochs": FLAGS.feature_epochs}
+        setup = {"knn": dataclasses.asdict(knn), "feature_model": FLAGS.feature_model,
+                 "feature_epochs": FLAGS.feature_epochs}
       elif alg == "private_knn_text":
         setup = {"knn": dataclasses.asdict(knn), "text_dataset": FLAGS.text_dataset,
                  "features": "smollm2-135m mean final hidden state"}
@@ -203,6 +208,7 @@ def run_cells(ensembles, knns, audits):
         with common.Timer() as timer:
           if alg == "private_knn":
             out = pp.knn_audit(key, public, train, test, knn, audit,
+                               feature_model=FLAGS.feature_model,
                                feature_epochs=FLAGS.feature_epochs)
           elif alg == "private_knn_text":
             out = pp.text_knn_audit(key, _llm(), *text_splits(), knn, audit)
@@ -338,7 +344,7 @@ def main(argv):
             "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed,
             "ensembles": {k: dataclasses.asdict(v) for k, v in ensembles.items()},
             "knn": {k: dataclasses.asdict(v) for k, v in knns.items()},
-            "feature_epochs": FLAGS.feature_epochs,
+            "feature_model": FLAGS.feature_model, "feature_epochs": FLAGS.feature_epochs,
             "audits": {k: dataclasses.asdict(v) for k, v in audits.items()}}
   path = common.write_results(FLAGS.output_dir, "private_prediction", config, {"cells": cells},
                               timer.seconds)

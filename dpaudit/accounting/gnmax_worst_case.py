@@ -69,7 +69,8 @@ def _moved_vote_divergences(hist, sigma, orders, num_nodes):
       both, jnp.full(both.shape[:1], sigma, both.dtype), num_nodes)
   logs = logs - jax.nn.logsumexp(logs, axis=-1, keepdims=True)
   size = hist.shape[0]
-  return noisy_argmax._renyi_from_logs(logs[:size], logs[size:], orders)  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  return noisy_argmax._renyi_from_logs(logs[:size], logs[size:], orders)
 
 
 def canonical(histograms: np.ndarray) -> np.ndarray:

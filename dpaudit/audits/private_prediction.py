@@ -644,8 +644,8 @@ def text_knn_audit(key: jax.Array, llm, train, test, knn: KnnAuditConfig,
   from dpaudit.models import llama
   _check_knn_configs(knn, audit)
   params, config, tokenizer = llm
-  train_x = llama.embed_texts(params, config, tokenizer, train.texts)
-  test_x = llama.embed_texts(params, config, tokenizer, test.texts)
+  train_x = llama.embed_texts(params, config, tokenizer, train.texts, batch_size=32)
+  test_x = llama.embed_texts(params, config, tokenizer, test.texts, batch_size=32)
   out = knn_audit_on_features(key, train_x, train.labels, test_x, test.labels,
                               train.num_classes, knn, audit)
   out["feature_layer"] = "llm_mean_final_hidden_state"

@@ -164,7 +164,8 @@ def load_text_classification(name: str, split: str = "train",
   if spec.module:  # tfds registers the GLUE builder only once its module is imported
     importlib.import_module(spec.module)
   data_dir = builders.resolve_data_dir(data_dir)
-  source = loading._catalog_source(spec.tfds_name, tfds_split, data_dir)  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  source = loading._catalog_source(spec.tfds_name, tfds_split, data_dir)
   examples = loading._read_all(source)  # pylint: disable=protected-access
   if not examples:
     raise ValueError(f"split={split!r} of {name!r} holds no examples")

@@ -293,7 +293,7 @@ def test_text_knn_audit_embeds_with_the_language_model(monkeypatch):
   from dpaudit.models import llama
   seen = []
 
-  def fake_embed(params, config, tokenizer, texts):  # a text's class as its feature
+  def fake_embed(params, config, tokenizer, texts, batch_size):  # a text's class as feature
     seen.append(len(texts))
     return np.array([[float(t.endswith("1")), float(t.endswith("0"))] for t in texts])
 

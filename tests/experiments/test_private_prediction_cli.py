@@ -7,7 +7,8 @@ import sys
 from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = ("--algorithms=pate,private_knn,promptpate", "--feature_epochs=2", "--adversaries=pois_miaq", "--num_teachers=5",
+TINY = ("--algorithms=pate,private_knn,promptpate", "--feature_epochs=2", "--feature_model=mlp",
+        "--adversaries=pois_miaq", "--num_teachers=5",
         "--num_instantiations=3", "--instantiations_per_call=3", "--num_queries=2",
         "--num_trials=2000", "--num_histograms=16", "--epochs=2", "--orders=2,8",
         "--model=logistic", "--k_cut_method=goodman")
