@@ -119,7 +119,11 @@ def plot(cells, path: str) -> None:
     ax.plot(cell["orders"], cell["ratio"], "o-", ms=3, label=name)
   ax.axhline(2 / math.pi, color="k", ls=":", label=r"$2/\pi$ (binary release, large $\sigma$)")
   ax.axhline(1.0, color="k", ls="--", lw=0.8, label=r"data-independent $\alpha/\sigma^2$")
-  ax.set(xscale="log", xlabel=r"order $\alpha$", ylim=(0, 1.05),
+  orders = next(iter(cells.values()))["orders"]
+  ax.set_xscale("log")
+  ax.set_xticks(orders, [f"{o:g}" for o in orders])
+  ax.minorticks_off()
+  ax.set(xlabel=r"order $\alpha$", ylim=(0, 1.05),
          ylabel=r"worst exact RDP found / $(\alpha/\sigma^2)$",
          title=f"GNMax, C={FLAGS.num_classes}: searched worst neighbouring pair")
   ax.grid(True, alpha=0.3)

@@ -237,14 +237,14 @@ def epsilons(cell) -> dict:
 
 
 def table(cells) -> str:
-  lines = [f"{'cell':<22} {'acc':>5} {'fit':>5} {'2-cut*':>7} {'k-cut*':>7} {'exact':>7} "
+  lines = [f"{'cell':<27} {'acc':>5} {'fit':>5} {'2-cut*':>7} {'k-cut*':>7} {'exact':>7} "
            f"{'data-dep':>8} {'data-ind':>8}   (epsilon at delta; * Thm. 1 images, display only)"]
   for name, cell in cells.items():
     e = epsilons(cell)
     fit = cell.get("model_fit", {}).get("dispersion_ratio")
     dd = None if name.startswith("private_knn") else e.get("data_dependent")
     show = lambda v, width: f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
-    lines.append(f"{name:<22} {cell['teacher_accuracy']:>5.2f} {show(fit, 5)} "
+    lines.append(f"{name:<27} {cell['teacher_accuracy']:>5.2f} {show(fit, 5)} "
                  f"{e['two_cut']:>7.3f} {e['k_cut']:>7.3f} {e['exact']:>7.3f} {show(dd, 8)} "
                  f"{e['data_independent']:>8.3f}")
   return "\n".join(lines)

@@ -71,9 +71,9 @@ def test_large_sigma_tends_to_two_over_pi_of_the_data_independent_bound():
 
 
 def test_reported_pairs_attain_the_reported_divergences():
-  k, c, sigma = 12, 5, 2.0
+  k, c, sigma = 9, 4, 2.0
   found = wc.worst_case_neighbors(k, c, sigma, ORDERS, key=jax.random.key(3),
-                                  num_random_starts=3)
+                                  num_random_starts=2, max_steps=6)
   assert np.all(found.histogram.sum(axis=1) == k)
   assert np.all(found.histogram[:, 0] >= 1) and np.all(found.neighbor >= 0)
   np.testing.assert_array_equal(found.neighbor - found.histogram,
@@ -108,3 +108,14 @@ def test_bad_input_is_named(kwargs, match):
   with pytest.raises(ValueError, match=match):
     wc.worst_case_neighbors(args.pop("num_teachers"), args.pop("num_classes"),
                             args.pop("sigma"), args.pop("orders"), **args)
+
+
+def test_local_search_moves_are_valid_canonical_neighbours():
+  start = np.array([1, 3, 2, 0, 0])
+  moves = wc._moves(start, num_teachers=6)
+  assert np.all(moves.sum(axis=1) == 6) and np.all(moves >= 0) and np.all(moves[:, 0] >= 1)
+  np.testing.assert_array_equal(moves, wc.canonical(moves))
+  # one vote from class 1 to class 0, and two votes from class 1 to a class of the tail
+  assert any((m == [2, 2, 2, 0, 0]).all() for m in moves)
+  assert any((m == [1, 1, 2, 2, 0]).all() for m in moves)
+  assert not any(m[0] == 0 for m in moves)  # class 0 keeps the vote that moves
