@@ -36,6 +36,8 @@ flags.DEFINE_integer("host_devices", 2, "XLA CPU devices to shard over (0: JAX's
 flags.DEFINE_string("output_dir", "out/benchmarks/private_prediction", "Where results.json goes.")
 flags.DEFINE_integer("teachers", 20, "Teachers trained in the ensemble measurement (0: skip).")
 flags.DEFINE_integer("teacher_epochs", 20, "Epochs of each teacher there.")
+flags.DEFINE_list("teacher_models", ["mlp", "logistic"], "Teacher architectures measured there "
+                  "(mlp: hidden 512, 256; logistic: a linear model).")
 
 TARGET_RATIO = 3.0
 NUMPY_BLOCK = 2**18
@@ -117,17 +119,17 @@ def measure(name, p, p_neighbor, neighbor, config):
   return entry
 
 
-def measure_teachers(config):
-  """Teacher training on digits (MLP, disjoint partitions of 1,200 examples): one vmapped call
-  of all k teachers against a loop over teachers of one compiled single-teacher program
-  (both timed after compiling; same keys, so the same parameters)."""
+def measure_teachers(config, architecture: str):
+  """Teacher training on digits (disjoint partitions of 1,200 examples): one vmapped call of
+  all k teachers against a loop over teachers of one compiled single-teacher program (both
+  timed after compiling; same keys, so the same parameters)."""
   import jax
   import numpy as np
   from dpaudit import data, models, teachers
   ds = data.load("digits")
   x, y = jax.numpy.asarray(ds.features[:1200]), jax.numpy.asarray(ds.labels[:1200])
   k = config["teachers"]
-  model = models.make_model("mlp", x.shape[1:], 10)
+  model = models.make_model(architecture, x.shape[1:], 10)
   parts = teachers.partition(jax.random.key(0), 1200, k, "random")
   train = teachers.make_train_teacher(model, x.shape[1:],
                                       teachers.TeacherConfig(epochs=config["teacher_epochs"]),
@@ -154,7 +156,7 @@ def measure_teachers(config):
   diff = max(float(np.max(np.abs(np.asarray(a)[0] - np.asarray(b))))
              for a, b in zip(jax.tree_util.tree_leaves(params),
                              jax.tree_util.tree_leaves(loop_params[0])))
-  entry = {"name": f"teachers k={k} digits mlp {config['teacher_epochs']} epochs",
+  entry = {"name": f"teachers k={k} digits {architecture} {config['teacher_epochs']} epochs",
            "vmapped_teachers_per_s": vm_rate, "loop_teachers_per_s": loop_rate,
            "ratio": vm_rate / loop_rate, "first_call_s_vmapped": compile_vmapped,
            "first_call_s_single": compile_single, "max_abs_param_diff_teacher_0": diff}
@@ -177,11 +179,16 @@ def config_from_flags():
   for name in ("teachers", "teacher_epochs"):
     if getattr(FLAGS, name) < 0:
       raise ValueError(f"--{name}={getattr(FLAGS, name)} is outside the valid range [0, inf)")
+  from dpaudit import models
+  bad = [m for m in FLAGS.teacher_models if m not in models.MODEL_NAMES or m == "wrn16_4"]
+  if bad or (FLAGS.teachers and not FLAGS.teacher_models):
+    raise ValueError(f"--teacher_models={','.join(FLAGS.teacher_models)} names "
+                     f"{bad or 'nothing'}; valid: mlp, lenet5, logistic")
   if FLAGS.host_devices < 0:
     raise ValueError(f"--host_devices={FLAGS.host_devices} is outside the valid range [0, inf)")
   return {name: getattr(FLAGS, name) for name in
           ("num_trials", "numpy_trials", "num_teachers", "num_classes", "sigma", "repeats",
-           "host_devices", "teachers", "teacher_epochs")}
+           "host_devices", "teachers", "teacher_epochs", "teacher_models")}
 
 
 @common.cli
@@ -199,9 +206,10 @@ def main(argv) -> None:
     for name, p in profiles(config["num_classes"]).items():
       for neighbor in (False, True):
         results.append(measure(name, p, np.roll(p, 1), neighbor, config))
-    teacher_entry = measure_teachers(config) if config["teachers"] else None
+    teacher_entries = ([measure_teachers(config, m) for m in config["teacher_models"]]
+                       if config["teachers"] else [])
   report = {"device": f"{jax.devices()[0].platform} x {len(jax.devices())}",
-            "cpu_cores": os.cpu_count(), "workloads": results, "teachers": teacher_entry,
+            "cpu_cores": os.cpu_count(), "workloads": results, "teachers": teacher_entries,
             "all_targets_met": all(r["target_met"] for r in results),
             "unmet": [r["name"] for r in results if not r["target_met"]]}
   path = common.write_results(FLAGS.output_dir, "benchmarks.private_prediction", config,

@@ -17,7 +17,7 @@ def _run(*flags):
 def test_tiny_benchmark_compares_with_numpy(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--num_trials=20000", "--numpy_trials=20000",
              "--repeats=1", "--num_teachers=30", "--num_classes=4", "--teachers=3",
-             "--teacher_epochs=1")
+             "--teacher_epochs=1", "--teacher_models=logistic")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert loads(out.stdout) == written
@@ -31,7 +31,8 @@ def test_tiny_benchmark_compares_with_numpy(tmp_path):
     assert r["target_met"] == (r["ratio"] >= 3.0)
     assert r["same_law_p_value"] > 1e-4  # the two implementations sample one law
     assert abs(sum(r["dpaudit_frequencies"]) - 1) < 1e-12
-  teachers = written["teachers"]
+  [teachers] = written["teachers"]
+  assert teachers["name"] == "teachers k=3 digits logistic 1 epochs"
   assert teachers["ratio"] == teachers["vmapped_teachers_per_s"] / teachers["loop_teachers_per_s"]
   assert teachers["max_abs_param_diff_teacher_0"] < 1e-5  # the vmapped teacher is the same
 
