@@ -19,7 +19,9 @@ Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query, App. F
 ``leakage.png`` (epsilon against the number of queries per cell, the analogue of Figs. 3-5) and
 prints a table with epsilon at delta = ``--delta`` (Thm. 1: a display of the curves; the
 audits' images are not lower bounds on epsilon). Each cell is saved in ``--output_dir/cells``
-and reused by a rerun of the same configuration (``--noresume`` recomputes).
+and reused by a rerun of the same configuration (``--noresume`` recomputes). While a cell runs,
+its teachers' votes (per vmapped call) and each audited query are saved in its ``.partial``
+directory, so a run stopped mid-cell resumes at the first unfinished call or query.
 """
 
 from __future__ import annotations
@@ -210,8 +212,13 @@ def run_cells(ensembles, knns, audits):
                "test_fraction": FLAGS.test_fraction, "seed": FLAGS.seed})
       signature = {**data, "audit": dataclasses.asdict(audit), **setup}
 
-      def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble, knn=knn):
+      label = f"{alg}_{adv}"
+
+      def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble, knn=knn,
+                  signature=signature, label=label):
         key = jax.random.fold_in(common.make_key(FLAGS.seed), pp.ADVERSARIES.index(adv))
+        # teachers' votes and finished queries survive an interruption
+        scratch = store.scratch_dir(signature, label)
         def progress(done, total):
           print(f"  {alg}/{adv}: {done}/{total} instantiations", file=sys.stderr, flush=True)
 
@@ -219,19 +226,21 @@ def run_cells(ensembles, knns, audits):
           if alg == "private_knn":
             out = pp.knn_audit(key, public, train, test, knn, audit,
                                feature_model=FLAGS.feature_model,
-                               feature_epochs=FLAGS.feature_epochs)
+                               feature_epochs=FLAGS.feature_epochs, checkpoint_dir=scratch)
           elif alg == "private_knn_text":
-            out = pp.text_knn_audit(key, _llm(), *text_splits(), knn, audit)
+            out = pp.text_knn_audit(key, _llm(), *text_splits(), knn, audit,
+                                    checkpoint_dir=scratch)
           elif alg == "promptpate":
             out = pp.promptpate_audit(key, _llm(), *text_splits(), adv, FLAGS.num_teachers,
                                       FLAGS.num_queries, FLAGS.query_repeats, audit,
                                       tuple(FLAGS.minq_prompts))
           else:
-            out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress)
+            out = pp.ensemble_audit(key, train, test, alg, ensemble, audit, progress,
+                                    checkpoint_dir=scratch)
         out["seconds"] = timer.seconds
         return out
 
-      cell, reused = store.get_or_compute(signature, compute, f"{alg}_{adv}")
+      cell, reused = store.get_or_compute(signature, compute, label)
       status = "reused" if reused else f"{cell['seconds']:.0f} s"
       print(f"{alg}/{adv}: done [{status}]", file=sys.stderr, flush=True)
       cells[f"{alg}/{adv}"] = cell

@@ -28,7 +28,9 @@ conversion, so the audits' images are labelled as such and are not lower bounds 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import os
 from typing import Any, Callable, Sequence
 
 import jax
@@ -45,6 +47,41 @@ from dpaudit.estimators import renyi_cuts
 from dpaudit.mechanisms import histograms
 
 ALGORITHMS = ("pate", "capc", "private_knn")
+
+
+def _fingerprint(*trees) -> str:
+  """A digest of arrays (histogram models, keys, settings): a checkpoint is reused only for the
+  exact inputs that wrote it."""
+  digest = hashlib.sha256()
+  for tree in trees:
+    for leaf in jax.tree_util.tree_leaves(tree):
+      arr = np.asarray(jax.random.key_data(leaf) if jnp.issubdtype(
+          getattr(leaf, "dtype", np.float64), jax.dtypes.prng_key) else leaf)
+      digest.update(str((arr.dtype, arr.shape)).encode())
+      digest.update(np.ascontiguousarray(arr).tobytes())
+  return digest.hexdigest()
+
+
+def _load_checkpoint(path: str | None, fingerprint: str) -> dict[str, np.ndarray] | None:
+  """The arrays of an ``.npz`` checkpoint written for ``fingerprint``, else None."""
+  if path is None or not os.path.exists(path):
+    return None
+  try:
+    with np.load(path) as stored:
+      if str(stored["fingerprint"]) != fingerprint:
+        return None
+      return {name: stored[name] for name in stored.files if name != "fingerprint"}
+  except (OSError, ValueError, KeyError):
+    return None  # unreadable (e.g. a write cut short): recompute
+
+
+def _save_checkpoint(path: str | None, fingerprint: str, arrays: dict[str, Any]) -> None:
+  if path is None:
+    return
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f"{path}.{os.getpid()}.tmp.npz"
+  np.savez(tmp, fingerprint=np.asarray(fingerprint), **arrays)
+  os.replace(tmp, path)
 FAMILIES = {"pate": histograms.PATE, "capc": histograms.CAPC,
             "private_knn": histograms.PRIVATE_KNN}
 MODEL_TYPES = {"pate": histograms.PateModel, "capc": histograms.CapcModel,
@@ -201,7 +238,8 @@ def _query_counts(key, release_s, release_n, model, config, progress):
 
 
 def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
-        progress: Callable[[int, int], None] | None = None) -> PredictionAuditResult:
+        progress: Callable[[int, int], None] | None = None,
+        checkpoint_dir: str | None = None) -> PredictionAuditResult:
   """Audits a sequence of queries, one histogram model each (all of ``config.algorithm``'s
   type and of one shape, e.g. tables built with a common ``window``, so that one compiled
   program serves every query).
@@ -212,6 +250,8 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
       ``KnnModel``, matching ``config.algorithm``.
     config: the audit configuration.
     progress: optional ``progress(done, total)`` over all queries' trials.
+    checkpoint_dir: optional directory where each finished query is saved; a rerun with the
+      same key, configuration and models reuses them and audits only the rest.
 
   Returns:
     :class:`PredictionAuditResult`.
@@ -239,8 +279,21 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
 
   curves = {name: [] for name in ("two_cut", "k_cut", "exact", "data_dependent")}
   probabilities, errors, all_counts = [], [], []
+  settings = np.frombuffer(repr(dataclasses.astuple(config)).encode(), np.uint8)
   for q, model in enumerate(models):
     key_q = jax.random.fold_in(key, q)
+    path = (None if checkpoint_dir is None
+            else os.path.join(checkpoint_dir, f"query_{q:05d}.npz"))
+    fingerprint = _fingerprint(key_q, model, settings, np.int64(len(models)))
+    stored = _load_checkpoint(path, fingerprint)
+    if stored is not None:
+      for name in curves:
+        curves[name].append(stored[name])
+      probabilities.append(stored["probabilities"])
+      errors.append(stored["errors"])
+      all_counts.append(stored["counts"])
+      query_progress(4 * (config.num_trials // 2), 4 * (config.num_trials // 2))
+      continue
     key_counts, key_mix, key_mean = jax.random.split(key_q, 3)
     c = _query_counts(key_counts, release_s, release_n, model, config, query_progress)
     c = {name: jnp.asarray(v, jnp.result_type(float)) for name, v in c.items()}
@@ -266,6 +319,9 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
     probabilities.append(np.stack([p_s, p_n]))
     errors.append(np.stack([se_s, se_n]))
     all_counts.append(np.stack([np.asarray(all_s), np.asarray(all_n)]).astype(np.int64))
+    _save_checkpoint(path, fingerprint, {
+        **{name: v[-1] for name, v in curves.items()}, "probabilities": probabilities[-1],
+        "errors": errors[-1], "counts": all_counts[-1]})
 
   di = data_independent_rdp(config)
   per_query = QueryBounds(**{name: np.stack(v) for name, v in curves.items()},
@@ -346,9 +402,12 @@ def crafted_points(adversary: str, test_features, test_labels, num_queries: int,
 
 
 def teacher_votes(key, model, train_x, train_y, crafted_x, crafted_y, queries, partitioning,
-                  config: EnsembleAuditConfig, progress=None) -> np.ndarray:
+                  config: EnsembleAuditConfig, progress=None,
+                  checkpoint_dir: str | None = None) -> np.ndarray:
   """Votes ``(N_g, k + M, Q)`` of N_g instantiations (:func:`dpaudit.teachers.make_ensemble`),
-  trained ``instantiations_per_call`` at a time by one compiled program."""
+  trained ``instantiations_per_call`` at a time by one compiled program. With
+  ``checkpoint_dir``, each finished call's votes are saved there and reused by a rerun with the
+  same inputs."""
   features = jnp.concatenate([jnp.asarray(train_x), jnp.asarray(crafted_x)])
   labels = jnp.concatenate([jnp.asarray(train_y), jnp.asarray(crafted_y)]).astype(jnp.int32)
   instantiate = teachers.make_ensemble(model, train_x.shape[1:], len(train_y),
@@ -357,15 +416,26 @@ def teacher_votes(key, model, train_x, train_y, crafted_x, crafted_y, queries, p
   call = jax.jit(jax.vmap(instantiate, in_axes=(0, None, None, None)))
   keys = jax.random.split(key, config.num_instantiations)
   out = []
+  inputs = _fingerprint(features, labels, jnp.asarray(queries), np.frombuffer(
+      repr((partitioning, dataclasses.astuple(config), type(model).__name__,
+            repr(model))).encode(), np.uint8))
   for start in range(0, config.num_instantiations, config.instantiations_per_call):
     chunk = keys[start:start + config.instantiations_per_call]
-    if chunk.shape[0] < config.instantiations_per_call:  # same shape, one compiled program
+    path = (None if checkpoint_dir is None
+            else os.path.join(checkpoint_dir, f"votes_{start:06d}.npz"))
+    fingerprint = _fingerprint(chunk, np.frombuffer(inputs.encode(), np.uint8))
+    stored = _load_checkpoint(path, fingerprint)
+    if stored is not None:
+      out.append(stored["votes"])
+    elif chunk.shape[0] < config.instantiations_per_call:  # same shape, one compiled program
       pad = jax.random.split(jax.random.fold_in(key, 10**6), config.instantiations_per_call
                              - chunk.shape[0])
       out.append(np.asarray(call(jnp.concatenate([chunk, pad]), features, labels,
                                  jnp.asarray(queries)))[:chunk.shape[0]])
     else:
       out.append(np.asarray(call(chunk, features, labels, jnp.asarray(queries))))
+    if stored is None:
+      _save_checkpoint(path, fingerprint, {"votes": out[-1]})
     if progress is not None:
       progress(min(start + len(chunk), config.num_instantiations), config.num_instantiations)
   return np.concatenate(out)
@@ -413,11 +483,14 @@ def model_fit(votes: np.ndarray, num_teachers: int, num_classes: int,
 
 
 def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: EnsembleAuditConfig,
-                   audit: PredictionAuditConfig, progress=None) -> dict[str, Any]:
+                   audit: PredictionAuditConfig, progress=None,
+                   checkpoint_dir: str | None = None) -> dict[str, Any]:
   """Trains the teacher ensembles, fits the histogram models and audits them: the whole
   PATE / CaPC audit of Secs. 5.1-5.2 for one adversary. ``train`` and ``test`` are
   :class:`dpaudit.data.Dataset`. Returns plain values (the audit's ``to_dict()`` plus the
-  teachers' accuracy, the model's fit and the worst MIAQ point's repeated-query epsilon)."""
+  teachers' accuracy, the model's fit and the worst MIAQ point's repeated-query epsilon).
+  ``checkpoint_dir`` keeps the teachers' votes and each audited query, so that a rerun after
+  an interruption loses no finished work."""
   from dpaudit import models as models_lib
   _validate.check_choice("algorithm", algorithm, ENSEMBLE_ALGORITHMS)
   if audit.algorithm != algorithm:
@@ -433,11 +506,13 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
   key_teachers, key_audit = jax.random.split(key)
   partitioning = "random" if algorithm == "pate" else "fixed"
   votes = teacher_votes(key_teachers, model, train.features, train.labels, crafted_x, crafted_y,
-                        queries, partitioning, ensemble, progress)
+                        queries, partitioning, ensemble, progress,
+                        _subdir(checkpoint_dir, "votes"))
   k = ensemble.num_teachers
   accuracy = float(np.mean(votes[:, :k] == query_labels[None, None, :]))
   plurality = np.eye(num_classes)[votes[:, :k]].sum(axis=1).argmax(axis=-1)
-  result = run(key_audit, histogram_models(votes, algorithm, ensemble, num_classes), audit)
+  result = run(key_audit, histogram_models(votes, algorithm, ensemble, num_classes), audit,
+               checkpoint_dir=_subdir(checkpoint_dir, "queries"))
   out = result.to_dict()
   out["teacher_accuracy"] = accuracy
   out["ensemble_accuracy"] = float(np.mean(plurality == query_labels[None, :]))
@@ -448,6 +523,10 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
                                                             "data_independent"),
                                        audit.orders, ensemble.query_repeats, audit.delta))
   return out
+
+
+def _subdir(directory: str | None, name: str) -> str | None:
+  return None if directory is None else os.path.join(directory, name)
 
 
 def repeated_query_epsilons(curves: dict[str, np.ndarray], upper: Sequence[str], orders,
@@ -589,14 +668,15 @@ def _check_knn_configs(knn: KnnAuditConfig, audit: PredictionAuditConfig) -> Non
 
 
 def knn_audit_on_features(key: jax.Array, train_x, train_y, test_x, test_y, num_classes: int,
-                          knn: KnnAuditConfig, audit: PredictionAuditConfig) -> dict[str, Any]:
+                          knn: KnnAuditConfig, audit: PredictionAuditConfig,
+                          checkpoint_dir: str | None = None) -> dict[str, Any]:
   """Private-kNN's audit (Sec. 6) on embedded points: histogram models per query
   (:func:`knn_models`), the audit (:func:`run`), the neighbours' accuracy. Plain values."""
   _check_knn_configs(knn, audit)
   train_y, test_y = np.asarray(train_y), np.asarray(test_y)
   models, chosen = knn_models(np.asarray(train_x, np.float64), train_y,
                               np.asarray(test_x, np.float64), test_y, num_classes, knn)
-  result = run(key, models, audit)
+  result = run(key, models, audit, checkpoint_dir=_subdir(checkpoint_dir, "queries"))
   out = result.to_dict()
   out["adversary"] = chosen
   queries_y = test_y[:knn.num_queries] if knn.adversary != "pois_minq" else \
@@ -612,7 +692,7 @@ def knn_audit_on_features(key: jax.Array, train_x, train_y, test_x, test_y, num_
 
 def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
               audit: PredictionAuditConfig, feature_model: str = "mlp",
-              feature_epochs: int = 30) -> dict[str, Any]:
+              feature_epochs: int = 30, checkpoint_dir: str | None = None) -> dict[str, Any]:
   """The whole Private-kNN audit of Sec. 6 on images or tabular data: a feature network trained
   (Adam) on the public split, which neither S nor the queries touch; training points and
   queries embedded with its last hidden layer; :func:`knn_audit_on_features`."""
@@ -630,13 +710,14 @@ def knn_audit(key: jax.Array, public, train, test, knn: KnnAuditConfig,
   layer = sorted(k for k in params["params"] if k.startswith("Dense"))[-2]
   out = knn_audit_on_features(key_audit, embed(model, params, train.features, layer),
                               train.labels, embed(model, params, test.features, layer),
-                              test.labels, num_classes, knn, audit)
+                              test.labels, num_classes, knn, audit, checkpoint_dir)
   out["feature_layer"] = layer
   return out
 
 
 def text_knn_audit(key: jax.Array, llm, train, test, knn: KnnAuditConfig,
-                   audit: PredictionAuditConfig) -> dict[str, Any]:
+                   audit: PredictionAuditConfig,
+                   checkpoint_dir: str | None = None) -> dict[str, Any]:
   """Private-kNN on text (App. E.3, where RoBERTa-Large embeds the texts): ``train`` and
   ``test`` (:class:`~dpaudit.data.text_classification.TextClassification`) embedded by the
   language model ``llm = (params, config, tokenizer)`` as the mean of its final hidden states
@@ -647,7 +728,7 @@ def text_knn_audit(key: jax.Array, llm, train, test, knn: KnnAuditConfig,
   train_x = llama.embed_texts(params, config, tokenizer, train.texts, batch_size=32)
   test_x = llama.embed_texts(params, config, tokenizer, test.texts, batch_size=32)
   out = knn_audit_on_features(key, train_x, train.labels, test_x, test.labels,
-                              train.num_classes, knn, audit)
+                              train.num_classes, knn, audit, checkpoint_dir)
   out["feature_layer"] = "llm_mean_final_hidden_state"
   out["task"] = train.name
   return out

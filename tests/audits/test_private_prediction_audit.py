@@ -311,3 +311,44 @@ def test_text_knn_audit_embeds_with_the_language_model(monkeypatch):
   with pytest.raises(ValueError, match="algorithm='private_knn'"):
     pp.text_knn_audit(jax.random.key(0), (None, None, None), train, _task([1, 0, 2]), knn,
                       _config())
+
+
+def test_run_resumes_from_finished_queries(tmp_path, monkeypatch):
+  models = [H.pate_model([0.6, 0.4], [0.0, 1.0], 6), H.pate_model([0.5, 0.5], [1.0, 0.0], 6)]
+  config = _config(num_trials=4000, num_histograms=32)
+  first = pp.run(jax.random.key(0), models, config, checkpoint_dir=str(tmp_path))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["query_00000.npz", "query_00001.npz"]
+  kept = (tmp_path / "query_00000.npz").stat().st_mtime_ns
+  (tmp_path / "query_00001.npz").unlink()
+  calls = []
+  original = pp._query_counts
+  monkeypatch.setattr(pp, "_query_counts", lambda *a: calls.append(1) or original(*a))
+  again = pp.run(jax.random.key(0), models, config, checkpoint_dir=str(tmp_path))
+  assert len(calls) == 1  # only the missing query ran
+  assert (tmp_path / "query_00000.npz").stat().st_mtime_ns == kept
+  for name in ("two_cut", "k_cut", "exact", "data_dependent"):
+    np.testing.assert_array_equal(getattr(again.per_query, name),
+                                  getattr(first.per_query, name))
+  np.testing.assert_array_equal(again.counts, first.counts)
+  # another key writes and reads its own queries: nothing stale is reused
+  pp.run(jax.random.key(1), models, config, checkpoint_dir=str(tmp_path))
+  assert len(calls) == 3
+
+
+def test_teacher_votes_resume_per_call(tmp_path):
+  from dpaudit import models as models_lib
+  rng = np.random.default_rng(0)
+  x, y = rng.normal(size=(24, 5)).astype(np.float32), rng.integers(0, 3, 24)
+  model = models_lib.make_model("logistic", (5,), 3)
+  config = pp.EnsembleAuditConfig(adversary="pois_minq", model="logistic", num_teachers=3,
+                                  num_instantiations=3, instantiations_per_call=2,
+                                  num_queries=2)
+  args = (jax.random.key(0), model, x, y, x[:1], y[:1], x[:2], "random", config)
+  first = pp.teacher_votes(*args, checkpoint_dir=str(tmp_path))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["votes_000000.npz", "votes_000002.npz"]
+  kept = (tmp_path / "votes_000000.npz").stat().st_mtime_ns
+  (tmp_path / "votes_000002.npz").unlink()
+  again = pp.teacher_votes(*args, checkpoint_dir=str(tmp_path))
+  np.testing.assert_array_equal(again, first)
+  assert (tmp_path / "votes_000000.npz").stat().st_mtime_ns == kept
+  assert first.shape == (3, 4, 2)
