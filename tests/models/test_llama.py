@@ -131,6 +131,20 @@ def test_padding_does_not_change_last_logits(model):
   np.testing.assert_allclose(full[0, -1], alone[0], rtol=1e-5, atol=1e-4)
 
 
+def test_promptpate_votes_are_identical_across_runs_and_batchings(model):
+  """PromptPATE's histograms are fixed: a teacher's temperature-0 vote does not depend on the
+  run, the batch size or the other prompts in its batch."""
+  from dpaudit.audits import private_prediction as pp
+  from dpaudit.data import text_classification as tc
+  words = tc.load_text_classification("vader", seed=0)
+  prompts = [pp.promptpate_prompt(words, words.texts[i], int(words.labels[i]),
+                                  words.texts[10 + j]) for i in range(3) for j in range(3)]
+  config, params, tokenizer = model
+  first = llama.greedy_label(params, config, tokenizer, prompts, words.class_names, 4)
+  again = llama.greedy_label(params, config, tokenizer, prompts[::-1], words.class_names, 3)
+  np.testing.assert_array_equal(first, again[::-1])
+
+
 def test_embed_texts_is_the_normed_mean_hidden_state(model):
   config, params, tokenizer = model
   texts = ["wonderful", "A long sentence about the weather in the mountains today.", "awful"]
