@@ -109,6 +109,10 @@ def configs_from_flags():
     if bad or not values:
       raise ValueError(f"--{name}={','.join(values)} names {bad or 'nothing'}; valid: "
                        + ", ".join(valid))
+  from dpaudit import models
+  if FLAGS.feature_model not in models.MODEL_NAMES:
+    raise ValueError(f"--feature_model={FLAGS.feature_model} is not one of "
+                     + ", ".join(models.MODEL_NAMES))
   if FLAGS.text_dataset not in text_classification.NAMES:
     raise ValueError(f"--text_dataset={FLAGS.text_dataset} is not one of "
                      + ", ".join(text_classification.NAMES))

@@ -22,6 +22,7 @@ Labels are int32 ``[N]``. ``split`` accepts tfds split expressions such as ``'tr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any, Sequence
@@ -176,8 +177,27 @@ def _check_split(split: Any) -> None:
                      "'test' or 'train[:80%]'")
 
 
+@contextlib.contextmanager
+def _quiet_tfds_probe():
+  """Silences tfds's warnings while it looks for a prepared set ("Variant folder ... has no
+  dataset_info.json" for a set not prepared yet): the error raised after says what is wrong,
+  in one line."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  level = absl_logging.get_verbosity()
+  absl_logging.set_verbosity(absl_logging.ERROR)
+  try:
+    yield
+  finally:
+    absl_logging.set_verbosity(level)
+
+
 def _catalog_source(name: str, split: str, data_dir: str) -> Sequence[dict[str, Any]]:
   """``tfds.data_source`` of a catalog dataset that must already be prepared in ``data_dir``."""
+  with _quiet_tfds_probe():
+    return _probe_catalog_source(name, split, data_dir)
+
+
+def _probe_catalog_source(name: str, split: str, data_dir: str) -> Sequence[dict[str, Any]]:
   try:
     return tfds.data_source(name, split=split, data_dir=data_dir, download=False)
   except (AssertionError, NotImplementedError, FileNotFoundError, ValueError) as error:

@@ -14,9 +14,10 @@ TINY = ("--algorithms=pate,private_knn,promptpate", "--feature_epochs=2", "--fea
         "--model=logistic", "--k_cut_method=goodman")
 
 
-def _run(*flags):
+def _run(*flags, env=None):
   return subprocess.run([sys.executable, "-m", "experiments.private_prediction", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+                        capture_output=True, text=True, cwd=ROOT,
+                        env=None if env is None else {**os.environ, **env})
 
 
 def test_tiny_run_writes_results_and_resumes(tmp_path):
@@ -51,3 +52,11 @@ def test_bad_flags_give_one_line_errors(tmp_path):
   assert out.stderr.strip().splitlines() == [
       "error: --adversaries=nat_miaq,spy names ['spy']; valid: nat_miaq, pois_miaq, pois_minq"]
   assert not (tmp_path / "results.json").exists()
+
+
+def test_a_text_set_not_prepared_is_one_line(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--algorithms=promptpate", "--text_dataset=sst2",
+             env={"DPAUDIT_DATA_DIR": str(tmp_path / "tfds")})
+  assert out.returncode == 2
+  [line] = out.stderr.strip().splitlines()
+  assert line.startswith("error: dataset 'glue/sst2' is not prepared") and "tfds build" in line
