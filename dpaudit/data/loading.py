@@ -4,11 +4,14 @@
 :class:`TextCorpus`. Both read a tensorflow-datasets data directory: ``data_dir`` when given,
 else ``$DPAUDIT_DATA_DIR``, else ``~/.cache/dpaudit/tensorflow_datasets``.
 
-* ``digits``, ``breast_cancer``, ``wine``, ``mnist_subset`` and ``shakespeare`` are built from
-  files of installed packages (:mod:`dpaudit.data.builders`). The first load prepares them in
-  the data directory (seconds; Shakespeare about 10 s); later loads read the prepared copy.
-  The classification sets have one split, ``train``, holding the whole source set in the
-  source's order: split it with :func:`dpaudit.data.train_test_split` and a seed.
+* ``digits``, ``breast_cancer``, ``wine``, ``mnist_subset``, ``adult`` and ``shakespeare`` are
+  built from files of installed packages (:mod:`dpaudit.data.builders`). The first load
+  prepares them in the data directory (seconds; Shakespeare about 10 s); later loads read the
+  prepared copy. The sklearn sets and ``mnist_subset`` have one split, ``train``, holding the
+  whole source set in the source's order: split it with :func:`dpaudit.data.train_test_split`
+  and a seed. ``adult`` has UCI's ``train`` and ``test``; its features are the 6 numeric
+  attributes as they are and the 8 categorical ones as category indices
+  (:data:`dpaudit.data.sources.ADULT_COLUMNS` names them and their categories).
 * ``mnist``, ``fashion_mnist`` and ``cifar10`` are the tfds catalog datasets, with their real
   ``train`` and ``test`` splits. They need downloads and TensorFlow to prepare, so dpaudit
   never prepares them: a user prepares them once in ``array_record`` format (see
@@ -34,7 +37,7 @@ from dpaudit import _validate
 from dpaudit.data import builders
 from dpaudit.data import sources
 
-LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset")
+LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset", "adult")
 CATALOG_DATASETS = ("mnist", "fashion_mnist", "cifar10")
 # tfds catalog names of the text classification sets (dpaudit.data.text_classification).
 TEXT_CATALOG_DATASETS = ("glue/sst2", "ag_news_subset", "trec")
@@ -43,6 +46,7 @@ TEXT_DATASETS = ("shakespeare",)
 
 # Divisor that maps each image set's stored integer pixels onto [0, 1] (None: tabular).
 _SCALE = {"digits": 16.0, "breast_cancer": None, "wine": None, "mnist_subset": 255.0,
+          "adult": None,
           "mnist": 255.0, "fashion_mnist": 255.0, "cifar10": 255.0}
 
 

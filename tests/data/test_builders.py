@@ -15,6 +15,7 @@ EXPECTED = {  # name: ({split: num_examples}, num_classes or None)
     "wine": ({"train": 178}, 3),
     "mnist_subset": ({"train": 5000}, 10),
     "shakespeare": ({"train": 94502, "test": 15791}, None),
+    "adult": ({"train": 32561, "test": 16281}, 2),
 }
 
 

@@ -14,8 +14,8 @@ from dpaudit.data import loading
 from dpaudit.data import sources
 
 SHAPES = {"digits": (1797, 8, 8, 1), "breast_cancer": (569, 30), "wine": (178, 13),
-          "mnist_subset": (5000, 28, 28, 1)}
-CLASSES = {"digits": 10, "breast_cancer": 2, "wine": 3, "mnist_subset": 10}
+          "mnist_subset": (5000, 28, 28, 1), "adult": (32561, 14)}
+CLASSES = {"digits": 10, "breast_cancer": 2, "wine": 3, "mnist_subset": 10, "adult": 2}
 
 
 @pytest.mark.parametrize("name", data.LOCAL_DATASETS)
@@ -30,6 +30,15 @@ def test_local_dataset_shapes_dtypes_and_classes(name, data_dir):
   assert dataset.licence == sources.SOURCES[name].licence
   with pytest.raises(ValueError, match="read-only"):
     dataset.features[0] = 0.0
+
+
+def test_adult_equals_the_files_with_uci_split(data_dir):
+  for split, size in (("train", 32561), ("test", 16281)):
+    dataset = data.load("adult", split, data_dir=data_dir)
+    values, labels = sources.read_adult(split)
+    assert len(dataset) == size
+    np.testing.assert_array_equal(dataset.features, values)
+    np.testing.assert_array_equal(dataset.labels, labels)
 
 
 def test_digits_equal_sklearn_images_over_16_in_order(data_dir):

