@@ -22,9 +22,7 @@ import functools
 import hashlib
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from typing import Any, Callable, Sequence
 
@@ -34,6 +32,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dpaudit import _validate
+from dpaudit import results
 
 SampleFn = Callable[..., jax.Array]
 ProgressFn = Callable[[int, int], None]
@@ -171,23 +170,16 @@ def _fingerprint(key: jax.Array, plan: Plan, num_outcomes: int, tag: str) -> str
 
 def load_checkpoint(path: str, fingerprint: str) -> Checkpoint | None:
   """The checkpoint at ``path`` if it belongs to this run, else None."""
-  if not os.path.exists(path):
+  stored = results.load_arrays(path, fingerprint)
+  if stored is None:
     return None
-  with np.load(path) as data:
-    if str(data["fingerprint"]) != fingerprint:
-      return None
-    return Checkpoint(fingerprint, int(data["chunks_done"]), data["counts"].astype(np.int64))
+  return Checkpoint(fingerprint, int(stored["chunks_done"]), stored["counts"].astype(np.int64))
 
 
 def save_checkpoint(path: str, checkpoint: Checkpoint) -> None:
   """Atomically replaces ``path`` (write to a temporary file, then rename)."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
-  with os.fdopen(fd, "wb") as f:
-    np.savez(f, fingerprint=checkpoint.fingerprint, chunks_done=checkpoint.chunks_done,
-             counts=checkpoint.counts)
-  os.replace(tmp, path)
+  results.save_arrays(path, checkpoint.fingerprint, {"chunks_done": checkpoint.chunks_done,
+                                                     "counts": checkpoint.counts})
 
 
 def count_outcomes(sample_fn: SampleFn, key: jax.Array, num_trials: int, num_outcomes: int, *,

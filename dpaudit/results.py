@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -90,6 +91,32 @@ def write_json(path: str, value: Any) -> str:
     f.write(dumps(value))
   os.replace(tmp, path)
   return path
+
+
+def save_arrays(path: str, fingerprint: str, arrays: Mapping[str, Any]) -> None:
+  """Writes ``arrays`` (and the ``fingerprint`` of the inputs that produced them) to an
+  ``.npz`` file atomically: a checkpoint that :func:`load_arrays` returns only to a caller
+  with the same fingerprint."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
+  with os.fdopen(fd, "wb") as f:
+    np.savez(f, fingerprint=np.asarray(fingerprint), **arrays)
+  os.replace(tmp, path)
+
+
+def load_arrays(path: str | None, fingerprint: str) -> dict[str, np.ndarray] | None:
+  """The arrays :func:`save_arrays` wrote at ``path`` for this ``fingerprint``; None when there
+  is no such file, it holds another fingerprint, or it cannot be read (recompute then)."""
+  if path is None or not os.path.exists(path):
+    return None
+  try:
+    with np.load(path) as stored:
+      if str(stored["fingerprint"]) != fingerprint:
+        return None
+      return {name: stored[name] for name in stored.files if name != "fingerprint"}
+  except (OSError, ValueError, KeyError):
+    return None
 
 
 def read_json(path: str) -> Any:

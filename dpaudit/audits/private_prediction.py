@@ -40,6 +40,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import montecarlo
+from dpaudit import results
 from dpaudit import teachers
 from dpaudit.audits import noisy_argmax as noisy_argmax_audit
 from dpaudit.estimators import rdp as rdp_lib
@@ -62,26 +63,9 @@ def _fingerprint(*trees) -> str:
   return digest.hexdigest()
 
 
-def _load_checkpoint(path: str | None, fingerprint: str) -> dict[str, np.ndarray] | None:
-  """The arrays of an ``.npz`` checkpoint written for ``fingerprint``, else None."""
-  if path is None or not os.path.exists(path):
-    return None
-  try:
-    with np.load(path) as stored:
-      if str(stored["fingerprint"]) != fingerprint:
-        return None
-      return {name: stored[name] for name in stored.files if name != "fingerprint"}
-  except (OSError, ValueError, KeyError):
-    return None  # unreadable (e.g. a write cut short): recompute
-
-
 def _save_checkpoint(path: str | None, fingerprint: str, arrays: dict[str, Any]) -> None:
-  if path is None:
-    return
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.{os.getpid()}.tmp.npz"
-  np.savez(tmp, fingerprint=np.asarray(fingerprint), **arrays)
-  os.replace(tmp, path)
+  if path is not None:
+    results.save_arrays(path, fingerprint, arrays)
 FAMILIES = {"pate": histograms.PATE, "capc": histograms.CAPC,
             "private_knn": histograms.PRIVATE_KNN}
 MODEL_TYPES = {"pate": histograms.PateModel, "capc": histograms.CapcModel,
@@ -285,7 +269,7 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
     path = (None if checkpoint_dir is None
             else os.path.join(checkpoint_dir, f"query_{q:05d}.npz"))
     fingerprint = _fingerprint(key_q, model, settings, np.int64(len(models)))
-    stored = _load_checkpoint(path, fingerprint)
+    stored = results.load_arrays(path, fingerprint)
     if stored is not None:
       for name in curves:
         curves[name].append(stored[name])
@@ -424,7 +408,7 @@ def teacher_votes(key, model, train_x, train_y, crafted_x, crafted_y, queries, p
     path = (None if checkpoint_dir is None
             else os.path.join(checkpoint_dir, f"votes_{start:06d}.npz"))
     fingerprint = _fingerprint(chunk, np.frombuffer(inputs.encode(), np.uint8))
-    stored = _load_checkpoint(path, fingerprint)
+    stored = results.load_arrays(path, fingerprint)
     if stored is not None:
       out.append(stored["votes"])
     elif chunk.shape[0] < config.instantiations_per_call:  # same shape, one compiled program
