@@ -1,0 +1,267 @@
+r"""PANORAMIA's two classifiers: the baseline b and the membership inference attack.
+
+Kazmi et al., "PANORAMIA: Privacy Auditing of Machine Learning Models without Retraining",
+Alg. 1 (lines 2-3 of "measure privacy leakage") and Sec. 4.1. Both are binary classifiers of
+"real member" against "generated non-member" that see the example x and one side-information
+model's per-example loss:
+
+* the baseline b sees x and the loss of the helper h (trained on generated data, or real data,
+  or none at all: Table 3), never anything of the target;
+* the MIA sees x and the loss of the target f.
+
+The paper stacks an image module and a loss module with a logistic regression on top; here one
+network does both: an ``encoder`` (a small CNN for images, an MLP for tabular rows, a
+bag-of-tokens MLP for text) maps x to an embedding, an MLP maps the loss features to another,
+and a last layer on their concatenation gives the logit. The loss features are
+:math:`(\ell, \log(\ell + 10^{-6}))`, standardised with the training set's mean and standard
+deviation. Training minimises the binary cross-entropy with Adam, and the epoch with the lowest
+loss on a held-out validation part of the training set is kept (early stopping).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dpaudit import _validate
+
+PyTree = Any
+
+
+class ImageEncoder(nn.Module):
+  """Two 3x3 convolutions with 2x2 average pooling and a dense layer: ``[B, H, W, C]`` to
+  ``[B, features]``."""
+  width: int = 16
+  features: int = 64
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    for scale in (1, 2):
+      x = nn.relu(nn.Conv(self.width * scale, (3, 3))(x))
+      x = nn.avg_pool(x, (2, 2), strides=(2, 2))
+    return nn.relu(nn.Dense(self.features)(x.reshape((x.shape[0], -1))))
+
+
+class VectorEncoder(nn.Module):
+  """An MLP on flattened rows: ``[B, ...]`` to ``[B, hidden_sizes[-1]]``."""
+  hidden_sizes: Sequence[int] = (64, 64)
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x = x.reshape((x.shape[0], -1)).astype(jnp.float32)
+    for width in self.hidden_sizes:
+      x = nn.relu(nn.Dense(width)(x))
+    return x
+
+
+class TokenEncoder(nn.Module):
+  """Bag of tokens: the mean one-hot of a padded id sequence ``[B, L]`` (negative ids are
+  padding), with its length, through an MLP."""
+  vocab_size: int
+  hidden_sizes: Sequence[int] = (64, 64)
+
+  @nn.compact
+  def __call__(self, ids: jax.Array) -> jax.Array:
+    valid = (ids >= 0)[..., None]
+    one_hot = jax.nn.one_hot(jnp.maximum(ids, 0), self.vocab_size) * valid
+    length = jnp.sum(valid, axis=(1, 2)).astype(jnp.float32)
+    x = jnp.concatenate([one_hot.sum(1) / jnp.maximum(length, 1.0)[:, None],
+                         (length / ids.shape[1])[:, None]], axis=1)
+    for width in self.hidden_sizes:
+      x = nn.relu(nn.Dense(width)(x))
+    return x
+
+
+class MembershipNet(nn.Module):
+  """``encoder(x)`` and an MLP of the side features, concatenated, to one logit per example."""
+  encoder: nn.Module
+  side_width: int = 16
+  head_width: int = 64
+
+  @nn.compact
+  def __call__(self, x: jax.Array, side: jax.Array) -> jax.Array:
+    parts = [self.encoder(x)]
+    if side.shape[-1]:
+      parts.append(nn.relu(nn.Dense(self.side_width)(side)))
+    h = nn.relu(nn.Dense(self.head_width)(jnp.concatenate(parts, axis=-1)))
+    return nn.Dense(1)(h)[:, 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierConfig:
+  """How the baseline and the MIA are trained.
+
+  Attributes:
+    epochs: passes over the training part (>= 1); the best epoch on validation is kept.
+    batch_size: minibatch size (>= 1; clamped to the training part's size).
+    learning_rate: Adam's step size (> 0).
+    validation_fraction: share of the training set held out for early stopping, in [0, 0.5].
+  """
+  epochs: int = 20
+  batch_size: int = 64
+  learning_rate: float = 1e-3
+  validation_fraction: float = 0.2
+
+  def __post_init__(self):
+    _validate.check_integer("epochs", self.epochs, 1)
+    _validate.check_integer("batch_size", self.batch_size, 1)
+    _validate.check_range("learning_rate", self.learning_rate, 0.0, None, low_open=True)
+    _validate.check_range("validation_fraction", self.validation_fraction, 0.0, 0.5)
+
+
+class FittedClassifier(NamedTuple):
+  """A trained membership classifier: the network, its parameters, the side features'
+  standardisation and the per-epoch training/validation losses."""
+  module: MembershipNet
+  params: PyTree
+  side_mean: np.ndarray
+  side_std: np.ndarray
+  train_loss: np.ndarray
+  validation_loss: np.ndarray
+  best_epoch: int
+
+
+def loss_features(losses: Any) -> np.ndarray:
+  r"""Side features of one per-example loss vector :math:`\ell` ``[N]``: ``[N, 2]`` holding
+  :math:`\ell` and :math:`\log(\ell + 10^{-6})` (separates the tiny losses of memorised
+  members)."""
+  losses = np.asarray(losses, np.float64)
+  if losses.ndim != 1:
+    raise ValueError(f"losses must be 1-D (one per example), got shape {losses.shape}")
+  if not np.all(np.isfinite(losses)):
+    raise ValueError("losses must be finite")
+  return np.stack([losses, np.log(np.maximum(losses, 0.0) + 1e-6)], axis=1)
+
+
+def no_side(num_examples: int) -> np.ndarray:
+  """No side information: an ``[N, 0]`` feature array (Table 3's baseline without helper)."""
+  return np.zeros((num_examples, 0))
+
+
+def _bce(module, params, x, side, y):
+  logits = module.apply({"params": params}, x, side)
+  return optax.sigmoid_binary_cross_entropy(logits, y)
+
+
+def _make_epoch(module: MembershipNet, optimizer: optax.GradientTransformation):
+  def batch_loss(params, x, side, y):
+    return jnp.mean(_bce(module, params, x, side, y))
+
+  @jax.jit
+  def epoch(params, opt_state, x, side, y, batches):
+    def step(carry, index):
+      params, opt_state = carry
+      loss, grads = jax.value_and_grad(batch_loss)(params, x[index], side[index], y[index])
+      updates, opt_state = optimizer.update(grads, opt_state, params)
+      return (optax.apply_updates(params, updates), opt_state), loss
+    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state), batches)
+    return params, opt_state, jnp.mean(losses)
+  return epoch
+
+
+def _mean_loss(module, params, x, side, y, batch_size=1024) -> float:
+  total = 0.0
+  for i in range(0, x.shape[0], batch_size):
+    total += float(jnp.sum(_bce_jit(module, params, x[i:i + batch_size],
+                                    side[i:i + batch_size], y[i:i + batch_size])))
+  return total / max(x.shape[0], 1)
+
+
+_bce_jit = jax.jit(_bce, static_argnums=0)
+
+
+def _check_inputs(inputs, side, name_n: int | None = None) -> None:
+  if np.ndim(side) != 2:
+    raise ValueError(f"side features must be 2-D [N, k], got shape {np.shape(side)}")
+  n = np.shape(inputs)[0] if np.ndim(inputs) else None
+  if n != np.shape(side)[0]:
+    raise ValueError(f"inputs hold {n} examples but side features hold {np.shape(side)[0]}")
+  if name_n is not None and n != name_n:
+    raise ValueError(f"inputs hold {n} examples but is_member holds {name_n}")
+
+
+def fit_classifier(key: jax.Array, encoder: nn.Module, inputs: Any, side: Any, is_member: Any,
+                   config: ClassifierConfig = ClassifierConfig()) -> FittedClassifier:
+  """Trains a :class:`MembershipNet` to tell members (1) from generated non-members (0).
+
+  Args:
+    key: PRNG key (initialisation, validation split and minibatch order).
+    encoder: the flax module embedding one batch of ``inputs``.
+    inputs: ``[N, ...]`` examples.
+    side: ``[N, k]`` side features (:func:`loss_features` of a model's losses, or
+      :func:`no_side`).
+    is_member: ``[N]`` 0/1 labels.
+    config: :class:`ClassifierConfig`.
+
+  Returns:
+    :class:`FittedClassifier`; score new examples with :func:`classifier_scores`.
+  """
+  _validate.check_key(key)
+  is_member = np.asarray(is_member)
+  if is_member.ndim != 1 or not np.all((is_member == 0) | (is_member == 1)):
+    raise ValueError("is_member must be a 1-D array of 0/1 labels")
+  _check_inputs(inputs, side, is_member.shape[0])
+  if len(np.unique(is_member)) < 2:
+    raise ValueError("is_member must hold both members (1) and non-members (0)")
+  side = np.asarray(side, np.float64)
+  n = is_member.shape[0]
+  key_split, key_init, key_order = jax.random.split(key, 3)
+  order = np.asarray(jax.random.permutation(key_split, n))
+  num_val = int(round(config.validation_fraction * n))
+  val, train = order[:num_val], order[num_val:]
+  mean = side[train].mean(0) if side.shape[1] else np.zeros(0)
+  std = side[train].std(0) + 1e-6 if side.shape[1] else np.ones(0)
+  side = jnp.asarray((side - mean) / std, jnp.float32)
+  x = jnp.asarray(inputs)
+  y = jnp.asarray(is_member, jnp.float32)
+  module = MembershipNet(encoder)
+  params = module.init(key_init, x[:1], side[:1])["params"]
+  optimizer = optax.adam(config.learning_rate)
+  opt_state = optimizer.init(params)
+  epoch = _make_epoch(module, optimizer)
+  batch = min(config.batch_size, train.size)
+  num_batches = train.size // batch
+  x_train, side_train, y_train = x[train], side[train], y[train]
+  x_val, side_val, y_val = x[val], side[val], y[val]
+  best, best_loss, best_epoch = params, np.inf, 0
+  train_losses, val_losses = [], []
+  for e in range(config.epochs):
+    perm = jax.random.permutation(jax.random.fold_in(key_order, e), train.size)
+    batches = perm[:num_batches * batch].reshape(num_batches, batch)
+    params, opt_state, loss = epoch(params, opt_state, x_train, side_train, y_train, batches)
+    train_losses.append(float(loss))
+    if num_val:
+      val_losses.append(_mean_loss(module, params, x_val, side_val, y_val))
+    criterion = val_losses[-1] if num_val else train_losses[-1]
+    if criterion < best_loss:
+      best, best_loss, best_epoch = params, criterion, e + 1
+  return FittedClassifier(module, best, mean, std, np.asarray(train_losses),
+                          np.asarray(val_losses), best_epoch)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _logits(module, params, x, side):
+  return module.apply({"params": params}, x, side)
+
+
+def classifier_scores(fitted: FittedClassifier, inputs: Any, side: Any,
+                      batch_size: int = 1024) -> np.ndarray:
+  """The classifier's logit for each example ``[N]`` (higher: more likely a real member)."""
+  _check_inputs(inputs, side)
+  side = np.asarray(side, np.float64)
+  if side.shape[1] != fitted.side_mean.shape[0]:
+    raise ValueError(f"side features have {side.shape[1]} columns; the classifier was trained "
+                     f"on {fitted.side_mean.shape[0]}")
+  side = jnp.asarray((side - fitted.side_mean) / fitted.side_std, jnp.float32)
+  x = jnp.asarray(inputs)
+  out = [np.asarray(_logits(fitted.module, fitted.params, x[i:i + batch_size],
+                            side[i:i + batch_size]))
+         for i in range(0, x.shape[0], batch_size)]
+  return np.concatenate(out) if out else np.zeros(0, np.float32)

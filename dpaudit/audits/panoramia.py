@@ -1,0 +1,399 @@
+r"""PANORAMIA: audit a trained model without retraining (Kazmi et al., Alg. 1).
+
+One code path for every modality. The target is only a function ``x -> per-example loss``
+(:data:`LossFn`), so any model, JAX or not, can be audited. Given real examples known to be in
+the target's training set (``members``), :func:`run_panoramia` follows Alg. 1:
+
+1. split the members into :math:`D_G` (the generator's training data), :math:`D_{in}^{tr}` and
+   :math:`D_{in}^{te}` with :math:`|D_{in}^{te}| = m`;
+2. train the generator on :math:`D_G` and generate :math:`D_{out}^{tr}` and
+   :math:`D_{out}^{te}` (and the helper's training data);
+3. train the helper h on generated data (Table 3's winning design; "real" trains it on
+   :math:`D_G`, "none" gives the baseline no side information);
+4. train the baseline b on x and h's loss, and the MIA on x and the target's loss, both on
+   :math:`D_{in}^{tr}` (members) against :math:`D_{out}^{tr}` (non-members);
+5. draw the audit set: point i is :math:`D_{in}^{te}[i]` if :math:`s_i = 1` and
+   :math:`D_{out}^{te}[i]` if :math:`s_i = 0`, :math:`s \sim \mathrm{Bernoulli}(1/2)^m`;
+6. :func:`dpaudit.estimators.panoramia_bounds` on the two score vectors: :math:`c_{lb}`,
+   :math:`\{c+\epsilon\}_{lb}` and :math:`\tilde\epsilon` at confidence 1 - beta (beta/2 per
+   test, Cor. 2), with the Bonferroni-honest threshold choice by default.
+
+Every component is replaceable through :class:`Modality`: the generator (``fit_generator``),
+the helper (``train_helper``, the same trainer as the target's) and the classifiers' encoder.
+Next to PANORAMIA the result holds the O(1) audit of Steinke et al. on the same audit set
+with generated non-members (RM/GN, the loss attack); :func:`one_run_real` gives O(1) with
+real non-members held out of training (RM/RN), which needs control over the training set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import numpy as np
+
+from dpaudit import _validate
+from dpaudit import estimators
+from dpaudit.attacks import panoramia as classifiers
+from dpaudit.estimators import panoramia as panoramia_estimators
+
+HELPERS = ("generated", "real", "none")
+
+
+class Examples(NamedTuple):
+  """A batch of examples: ``inputs`` ``[N, ...]`` (images, table rows or padded token ids)
+  and integer ``labels`` ``[N]`` (the class each loss is computed against; zeros for text)."""
+  inputs: np.ndarray
+  labels: np.ndarray
+
+  def __len__(self) -> int:  # pylint: disable=invalid-length-returned
+    return int(np.shape(self.labels)[0])
+
+  def take(self, indices: Any) -> "Examples":
+    indices = np.asarray(indices)
+    return Examples(np.asarray(self.inputs)[indices], np.asarray(self.labels)[indices])
+
+
+def concatenate(*parts: Examples) -> Examples:
+  """The examples of ``parts``, in order."""
+  return Examples(np.concatenate([np.asarray(p.inputs) for p in parts]),
+                  np.concatenate([np.asarray(p.labels) for p in parts]))
+
+
+LossFn = Callable[[Examples], np.ndarray]
+"""A model under audit (or the helper): examples to their per-example losses ``[N]``."""
+Sampler = Callable[[jax.Array, int], Examples]
+"""A fitted generator: ``(key, n)`` to n generated examples."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Modality:
+  """The replaceable pieces of PANORAMIA for one kind of data.
+
+  Attributes:
+    name: e.g. ``"image"``.
+    fit_generator: ``(key, D_G) -> Sampler``.
+    train_helper: ``(key, examples) -> LossFn``, trained like the target on the same task.
+    encoder: makes the flax module that embeds ``inputs`` for the baseline and the MIA.
+  """
+  name: str
+  fit_generator: Callable[[jax.Array, Examples], Sampler]
+  train_helper: Callable[[jax.Array, Examples], LossFn]
+  encoder: Callable[[], nn.Module]
+
+
+@dataclasses.dataclass(frozen=True)
+class PanoramiaConfig:
+  """Sizes and settings of one PANORAMIA audit.
+
+  Attributes:
+    num_audit: m, the size of :math:`D_{in}^{te}` (and of the audit set).
+    num_classifier_train: members in :math:`D_{in}^{tr}`; as many generated non-members join
+      them to train the baseline and the MIA.
+    num_generator_train: :math:`|D_G|`; None takes every remaining member.
+    num_helper_train: generated examples the helper is trained on.
+    baseline_helpers: the baselines to train, each named by its helper (Table 3): the first
+      gives :math:`c_{lb}`; the others are reported next to it.
+    classifier: training of the baseline and the MIA.
+    significance: beta; :math:`c_{lb}` and :math:`\\{c+\\epsilon\\}_{lb}` hold jointly at 1 - beta.
+    correction: "bonferroni" (valid maximum over thresholds) or "none" (the paper's).
+    delta: delta of the O(1) audit.
+  """
+  num_audit: int = 1000
+  num_classifier_train: int = 1000
+  num_generator_train: int | None = None
+  num_helper_train: int = 2000
+  baseline_helpers: tuple[str, ...] = ("generated",)
+  classifier: classifiers.ClassifierConfig = classifiers.ClassifierConfig()
+  significance: float = 0.05
+  correction: str = "bonferroni"
+  delta: float = 0.0
+
+  def __post_init__(self):
+    _validate.check_integer("num_audit", self.num_audit, 2)
+    _validate.check_integer("num_classifier_train", self.num_classifier_train, 2)
+    if self.num_generator_train is not None:
+      _validate.check_integer("num_generator_train", self.num_generator_train, 2)
+    _validate.check_integer("num_helper_train", self.num_helper_train, 2)
+    object.__setattr__(self, "baseline_helpers", tuple(self.baseline_helpers))
+    if not self.baseline_helpers:
+      raise ValueError("baseline_helpers must name at least one of " + ", ".join(HELPERS))
+    for helper in self.baseline_helpers:
+      _validate.check_choice("baseline_helpers", helper, HELPERS)
+    _validate.check_significance(self.significance)
+    _validate.check_choice("correction", self.correction, panoramia_estimators.CORRECTIONS)
+    _validate.check_delta(self.delta)
+
+  def split_sizes(self, num_members: int) -> tuple[int, int, int]:
+    """``(|D_G|, |D_in^tr|, |D_in^te|)`` for ``num_members`` known members; ValueError if
+    they do not fit."""
+    generator = (num_members - self.num_audit - self.num_classifier_train
+                 if self.num_generator_train is None else self.num_generator_train)
+    needed = self.num_audit + self.num_classifier_train + max(generator, 2)
+    if generator < 2 or needed > num_members:
+      raise ValueError(
+          f"num_audit={self.num_audit} + num_classifier_train={self.num_classifier_train} + "
+          f"num_generator_train={max(generator, 2)} = {needed} exceeds the {num_members} known "
+          "members; use at most "
+          f"{num_members - self.num_classifier_train - max(generator, 2)} audit points")
+    return generator, self.num_classifier_train, self.num_audit
+
+
+class Curve(NamedTuple):
+  """Per-threshold statistics of one score vector (valid thresholds only, descending
+  threshold), for Fig. 3-style plots: predictions r, true positives tp, precision, recall and
+  the threshold's own lower bound, tested at ``per_test_significance``."""
+  predictions: np.ndarray
+  true_positives: np.ndarray
+  precision: np.ndarray
+  recall: np.ndarray
+  lower_bound: np.ndarray
+  per_test_significance: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PanoramiaResult:
+  """One PANORAMIA audit (Alg. 1) and the O(1) audit on the same audit set.
+
+  Attributes:
+    c_lb, c_plus_eps_lb, eps_tilde: PANORAMIA's measurement (Cor. 2, Alg. 1 line 8), with the
+      baseline of ``baseline_helpers[0]``.
+    baseline_c_lb: c_lb of every baseline trained, by helper (Table 3).
+    baseline_auc, mia_auc: ROC AUC of each classifier on the audit set (baselines by helper).
+    one_run_rm_gn: the O(1) epsilon lower bound with real members vs generated non-members,
+      from the target's loss (lower loss: guessed member), at ``significance`` and ``delta``.
+    num_audit, num_members: m and the number of members drawn into the audit set.
+    optimistic: True when ``correction="none"`` (the maxima over thresholds are then not
+      valid at 1 - significance).
+    baseline_curve, mia_curve: per-threshold curves for plotting.
+    mean_member_loss, mean_generated_loss: the target's mean loss on the audit set's members
+      and generated non-members.
+  """
+  c_lb: float
+  c_plus_eps_lb: float
+  eps_tilde: float
+  baseline_c_lb: dict[str, float]
+  baseline_auc: dict[str, float]
+  mia_auc: float
+  one_run_rm_gn: float
+  num_audit: int
+  num_members: int
+  optimistic: bool
+  baseline_curve: Curve
+  mia_curve: Curve
+  mean_member_loss: float
+  mean_generated_loss: float
+
+  def to_dict(self) -> dict[str, Any]:
+    out = {}
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if isinstance(value, Curve):
+        value = {k: np.asarray(v).tolist() for k, v in value._asdict().items()}
+      out[field.name] = value
+    return out
+
+
+def _check_examples(name: str, examples: Any, like: Examples | None = None) -> Examples:
+  if not isinstance(examples, Examples):
+    raise ValueError(f"{name} must be an Examples(inputs, labels), got {type(examples).__name__}")
+  inputs, labels = np.asarray(examples.inputs), np.asarray(examples.labels)
+  if labels.ndim != 1 or inputs.shape[:1] != labels.shape:
+    raise ValueError(f"{name}: inputs of shape {inputs.shape} and labels of shape "
+                     f"{labels.shape} must share their first axis, labels 1-D")
+  if like is not None and (inputs.shape[1:] != np.shape(like.inputs)[1:]
+                           or inputs.dtype != np.asarray(like.inputs).dtype):
+    raise ValueError(f"{name}: inputs are {inputs.dtype}{list(inputs.shape[1:])} per example "
+                     f"but the members are {np.asarray(like.inputs).dtype}"
+                     f"{list(np.shape(like.inputs)[1:])}")
+  return Examples(inputs, labels)
+
+
+def checked_losses(name: str, loss_fn: LossFn, examples: Examples) -> np.ndarray:
+  """``loss_fn(examples)`` as float64 ``[N]``; ValueError naming ``name`` if it has another
+  shape or a non-finite entry."""
+  losses = np.asarray(loss_fn(examples), np.float64)
+  if losses.shape != (len(examples),):
+    raise ValueError(f"{name} must return one loss per example, shape ({len(examples)},), "
+                     f"got shape {losses.shape}")
+  if not np.all(np.isfinite(losses)):
+    raise ValueError(f"{name} returned non-finite losses")
+  return losses
+
+
+def _curve(curve) -> Curve:
+  valid = np.asarray(curve.valid)
+  return Curve(*(np.asarray(getattr(curve, k))[valid] for k in
+                 ("predictions", "true_positives", "precision", "recall", "lower_bound")),
+               float(curve.per_test_significance))
+
+
+def _auc(scores: np.ndarray, is_member: np.ndarray) -> float:
+  return float(estimators.roc_auc(scores[is_member == 1], scores[is_member == 0]))
+
+
+class AuditSetup(NamedTuple):
+  r"""Everything of one PANORAMIA audit that does not depend on the target (Alg. 1 up to the
+  MIA): it serves every target trained on the same members, as the paper's Table 4 shares one
+  baseline per dataset.
+
+  Attributes:
+    train_set: :math:`D_{in}^{tr} \cup D_{out}^{tr}` for the classifiers.
+    train_member: 1 for the first half (members), 0 for the generated half.
+    audit: the audit set (m examples).
+    is_member: s, the audit set's membership.
+    baseline_scores: per helper, the baseline's score of every audit point.
+    generated_preview: up to 100 generated non-members of the audit set's pool, for figures.
+  """
+  train_set: Examples
+  train_member: np.ndarray
+  audit: Examples
+  is_member: np.ndarray
+  baseline_scores: dict[str, np.ndarray]
+  generated_preview: Examples
+
+
+def prepare_audit(key: jax.Array, modality: Modality, members: Examples,
+                  config: PanoramiaConfig = PanoramiaConfig(),
+                  progress: Callable[[str], None] | None = None) -> AuditSetup:
+  """Alg. 1 of Kazmi et al. up to the MIA: splits, generator, helper(s), baseline(s), audit set.
+
+  Args:
+    key: PRNG key (splits, generator, helper, baseline, membership s).
+    modality: the generator, helper trainer and encoder.
+    members: real examples that were in the target's training set.
+    config: :class:`PanoramiaConfig`.
+    progress: called with a short message as each stage starts.
+  """
+  _validate.check_key(key)
+  members = _check_examples("members", members)
+  num_gen, num_tr, num_te = config.split_sizes(len(members))
+  say = progress or (lambda message: None)
+  keys = jax.random.split(key, 6)
+  order = np.asarray(jax.random.permutation(keys[0], len(members)))
+  d_g = members.take(order[:num_gen])
+  d_in_tr = members.take(order[num_gen:num_gen + num_tr])
+  d_in_te = members.take(order[num_gen + num_tr:num_gen + num_tr + num_te])
+
+  say(f"fitting the generator on {num_gen} members")
+  sample = modality.fit_generator(keys[1], d_g)
+  wanted = num_tr + num_te + config.num_helper_train
+  say(f"generating {wanted} non-members")
+  generated = _check_examples("generated examples", sample(keys[2], wanted), like=members)
+  if len(generated) != wanted:
+    raise ValueError(f"the generator returned {len(generated)} examples, {wanted} were asked "
+                     "for")
+  d_out_tr = generated.take(np.arange(num_tr))
+  d_out_te = generated.take(np.arange(num_tr, num_tr + num_te))
+  d_helper = generated.take(np.arange(num_tr + num_te, wanted))
+
+  is_member = np.asarray(jax.random.bernoulli(keys[3], 0.5, (num_te,))).astype(np.int32)
+  pick = is_member.reshape((-1,) + (1,) * (d_in_te.inputs.ndim - 1)) == 1
+  audit = Examples(np.where(pick, d_in_te.inputs, d_out_te.inputs),
+                   np.where(is_member == 1, d_in_te.labels, d_out_te.labels))
+  train_set = concatenate(d_in_tr, d_out_tr)
+  train_member = np.concatenate([np.ones(num_tr, np.int32), np.zeros(num_tr, np.int32)])
+
+  baseline_scores = {}
+  for i, helper in enumerate(config.baseline_helpers):
+    if helper == "none":
+      side_train, side_audit = classifiers.no_side(len(train_set)), classifiers.no_side(num_te)
+    else:
+      say(f"training the helper on {helper} data")
+      helper_loss = modality.train_helper(jax.random.fold_in(keys[4], i),
+                                          d_helper if helper == "generated" else d_g)
+      side_train = classifiers.loss_features(checked_losses("helper loss", helper_loss,
+                                                            train_set))
+      side_audit = classifiers.loss_features(checked_losses("helper loss", helper_loss, audit))
+    say(f"training the baseline (helper: {helper})")
+    fitted = classifiers.fit_classifier(jax.random.fold_in(keys[5], i), modality.encoder(),
+                                        train_set.inputs, side_train, train_member,
+                                        config.classifier)
+    baseline_scores[helper] = classifiers.classifier_scores(fitted, audit.inputs, side_audit)
+  return AuditSetup(train_set, train_member, audit, is_member, baseline_scores,
+                    d_out_te.take(np.arange(min(100, num_te))))
+
+
+def measure_target(key: jax.Array, setup: AuditSetup, modality: Modality, target_loss: LossFn,
+                   config: PanoramiaConfig = PanoramiaConfig(),
+                   progress: Callable[[str], None] | None = None) -> PanoramiaResult:
+  """Alg. 1 from the MIA on: trains the MIA on x and the target's loss, scores the audit set
+  and computes the bounds of Cor. 2 against every baseline of ``setup``, and the O(1)
+  audit (RM/GN) on the same audit set.
+
+  Args:
+    key: PRNG key of the MIA's training.
+    setup: :func:`prepare_audit`'s output for the target's members.
+    modality: as given to :func:`prepare_audit`.
+    target_loss: the model under audit, ``Examples -> [N]`` per-example losses.
+    config: as given to :func:`prepare_audit`.
+    progress: called with a short message as each stage starts.
+  """
+  _validate.check_key(key)
+  say = progress or (lambda message: None)
+  say("training the MIA on the target's loss")
+  target_train = checked_losses("target loss", target_loss, setup.train_set)
+  target_audit = checked_losses("target loss", target_loss, setup.audit)
+  fitted = classifiers.fit_classifier(key, modality.encoder(), setup.train_set.inputs,
+                                      classifiers.loss_features(target_train),
+                                      setup.train_member, config.classifier)
+  mia_scores = classifiers.classifier_scores(fitted, setup.audit.inputs,
+                                             classifiers.loss_features(target_audit))
+  is_member = setup.is_member
+  bounds = {helper: estimators.panoramia_bounds(scores, mia_scores, is_member,
+                                                config.significance,
+                                                correction=config.correction)
+            for helper, scores in setup.baseline_scores.items()}
+  main = bounds[next(iter(setup.baseline_scores))]
+  one_run = estimators.one_run_epsilon_from_scores(-target_audit, is_member, config.delta,
+                                                   config.significance)
+  return PanoramiaResult(
+      c_lb=float(main.c_lb), c_plus_eps_lb=float(main.c_plus_eps_lb),
+      eps_tilde=float(main.eps_tilde),
+      baseline_c_lb={h: float(b.c_lb) for h, b in bounds.items()},
+      baseline_auc={h: _auc(s, is_member) for h, s in setup.baseline_scores.items()},
+      mia_auc=_auc(mia_scores, is_member), one_run_rm_gn=float(one_run.epsilon),
+      num_audit=len(is_member), num_members=int(is_member.sum()),
+      optimistic=config.correction == "none",
+      baseline_curve=_curve(main.baseline), mia_curve=_curve(main.mia),
+      mean_member_loss=float(target_audit[is_member == 1].mean()),
+      mean_generated_loss=float(target_audit[is_member == 0].mean()))
+
+
+def run_panoramia(key: jax.Array, modality: Modality, target_loss: LossFn, members: Examples,
+                  config: PanoramiaConfig = PanoramiaConfig(),
+                  progress: Callable[[str], None] | None = None) -> PanoramiaResult:
+  """Audits ``target_loss``'s model with PANORAMIA (Alg. 1 of Kazmi et al.):
+  :func:`prepare_audit` then :func:`measure_target`.
+
+  Args:
+    key: PRNG key of the whole audit.
+    modality: the generator, helper trainer and encoder.
+    target_loss: the model under audit, ``Examples -> [N]`` per-example losses.
+    members: real examples that were in the target's training set.
+    config: :class:`PanoramiaConfig`.
+    progress: called with a short message as each stage starts.
+  """
+  _validate.check_key(key)
+  key_setup, key_mia = jax.random.split(key)
+  setup = prepare_audit(key_setup, modality, members, config, progress)
+  return measure_target(key_mia, setup, modality, target_loss, config, progress)
+
+
+def one_run_real(target_loss: LossFn, candidates: Examples, included: Any, delta: float = 0.0,
+                 significance: float = 0.05) -> float:
+  """The O(1) audit of Steinke, Nasr & Jagielski (2023) with real members and real
+  non-members (RM/RN): each candidate was put into the target's training set independently
+  with probability 1/2 (``included``), and the loss attack guesses "member" for low losses.
+  Returns the epsilon lower bound of :func:`dpaudit.estimators.one_run_epsilon_from_scores`
+  (Bonferroni over its guess grid) at ``significance`` and ``delta``."""
+  candidates = _check_examples("candidates", candidates)
+  included = np.asarray(included)
+  if included.shape != (len(candidates),) or not np.all((included == 0) | (included == 1)):
+    raise ValueError(f"included must be 0/1 of shape ({len(candidates)},), got shape "
+                     f"{included.shape}")
+  losses = checked_losses("target loss", target_loss, candidates)
+  return float(estimators.one_run_epsilon_from_scores(-losses, included, delta,
+                                                      significance).epsilon)

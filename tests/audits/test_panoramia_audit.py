@@ -1,0 +1,128 @@
+"""PANORAMIA's pipeline (Alg. 1) on a cheap Gaussian modality: validity with a target that never
+saw the members, detection of a memorising target, a baseline that sees nothing of the target,
+bounds that the exact binomial tails allow, and bad input. The real modalities run in
+tests/audits/test_panoramia_modalities.py."""
+
+import jax
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from dpaudit.attacks import panoramia as attacks
+from dpaudit.audits import panoramia as pan
+
+DIM = 4
+CONFIG = pan.PanoramiaConfig(num_audit=300, num_classifier_train=200, num_generator_train=200,
+                             num_helper_train=200, baseline_helpers=("generated", "none"),
+                             classifier=attacks.ClassifierConfig(epochs=4, batch_size=50))
+
+
+def _gaussian_generator(key, d_g):
+  """Fits a diagonal Gaussian to D_G (a real, if simple, generator)."""
+  del key
+  mean, std = d_g.inputs.mean(0), d_g.inputs.std(0)
+
+  def sample(key, n):
+    x = mean + std * np.asarray(jax.random.normal(key, (n, DIM)))
+    return pan.Examples(x.astype(np.float32), np.zeros(n, np.int32))
+  return sample
+
+
+def _distance_model(key, examples):
+  """A 'model' trained on examples: loss = squared distance to their mean."""
+  del key
+  center = np.asarray(examples.inputs).mean(0)
+  return lambda ex: np.sum((np.asarray(ex.inputs) - center) ** 2, axis=1)
+
+
+MODALITY = pan.Modality("gaussian", _gaussian_generator, _distance_model,
+                        lambda: attacks.VectorEncoder((16,)))
+
+
+def _data(seed, n=1200):
+  x = np.random.default_rng(seed).normal(1.0, 1.0, (n, DIM)).astype(np.float32)
+  return pan.Examples(x, np.zeros(n, np.int32))
+
+
+def test_target_that_never_saw_the_members_measures_about_zero():
+  gaps, tildes = [], []
+  for rep in range(3):
+    members = _data(rep)
+    disjoint = _data(100 + rep)  # the target was trained on other data of the same law
+    target = _distance_model(None, disjoint)
+    result = pan.run_panoramia(jax.random.key(rep), MODALITY, target, members, CONFIG)
+    tildes.append(result.eps_tilde)
+    gaps.append(result.c_plus_eps_lb - result.c_lb)
+    assert result.num_audit == 300 and 100 < result.num_members < 200
+  assert max(tildes) < 0.3, tildes
+  assert max(gaps) < 0.3, gaps
+
+
+def test_memorising_target_is_detected_and_bounds_are_valid_binomial_inversions():
+  members = _data(7)
+  seen = {row.tobytes() for row in members.inputs}
+
+  def memorising(ex):  # zero loss on its training data, high elsewhere
+    return np.array([0.0 if row.tobytes() in seen else 5.0 for row in np.asarray(ex.inputs)])
+
+  result = pan.run_panoramia(jax.random.key(3), MODALITY, memorising, members, CONFIG)
+  assert result.mia_auc > 0.99
+  assert result.c_plus_eps_lb > result.c_lb + 1.0
+  assert result.eps_tilde == pytest.approx(result.c_plus_eps_lb - result.c_lb)
+  assert result.one_run_rm_gn > 0.5
+  for curve, best in ((result.baseline_curve, result.c_lb),
+                      (result.mia_curve, result.c_plus_eps_lb)):
+    assert np.max(curve.lower_bound) == pytest.approx(best)
+    positive = curve.lower_bound > 0
+    r, tp = curve.predictions[positive], curve.true_positives[positive]
+    p = special.expit(curve.lower_bound[positive])
+    # the exact tail at the reported bound is at most the per-test level (Cor. 1-2)
+    tail = stats.binom.sf(tp - 1, r, p)
+    assert np.all(tail <= curve.per_test_significance * (1 + 1e-6))
+    # and the bound is not loose: slightly above it the test would not reject
+    above = stats.binom.sf(tp - 1, r, special.expit(curve.lower_bound[positive] + 1e-3))
+    assert np.all(above > curve.per_test_significance * (1 - 1e-6))
+
+
+def test_baseline_sees_nothing_of_the_target():
+  members = _data(11)
+  rng = np.random.default_rng(0)
+  noisy = [lambda ex: rng.exponential(size=len(ex)), lambda ex: rng.exponential(size=len(ex))]
+  results = [pan.run_panoramia(jax.random.key(5), MODALITY, t, members, CONFIG) for t in noisy]
+  assert results[0].baseline_c_lb == results[1].baseline_c_lb
+  assert results[0].baseline_auc == results[1].baseline_auc
+  np.testing.assert_array_equal(results[0].baseline_curve.precision,
+                                results[1].baseline_curve.precision)
+  assert results[0].mia_auc != results[1].mia_auc  # the MIA does see the (noise) target
+  assert set(results[0].baseline_c_lb) == {"generated", "none"}
+  assert set(results[0].to_dict()) >= {"c_lb", "c_plus_eps_lb", "eps_tilde", "mia_curve"}
+
+
+def test_one_run_real_members_and_non_members():
+  candidates = _data(3, 400)
+  included = (np.arange(400) % 2).astype(np.int32)
+  perfect = lambda ex: np.where(included == 1, 0.0, 1.0)
+  assert pan.one_run_real(perfect, candidates, included) > 1.0
+  blind = lambda ex: np.zeros(len(ex))
+  assert pan.one_run_real(blind, candidates, included) < 0.2
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(num_audit=2000), "exceeds the 1200 known members"),
+    (dict(baseline_helpers=("teacher",)), "baseline_helpers"),
+    (dict(baseline_helpers=()), "at least one"),
+    (dict(significance=1.5), "significance"),
+])
+def test_bad_config_is_a_clear_error(change, match):
+  with pytest.raises(ValueError, match=match):
+    config = pan.PanoramiaConfig(**{**CONFIG.__dict__, **change})
+    config.split_sizes(1200)
+
+
+def test_target_loss_of_the_wrong_shape_is_a_clear_error():
+  with pytest.raises(ValueError, match=r"target loss must return one loss per example"):
+    pan.run_panoramia(jax.random.key(0), MODALITY, lambda ex: np.zeros((len(ex), 2)),
+                      _data(0), CONFIG)
+  with pytest.raises(ValueError, match="members must be an Examples"):
+    pan.run_panoramia(jax.random.key(0), MODALITY, lambda ex: np.zeros(len(ex)),
+                      np.zeros((10, 4)), CONFIG)
