@@ -37,7 +37,7 @@ from experiments import common
 
 DEFAULT_MAX_EXAMPLES = {"image": 0, "tabular": 12000, "text": 6000}
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("modality", "image", ["image", "tabular", "text"], "Kind of data.")
+flags.DEFINE_string("modality", "image", "Kind of data: image, tabular or text.")
 flags.DEFINE_list("target", ["e20", "e50", "e100"],
                   "Targets to audit: eN (N epochs, non-private) or dpX (DP-SGD at epsilon X, "
                   "X = inf for the same schedule without noise).")
@@ -65,6 +65,7 @@ flags.DEFINE_float("dp_delta", 1e-5, "delta of the DP targets' accountant.")
 flags.DEFINE_float("target_learning_rate", 1e-3, "Adam step size of targets and helpers.")
 flags.DEFINE_integer("target_batch_size", 64, "Expected batch size of targets and helpers.")
 flags.DEFINE_integer("text_max_length", 64, "Text: lines of at most this many characters - 1.")
+flags.DEFINE_integer("text_hidden_size", 256, "Text: hidden width of the character LMs.")
 flags.DEFINE_float("significance", 0.05, "beta: c_lb and {c+eps}_lb hold jointly at 1 - beta.")
 flags.DEFINE_enum("correction", "bonferroni", ["bonferroni", "none"],
                   "Threshold choice: bonferroni (valid) or none (the paper's, optimistic).")
@@ -118,8 +119,8 @@ def load_examples():
   vocab = ngram.CharVocab.from_texts(lines)
   examples = mod.text_examples(vocab, lines, FLAGS.text_max_length)
   generator = dataclasses.replace(helper, epochs=FLAGS.generator_epochs)
-  modality = mod.text_modality(vocab, generator, helper)
-  return examples, mod.text_spec(vocab), modality, vocab
+  modality = mod.text_modality(vocab, generator, helper, hidden_size=FLAGS.text_hidden_size)
+  return examples, mod.text_spec(vocab, hidden_size=FLAGS.text_hidden_size), modality, vocab
 
 
 def panoramia_config():
@@ -159,6 +160,10 @@ def run(progress):
   from dpaudit.accounting import dpsgd as accounting
   from dpaudit.audits import panoramia as pan
   from dpaudit.audits import panoramia_modalities as mod
+  from dpaudit import _validate
+  _validate.check_choice("modality", FLAGS.modality, mod.MODALITIES)
+  if not FLAGS.target:
+    raise ValueError("--target must name at least one target")
   targets = {name: parse_target(name) for name in FLAGS.target}
   config = panoramia_config()
   examples, spec, modality, vocab = load_examples()
@@ -185,6 +190,7 @@ def run(progress):
                "seed": FLAGS.seed, "generator_epochs": FLAGS.generator_epochs,
                "helper_epochs": FLAGS.helper_epochs, "mst_epsilon": FLAGS.mst_epsilon,
                "mst_iters": FLAGS.mst_iters, "text_max_length": FLAGS.text_max_length,
+               "text_hidden_size": FLAGS.text_hidden_size,
                "target_learning_rate": FLAGS.target_learning_rate,
                "target_batch_size": FLAGS.target_batch_size,
                "panoramia": dataclasses.asdict(config)}

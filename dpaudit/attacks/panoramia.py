@@ -150,20 +150,22 @@ def _bce(module, params, x, side, y):
   return optax.sigmoid_binary_cross_entropy(logits, y)
 
 
-def _make_epoch(module: MembershipNet, optimizer: optax.GradientTransformation):
+@functools.lru_cache(maxsize=16)
+def _make_step(module: MembershipNet, learning_rate: float):
+  """One jitted Adam step per (network, step size): fits of the same shapes share a
+  compilation. A Python loop over steps, not ``lax.scan``: on CPU, convolution gradients in a
+  loop body run several times slower than at top level."""
+  optimizer = optax.adam(learning_rate)
+
   def batch_loss(params, x, side, y):
     return jnp.mean(_bce(module, params, x, side, y))
 
   @jax.jit
-  def epoch(params, opt_state, x, side, y, batches):
-    def step(carry, index):
-      params, opt_state = carry
-      loss, grads = jax.value_and_grad(batch_loss)(params, x[index], side[index], y[index])
-      updates, opt_state = optimizer.update(grads, opt_state, params)
-      return (optax.apply_updates(params, updates), opt_state), loss
-    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state), batches)
-    return params, opt_state, jnp.mean(losses)
-  return epoch
+  def step(params, opt_state, x, side, y):
+    loss, grads = jax.value_and_grad(batch_loss)(params, x, side, y)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+  return step
 
 
 def _mean_loss(module, params, x, side, y, batch_size=1024) -> float:
@@ -223,9 +225,8 @@ def fit_classifier(key: jax.Array, encoder: nn.Module, inputs: Any, side: Any, i
   y = jnp.asarray(is_member, jnp.float32)
   module = MembershipNet(encoder)
   params = module.init(key_init, x[:1], side[:1])["params"]
-  optimizer = optax.adam(config.learning_rate)
-  opt_state = optimizer.init(params)
-  epoch = _make_epoch(module, optimizer)
+  opt_state = optax.adam(config.learning_rate).init(params)
+  step = _make_step(module, config.learning_rate)
   batch = min(config.batch_size, train.size)
   num_batches = train.size // batch
   x_train, side_train, y_train = x[train], side[train], y[train]
@@ -233,10 +234,14 @@ def fit_classifier(key: jax.Array, encoder: nn.Module, inputs: Any, side: Any, i
   best, best_loss, best_epoch = params, np.inf, 0
   train_losses, val_losses = [], []
   for e in range(config.epochs):
-    perm = jax.random.permutation(jax.random.fold_in(key_order, e), train.size)
-    batches = perm[:num_batches * batch].reshape(num_batches, batch)
-    params, opt_state, loss = epoch(params, opt_state, x_train, side_train, y_train, batches)
-    train_losses.append(float(loss))
+    perm = np.asarray(jax.random.permutation(jax.random.fold_in(key_order, e), train.size))
+    losses = []
+    for b in range(num_batches):  # the ragged remainder sits out this epoch
+      index = perm[b * batch:(b + 1) * batch]
+      params, opt_state, loss = step(params, opt_state, x_train[index], side_train[index],
+                                     y_train[index])
+      losses.append(loss)
+    train_losses.append(float(np.mean(jax.device_get(losses))))
     if num_val:
       val_losses.append(_mean_loss(module, params, x_val, side_val, y_val))
     criterion = val_losses[-1] if num_val else train_losses[-1]

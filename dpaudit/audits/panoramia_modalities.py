@@ -165,11 +165,13 @@ def image_generator(num_classes: int, config: vae.VaeConfig
 
 
 def image_modality(example_shape: Sequence[int], num_classes: int, generator: vae.VaeConfig,
-                   helper: TrainSpec, model: str = "lenet5") -> Modality:
-  """PANORAMIA on images: conditional VAE generator, classifier helper, CNN encoder."""
+                   helper: TrainSpec, model: str = "lenet5", encoder_width: int = 16
+                   ) -> Modality:
+  """PANORAMIA on images: conditional VAE generator, helper of architecture ``model`` (as the
+  target's), CNN encoder of ``encoder_width`` channels for the baseline and the MIA."""
   return Modality("image", image_generator(num_classes, generator),
                   _trainer(image_spec(example_shape, num_classes, model), helper),
-                  classifiers.ImageEncoder)
+                  functools.partial(classifiers.ImageEncoder, encoder_width))
 
 
 # --------------------------------------------------------------------------------- tabular

@@ -1,5 +1,6 @@
 """Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4 and UniAud++'s two-head MLP;
-the reconstruction audits' lazy and neural character n-gram language models."""
+the reconstruction audits' lazy and neural character n-gram language models; PANORAMIA's
+class-conditional convolutional VAE image generator."""
 
 from dpaudit.models.classifiers import (
     MODEL_NAMES,
@@ -10,6 +11,18 @@ from dpaudit.models.classifiers import (
     make_model,
 )
 from dpaudit.models.ngram import CharNGramLM, CharVocab, LazyNgram, sequence_nll
+from dpaudit.models.vae import (
+    ConditionalVAE,
+    VaeConfig,
+    VaeModel,
+    fit_vae,
+    image_grid,
+    sample_vae,
+    save_image_grid,
+    vae_loss,
+)
 
 __all__ = ["MODEL_NAMES", "MLP", "LeNet5", "TwoHeadMLP", "WideResNet", "make_model",
-           "CharNGramLM", "CharVocab", "LazyNgram", "sequence_nll"]
+           "CharNGramLM", "CharVocab", "LazyNgram", "sequence_nll",
+           "ConditionalVAE", "VaeConfig", "VaeModel", "fit_vae", "image_grid", "sample_vae",
+           "save_image_grid", "vae_loss"]

@@ -13,7 +13,7 @@ from dpaudit.audits import panoramia as pan
 
 DIM = 4
 CONFIG = pan.PanoramiaConfig(num_audit=300, num_classifier_train=200, num_generator_train=200,
-                             num_helper_train=200, baseline_helpers=("generated", "none"),
+                             num_helper_train=200, baseline_helpers=("generated", "real", "none"),
                              classifier=attacks.ClassifierConfig(epochs=4, batch_size=50))
 
 
@@ -94,7 +94,7 @@ def test_baseline_sees_nothing_of_the_target():
   np.testing.assert_array_equal(results[0].baseline_curve.precision,
                                 results[1].baseline_curve.precision)
   assert results[0].mia_auc != results[1].mia_auc  # the MIA does see the (noise) target
-  assert set(results[0].baseline_c_lb) == {"generated", "none"}
+  assert set(results[0].baseline_c_lb) == {"generated", "real", "none"}
   assert set(results[0].to_dict()) >= {"c_lb", "c_plus_eps_lb", "eps_tilde", "mia_curve"}
 
 

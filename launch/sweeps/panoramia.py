@@ -1,0 +1,11 @@
+"""PANORAMIA's Tables 3-5/7/8 (README "PANORAMIA"): one job per modality, every target."""
+
+from launch.sweep import Sweep, product
+
+SWEEP = Sweep(
+    name="panoramia",
+    module="experiments.panoramia",
+    description="README PANORAMIA tables: E-series and DP targets with O(1) side by side",
+    fixed={"target": "e20,e50,e100,dp1,dp2,dp4,dp8,dp15,dp20,dpinf"},
+    grid=product(modality=["image", "tabular", "text"]),
+)
