@@ -313,7 +313,7 @@ def main(argv):
   common.quiet_logging()
   common.enable_x64()
   progress = lambda line: print(line, file=sys.stderr, flush=True)
-  with common.Timer() as timer:
+  with common.Timer() as timer, common.quiet_accountant():
     config, cells, setup, vocab = run(progress)
   path = common.write_results(FLAGS.output_dir, "panoramia", config, {"cells": cells},
                               timer.seconds)

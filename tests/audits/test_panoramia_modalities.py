@@ -1,5 +1,6 @@
-"""PANORAMIA's modalities end to end at a tiny size (images: conditional VAE + LeNet-5;
-tabular: MST on Adult columns + MLP; text: character LM with top-p prompts), and their pieces:
+"""PANORAMIA's modalities end to end at a tiny size (images: conditional VAE; tabular: MST on
+Adult columns + MLP; text runs end to end in tests/experiments/test_panoramia_cli.py), and
+their pieces:
 nucleus filtering, prompted sampling, the text generator's character frequencies, the rows'
 encoding, the DP targets' calibration."""
 
@@ -79,16 +80,6 @@ def lines():
   corpus = data.load_text("shakespeare", "train[:3000]")
   text = sorted({t for t in corpus.texts if 8 <= len(t) < 40})[:600]
   return text, ngram.CharVocab.from_texts(text)
-
-
-def test_text_pipeline_end_to_end(lines):
-  text, vocab = lines
-  examples = mod.text_examples(vocab, text, 40)
-  modality = mod.text_modality(vocab, FAST, FAST, hidden_size=32)
-  spec = mod.text_spec(vocab, hidden_size=32)
-  params, _ = mod.train_model(jax.random.key(0), spec, examples, FAST)
-  _check(pan.run_panoramia(jax.random.key(1), modality, mod.loss_function(spec, params),
-                           examples, TINY))
 
 
 def test_text_generator_matches_character_frequencies(lines):

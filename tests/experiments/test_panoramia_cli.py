@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TINY = ("--modality=text", "--max_examples=500", "--num_canaries=100", "--num_audit=100",
         "--num_classifier_train=100", "--num_helper_train=100", "--helpers=generated",
         "--classifier_epochs=2", "--generator_epochs=1", "--helper_epochs=1",
-        "--target_batch_size=50", "--text_max_length=32",
+        "--target_batch_size=100", "--text_max_length=32",
         "--text_hidden_size=32")
 
 
@@ -46,7 +46,6 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
 
 @pytest.mark.parametrize("flag,match", [
     ("--modality=audio", "modality='audio'"),
-    ("--num_audit=100000", "exceeds the"),
     ("--target=x5", "--target='x5' must be eN"),
 ])
 def test_bad_flag_is_one_line_error(tmp_path, flag, match):
