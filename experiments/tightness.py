@@ -64,6 +64,8 @@ flags.DEFINE_integer("dpsgd_chunk_size", _D.dpsgd_chunk_size,
                      "Many-run game: runs per vmapped call (0: all at once).")
 flags.DEFINE_integer("ngram_chunk_size", _D.ngram_chunk_size,
                      "n-gram models per vmapped call (0: all at once).")
+flags.DEFINE_integer("noisy_argmax_chunk_size", _D.noisy_argmax_chunk_size,
+                     "Noisy argmax: Monte Carlo trials per vmapped chunk.")
 flags.DEFINE_string("output_dir", "out/tightness", "Where results.json and tightness.png go.")
 flags.DEFINE_bool("plot", True, "Write tightness.png.")
 
@@ -89,7 +91,8 @@ def config_from_flags() -> tightness.TightnessConfig:
       dpsgd_learning_rate=FLAGS.dpsgd_learning_rate, dpsgd_hidden_sizes=hidden,
       ngram_noise_multiplier=FLAGS.ngram_noise_multiplier, ngram_models=FLAGS.ngram_models,
       ngram_steps=FLAGS.ngram_steps, dpsgd_chunk_size=FLAGS.dpsgd_chunk_size,
-      ngram_chunk_size=FLAGS.ngram_chunk_size)
+      ngram_chunk_size=FLAGS.ngram_chunk_size,
+      noisy_argmax_chunk_size=FLAGS.noisy_argmax_chunk_size)
 
 
 @common.cli

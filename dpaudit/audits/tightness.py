@@ -79,6 +79,8 @@ class TightnessConfig:
     dpsgd_chunk_size, ngram_chunk_size: runs (many-run game) and n-gram models per vmapped
       call (0: all at once); they bound memory, and under ``jax.distributed`` the chunks are
       what the processes share out (:func:`dpaudit.distributed.map_chunks`).
+    noisy_argmax_chunk_size: Monte Carlo trials per vmapped chunk of the noisy-argmax cuts
+      (memory; under ``jax.distributed`` the processes share out the chunks).
   """
   families: tuple[str, ...] = FAMILIES
   seed: int = 0
@@ -103,6 +105,7 @@ class TightnessConfig:
   ngram_steps: int = 100
   dpsgd_chunk_size: int = 0
   ngram_chunk_size: int = 0
+  noisy_argmax_chunk_size: int = 2**16
 
   def __post_init__(self):
     object.__setattr__(self, "families", tuple(self.families))
@@ -133,7 +136,8 @@ class TightnessConfig:
   def noisy_argmax_config(self) -> noisy_argmax.NoisyArgmaxAuditConfig:
     return noisy_argmax.NoisyArgmaxAuditConfig(
         sigma=self.noisy_argmax_sigma, num_trials=self.noisy_argmax_trials,
-        orders=(self.noisy_argmax_order,), significance=self.significance, num_bootstrap=1)
+        orders=(self.noisy_argmax_order,), significance=self.significance, num_bootstrap=1,
+        chunk_size=self.noisy_argmax_chunk_size)
 
   def dpsgd_config(self, game: str, canary: str) -> dpsgd_audit.DPSGDAuditConfig:
     return dpsgd_audit.DPSGDAuditConfig(

@@ -9,45 +9,34 @@ import sys
 from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLAGS = ["--num_trials=40000", "--orders=2", "--num_bootstrap=20", "--noplot",
-         "--chunk_size=4096"]
 
 
-def test_two_processes_give_the_counts_of_one(tmp_path):
-  two = subprocess.run([sys.executable, "-m", "launch.multihost", "--num_processes=2", "--",
-                        "experiments.noisy_argmax_audit", *FLAGS,
-                        f"--output_dir={tmp_path / 'two'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
-  assert two.returncode == 0, two.stderr
-  one = subprocess.run([sys.executable, "-m", "experiments.noisy_argmax_audit", *FLAGS,
-                        f"--output_dir={tmp_path / 'one'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
-  assert one.returncode == 0, one.stderr
-  two_results, one_results = (read_json(tmp_path / d / "results.json") for d in ("two", "one"))
-  assert two_results["versions"]["devices"] == "cpu:cpu, cpu:cpu"  # both processes' devices
-  assert one_results["versions"]["devices"] == "cpu:cpu"
-  assert two_results["counts"] == one_results["counts"]
-  assert sum(two_results["counts"]["sel_p"]) + sum(two_results["counts"]["eval_p"]) == 40000
-
-
-def test_vmapped_training_runs_spread_over_two_processes(tmp_path):
-  """The tightness report's many-run game (2T = 12 runs in 3 chunks of 4: process 0 runs chunks
+def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
+  """The tightness report's noisy-argmax cuts (Monte Carlo engine: 40,000 trials per histogram
+  in 10 chunks of 4,096), many-run game (2T = 12 runs in 3 chunks of 4: process 0 runs chunks
   0 and 2, process 1 chunk 1 and a repeat of chunk 2) and n-gram models (24 in 3 chunks of 8)
   give the one-process rows."""
-  flags = ["--families=dpsgd,ngram", "--dpsgd_audits=many_run:dirac", "--dpsgd_runs=6",
+  flags = ["--families=noisy_argmax,dpsgd,ngram", "--noisy_argmax_trials=40000",
+           "--noisy_argmax_chunk_size=4096", "--dpsgd_audits=many_run:dirac", "--dpsgd_runs=6",
            "--dpsgd_chunk_size=4", "--dpsgd_epochs=1", "--dpsgd_hidden_sizes=4",
            "--ngram_models=24", "--ngram_chunk_size=8", "--ngram_steps=3", "--noplot"]
-  rows = {}
+  rows, versions = {}, {}
   for name, prefix in (("one", []), ("two", ["-m", "launch.multihost", "--num_processes=2",
                                              "--"])):
     out = subprocess.run([sys.executable, *(prefix or ["-m"]), "experiments.tightness", *flags,
                           f"--output_dir={tmp_path / name}"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
+    written = read_json(tmp_path / name / "results.json")
+    versions[name] = written["versions"]
     rows[name] = [{k: v for k, v in row.items() if k != "wall_time_s"}
-                  for row in read_json(tmp_path / name / "results.json")["rows"]]
+                  for row in written["rows"]]
+  assert versions["two"]["devices"] == "cpu:cpu, cpu:cpu"  # both processes' devices
+  assert versions["one"]["devices"] == "cpu:cpu"
   assert rows["two"] == rows["one"]
-  many_run, ngram = rows["one"]
+  two_cut, k_cut, many_run, ngram = rows["one"]
+  assert two_cut["audit"] == "noisy_argmax 2-cut" and k_cut["audit"] == "noisy_argmax k-cut"
+  assert two_cut["num_observations"] == 40000
   assert many_run["audit"] == "dpsgd many_run:dirac" and many_run["unit"] == "runs"
   assert many_run["num_observations"] == 12 and "add_or_remove_one" in many_run["note"]
   assert abs(many_run["reference"] - 8.0) < 8e-3  # add-or-remove: the RDP target epsilon
