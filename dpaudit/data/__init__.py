@@ -11,7 +11,8 @@
 
 Bundled sets (built from installed packages, no download): ``digits``, ``breast_cancer``,
 ``wine``, ``mnist_subset``, the census tables ``adult`` (columns: :data:`ADULT_COLUMNS`) and
-``california_housing`` (regression; :data:`CALIFORNIA_FEATURES`) and the text corpus
+``california_housing`` (regression; :data:`CALIFORNIA_FEATURES`), the clinical table
+``heart_failure`` (:data:`HEART_FAILURE_COLUMNS`) and the text corpus
 ``shakespeare``. Catalog sets ``mnist``,
 ``fashion_mnist`` and ``cifar10`` are read when a user has prepared them (see
 :func:`preparation_command`). Sources and licences: :data:`SOURCES` and
@@ -32,11 +33,11 @@ from dpaudit.data.loading import (CATALOG_DATASETS, DATASETS, LOCAL_DATASETS, TE
                                   Dataset, TextCorpus, load, load_text, preparation_command)
 from dpaudit.data.preprocessing import (Standardization, fit_standardization, split_indices,
                                         standardize, train_test_split)
-from dpaudit.data.sources import (ADULT_COLUMNS, CALIFORNIA_FEATURES, SHAKESPEARE_TEST_PLAYS,
-                                  SOURCES, Column)
+from dpaudit.data.sources import (ADULT_COLUMNS, CALIFORNIA_FEATURES, HEART_FAILURE_COLUMNS,
+                                  SHAKESPEARE_TEST_PLAYS, SOURCES, Column)
 
 __all__ = [
-    "ADULT_COLUMNS", "CALIFORNIA_FEATURES", "CATALOG_DATASETS", "Column", "DATASETS", "DATA_DIR_ENV", "Dataset", "LOCAL_DATASETS",
+    "ADULT_COLUMNS", "CALIFORNIA_FEATURES", "HEART_FAILURE_COLUMNS", "CATALOG_DATASETS", "Column", "DATASETS", "DATA_DIR_ENV", "Dataset", "LOCAL_DATASETS",
     "SHAKESPEARE_TEST_PLAYS", "SOURCES", "Standardization", "TEXT_DATASETS", "TextCorpus",
     "default_data_dir", "fit_standardization", "load", "load_text", "preparation_command",
     "split_indices", "standardize", "train_test_split",

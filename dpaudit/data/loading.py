@@ -10,7 +10,9 @@ else ``$DPAUDIT_DATA_DIR``, else ``~/.cache/dpaudit/tensorflow_datasets``.
   prepared copy. The sklearn sets and ``mnist_subset`` have one split, ``train``, holding the
   whole source set in the source's order: split it with :func:`dpaudit.data.train_test_split`
   and a seed, as does ``california_housing`` (a regression set: :attr:`Dataset.targets`
-  holds the median house value, ``labels`` are all 0). ``adult`` has UCI's ``train`` and
+  holds the median house value, ``labels`` are all 0) and ``heart_failure`` (UCI's 299
+  clinical records, 12 features in :data:`dpaudit.data.sources.HEART_FAILURE_COLUMNS`, label
+  DEATH_EVENT). ``adult`` has UCI's ``train`` and
   ``test``; its features are the 6 numeric
   attributes as they are and the 8 categorical ones as category indices
   (:data:`dpaudit.data.sources.ADULT_COLUMNS` names them and their categories).
@@ -40,7 +42,7 @@ from dpaudit.data import builders
 from dpaudit.data import sources
 
 LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset", "adult",
-                  "california_housing")
+                  "california_housing", "heart_failure")
 CATALOG_DATASETS = ("mnist", "fashion_mnist", "cifar10")
 # tfds catalog names of the text classification sets (dpaudit.data.text_classification).
 TEXT_CATALOG_DATASETS = ("glue/sst2", "ag_news_subset", "trec")
@@ -49,7 +51,7 @@ TEXT_DATASETS = ("shakespeare",)
 
 # Divisor that maps each image set's stored integer pixels onto [0, 1] (None: tabular).
 _SCALE = {"digits": 16.0, "breast_cancer": None, "wine": None, "mnist_subset": 255.0,
-          "adult": None, "california_housing": None,
+          "adult": None, "california_housing": None, "heart_failure": None,
           "mnist": 255.0, "fashion_mnist": 255.0, "cifar10": 255.0}
 
 

