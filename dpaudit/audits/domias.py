@@ -1,0 +1,423 @@
+r"""The DOMIAS audit of a synthetic-data generator, and the epsilon lower bound it certifies.
+
+One run of the game of van Breugel et al., "Membership Inference Attacks against Synthetic
+Data through Overfitting Detection" (AISTATS 2023, Sec. 5 and App. A.3):
+
+1. :func:`split_data` shuffles the real data and cuts disjoint sets: the candidates, the
+   reference set :math:`\mathcal{D}_{ref}` (the attacker's real data) and a hold-out set (for
+   the quality of the synthetic data only). Membership of the candidates is
+
+   * ``"fixed"`` (the paper): the first ``num_members`` candidates are :math:`\mathcal{D}_{mem}`,
+     the other ``num_non_members`` are the test set's non-members;
+   * ``"bernoulli"``: each of ``2 * num_members`` candidates joins :math:`\mathcal{D}_{mem}`
+     independently with probability 1/2 (Steinke, Nasr & Jagielski 2023), which is what makes
+     the one-run epsilon lower bound below valid.
+
+2. The generator is fitted to :math:`\mathcal{D}_{mem}` and publishes
+   :math:`\mathcal{D}_{syn}` (``num_synthetic`` records).
+3. Every attack of :mod:`dpaudit.attacks.domias` scores the candidates; the density-based ones
+   (DOMIAS, Eq. 1) use :mod:`dpaudit.attacks.density` (Gaussian KDE or BNAF), fitted to
+   :math:`\mathcal{D}_{syn}` and :math:`\mathcal{D}_{ref}`; the distance-based ones work on
+   data standardised by :math:`\mathcal{D}_{ref}`.
+4. :func:`attack_metrics`: AUC, accuracy at the median score, TPR at low FPR, precision among
+   the top-scored records (App. D), and two epsilon lower bounds at 1 - ``significance``:
+
+   * ``epsilon_one_run``: :func:`dpaudit.estimators.one_run_epsilon_from_scores` (Steinke et
+     al. 2023, Thm. 3.1 via UniAud's symmetric guesses, Bonferroni over the guess grid): a valid
+     lower bound on the epsilon of the generator's training when membership is ``"bernoulli"``
+     (NaN otherwise: with a fixed-size member set its premise does not hold).
+   * ``epsilon_per_record``: :func:`dpaudit.estimators.epsilon_from_scores` (threshold chosen on
+     half of the records, evaluated on the other half), the issue's "members vs non-members"
+     bound. It treats each record as an independent trial of the mechanism, which the records
+     of one trained generator are not; it is reported beside, not instead of, the one-run bound.
+
+Synthetic-data quality is App. A.3's: the Wasserstein distance (:func:`wasserstein_distance`,
+exact W1 between equal-size samples by optimal assignment) from the synthetic data to the
+hold-out set, both standardised by the hold-out set's statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable, Mapping
+
+import jax
+import numpy as np
+from scipy import optimize
+
+from dpaudit import _validate
+from dpaudit import estimators
+from dpaudit.attacks import density
+from dpaudit.attacks import domias as attacks
+from dpaudit.models import tabular_generators
+
+MEMBERSHIPS = ("fixed", "bernoulli")
+DENSITIES = ("kde", "bnaf")
+FPRS = (0.01, 0.1)
+TOP_FRACTIONS = (0.01, 0.1, 0.2, 0.5)
+
+
+@dataclasses.dataclass(frozen=True)
+class NflowConfig(density.FlowConfig):
+  """The NFlow generator of Fig. 6 (Durkan et al. 2019's family): a masked autoregressive flow
+  fitted by maximum likelihood (:func:`dpaudit.attacks.density.fit_flow`) and sampled."""
+  kind: str = "maf"
+
+
+def _fit_nflow(key, data, config, discrete_columns):
+  del discrete_columns  # the flow dequantises discrete columns itself
+  return density.fit_flow(key, data, config)
+
+
+if "nflow" not in tabular_generators.GENERATORS:
+  tabular_generators.register_generator("nflow", NflowConfig, _fit_nflow, density.sample_flow)
+
+
+def generator_names() -> tuple[str, ...]:
+  """Every generator a game can audit."""
+  return tuple(sorted(tabular_generators.GENERATORS))
+
+
+@dataclasses.dataclass(frozen=True)
+class DomiasConfig:
+  """One DOMIAS game.
+
+  Attributes:
+    num_members: |D_mem| (``"fixed"``), or half the candidates (``"bernoulli"``); >= 2.
+    num_reference: |D_ref| >= 2.
+    num_synthetic: |D_syn| >= 2.
+    num_non_members: non-member candidates (``"fixed"``; default ``num_members``).
+    num_holdout: real records kept out of everything for the quality metric (>= 0; 0 skips it).
+    membership: ``"fixed"`` or ``"bernoulli"`` (see the module docstring).
+    generator: one of :func:`generator_names` (the generators of
+      :mod:`dpaudit.models.tabular_generators` and ``"nflow"``).
+    generator_config: keyword arguments of its config class (None: its defaults).
+    density: ``"kde"`` or ``"bnaf"``, for DOMIAS and Eq. 1.
+    flow_config: keyword arguments of the BNAF's :class:`dpaudit.attacks.density.FlowConfig`
+      (None: the defaults, App. A.3's Table 3).
+    attacks: which of :data:`dpaudit.attacks.domias.ATTACKS` to run.
+    mc_components: PCA components of the MC attack (None: no PCA).
+    logan_config: keyword arguments of LOGAN 0's WGAN-GP
+      (:class:`dpaudit.models.tabular_generators.GanConfig`; None: defaults).
+
+  The three configs are plain dicts so that a game's settings are JSON (a cell key); each is
+  checked by building its config class here.
+    significance, delta: of the epsilon lower bounds.
+    quality_points: at most this many records of each side enter the Wasserstein distance.
+  """
+  num_members: int = 500
+  num_reference: int = 10_000
+  num_synthetic: int = 10_000
+  num_non_members: int | None = None
+  num_holdout: int = 2_000
+  membership: str = "fixed"
+  generator: str = "tvae"
+  generator_config: Mapping[str, Any] | None = None
+  density: str = "kde"
+  flow_config: Mapping[str, Any] | None = None
+  attacks: tuple[str, ...] = attacks.ATTACKS
+  mc_components: int | None = None
+  logan_config: Mapping[str, Any] | None = None
+  significance: float = 0.05
+  delta: float = 0.0
+  quality_points: int = 2_000
+
+  def __post_init__(self):
+    object.__setattr__(self, "attacks", tuple(self.attacks))
+    _validate.check_integer("num_members", self.num_members, 2)
+    _validate.check_integer("num_reference", self.num_reference, 2)
+    _validate.check_integer("num_synthetic", self.num_synthetic, 2)
+    if self.num_non_members is not None:
+      _validate.check_integer("num_non_members", self.num_non_members, 2)
+    _validate.check_integer("num_holdout", self.num_holdout, 0)
+    _validate.check_choice("membership", self.membership, MEMBERSHIPS)
+    _validate.check_choice("generator", self.generator, generator_names())
+    for name in ("generator_config", "flow_config", "logan_config"):
+      value = getattr(self, name)
+      if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a dict of keyword arguments or None, got "
+                         f"{type(value).__name__}")
+    config_type = tabular_generators.GENERATORS[self.generator].config_type
+    try:
+      config_type(**(self.generator_config or {}))
+    except TypeError as error:
+      raise ValueError(f"generator_config={dict(self.generator_config or {})} does not fit "
+                       f"{config_type.__name__}: {error}") from None
+    self.flow()
+    self.logan()
+    _validate.check_choice("density", self.density, DENSITIES)
+    _validate.check_nonempty("attacks", self.attacks)
+    for name in self.attacks:
+      _validate.check_choice("attacks", name, attacks.ATTACKS)
+    if len(set(self.attacks)) != len(self.attacks):
+      raise ValueError(f"attacks={list(self.attacks)} has repeated names")
+    if self.mc_components is not None:
+      _validate.check_integer("mc_components", self.mc_components, 1)
+    _validate.check_significance(self.significance)
+    _validate.check_delta(self.delta)
+    _validate.check_integer("quality_points", self.quality_points, 2)
+
+  def flow(self) -> density.FlowConfig:
+    """The BNAF configuration of the density-based attacks."""
+    try:
+      return density.FlowConfig(**{"kind": "bnaf", **(self.flow_config or {})})
+    except TypeError as error:
+      raise ValueError(f"flow_config={dict(self.flow_config or {})}: {error}") from None
+
+  def logan(self) -> tabular_generators.GanConfig:
+    """The WGAN-GP configuration of LOGAN 0."""
+    try:
+      return tabular_generators.GanConfig(**(self.logan_config or {}))
+    except TypeError as error:
+      raise ValueError(f"logan_config={dict(self.logan_config or {})}: {error}") from None
+
+  @property
+  def non_members(self) -> int:
+    return self.num_members if self.num_non_members is None else self.num_non_members
+
+  @property
+  def num_candidates(self) -> int:
+    return (self.num_members + self.non_members if self.membership == "fixed"
+            else 2 * self.num_members)
+
+  def records_needed(self) -> int:
+    return self.num_candidates + self.num_reference + self.num_holdout
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """The real data of one game: candidates with their membership, reference and hold-out."""
+  candidates: np.ndarray
+  is_member: np.ndarray
+  reference: np.ndarray
+  holdout: np.ndarray
+  candidate_rows: np.ndarray  # row indices of the candidates in the full data
+
+  @property
+  def members(self) -> np.ndarray:
+    return self.candidates[self.is_member]
+
+
+def split_data(key: jax.Array, data: Any, config: DomiasConfig) -> Split:
+  """Disjoint random candidates / reference / hold-out of ``data`` ``[n, d]`` (module doc)."""
+  _validate.check_key(key)
+  data = attacks.check_rows("data", data)
+  constant = np.flatnonzero(data.min(0) == data.max(0))
+  if constant.size:
+    raise ValueError(f"column {int(constant[0])} of data is constant; every column needs a "
+                     "spread (drop it)")
+  needed = config.records_needed()
+  if needed > data.shape[0]:
+    raise ValueError(
+        f"the game needs {needed} records (num_members + non-members = "
+        f"{config.num_candidates}, num_reference = {config.num_reference}, num_holdout = "
+        f"{config.num_holdout}) but the data hold {data.shape[0]}")
+  key_order, key_coins = jax.random.split(key)
+  order = np.asarray(jax.random.permutation(key_order, data.shape[0]))
+  c, r = config.num_candidates, config.num_reference
+  rows = order[:c]
+  if config.membership == "fixed":
+    is_member = np.arange(c) < config.num_members
+  else:
+    is_member = np.asarray(jax.random.bernoulli(key_coins, 0.5, (c,)))
+    if is_member.all() or not is_member.any():  # vanishing odds; keep both classes
+      is_member[0] = not is_member[0]
+  return Split(data[rows], is_member, data[order[c:c + r]],
+               data[order[c + r:c + r + config.num_holdout]], rows)
+
+
+def wasserstein_distance(key: jax.Array, a: Any, b: Any, max_points: int = 2_000,
+                         scale_by: Any = None) -> float:
+  r"""Wasserstein-1 distance between the empirical distributions of ``a`` and ``b``.
+
+  Both are subsampled (without replacement) to the same size
+  :math:`n = \min(|a|, |b|, \text{max\_points})`; between two uniform measures on n points the
+  optimal transport plan is a permutation, so W1 is the mean Euclidean cost of the optimal
+  assignment (scipy's ``linear_sum_assignment``), exact for the subsamples. Columns are first
+  scaled by the standard deviation of ``scale_by`` (default ``b``), as App. A.3 measures quality
+  against a standardised hold-out set.
+  """
+  _validate.check_key(key)
+  a = attacks.check_rows("a", a)
+  b = attacks.check_rows("b", b, a.shape[1])
+  _validate.check_integer("max_points", max_points, 1)
+  if scale_by is not None:
+    scale_by = attacks.check_rows("scale_by", scale_by, a.shape[1])
+  else:
+    scale_by = b
+  mean, std = scale_by.mean(0), scale_by.std(0)
+  std = np.where(std > 0, std, 1.0)
+  n = min(a.shape[0], b.shape[0], max_points)
+  key_a, key_b = jax.random.split(key)
+  a = (a[np.asarray(jax.random.permutation(key_a, a.shape[0]))[:n]] - mean) / std
+  b = (b[np.asarray(jax.random.permutation(key_b, b.shape[0]))[:n]] - mean) / std
+  cost = np.sqrt(np.maximum(
+      (a**2).sum(1)[:, None] - 2.0 * a @ b.T + (b**2).sum(1)[None, :], 0.0))
+  rows, cols = optimize.linear_sum_assignment(cost)
+  return float(cost[rows, cols].mean())
+
+
+def attack_metrics(scores: Any, is_member: Any, *, significance: float = 0.05,
+                   delta: float = 0.0, bernoulli: bool = False) -> dict[str, Any]:
+  """AUC, accuracy, TPR at :data:`FPRS`, precision at :data:`TOP_FRACTIONS` and the two epsilon
+  lower bounds (module docstring) of one attack's scores on the candidates."""
+  scores = np.asarray(scores, np.float64)
+  is_member = np.asarray(is_member, bool)
+  if scores.ndim != 1 or scores.shape != is_member.shape:
+    raise ValueError(f"scores {scores.shape} and is_member {is_member.shape} must be 1-D of the "
+                     "same length")
+  if np.isnan(scores).any():
+    raise ValueError("scores contain NaN")
+  if is_member.all() or not is_member.any():
+    raise ValueError("is_member must hold both members and non-members")
+  inside, outside = scores[is_member], scores[~is_member]
+  median = np.median(scores)
+  predicted = scores > median
+  metrics = {
+      "auc": float(estimators.roc_auc(inside, outside)),
+      "accuracy": float(np.mean(predicted == is_member)),
+      "tpr_at_fpr": {f"{f:g}": float(t) for f, t in zip(
+          FPRS, np.asarray(estimators.tpr_at_fpr(inside, outside, np.asarray(FPRS))))},
+      "precision_at_top": {f"{q:g}": float(p) for q, p in zip(
+          TOP_FRACTIONS, np.asarray(estimators.precision_at_top(
+              scores, is_member, np.asarray(TOP_FRACTIONS))))},
+  }
+  if inside.size >= 2 and outside.size >= 2:
+    metrics["epsilon_per_record"] = float(estimators.epsilon_from_scores(
+        inside, outside, delta=delta, significance=significance, method="split").epsilon)
+  else:
+    metrics["epsilon_per_record"] = math.nan
+  metrics["epsilon_one_run"] = (
+      float(estimators.one_run_epsilon_from_scores(
+          scores, is_member, delta=delta, significance=significance).epsilon)
+      if bernoulli else math.nan)
+  return metrics
+
+
+def _log_densities(key, config: DomiasConfig, synthetic, reference, x):
+  """log p_G(x) and log p_R(x) from the chosen density estimator."""
+  if config.density == "kde":
+    return (np.asarray(density.kde_log_density(density.fit_kde(synthetic), x)),
+            np.asarray(density.kde_log_density(density.fit_kde(reference), x)))
+  flow_config = config.flow()
+  key_g, key_r = jax.random.split(key)
+  model_g = density.fit_flow(key_g, synthetic, flow_config)
+  model_r = density.fit_flow(key_r, reference, flow_config)
+  return (np.asarray(density.flow_log_density(model_g, x)),
+          np.asarray(density.flow_log_density(model_r, x)))
+
+
+@dataclasses.dataclass(frozen=True)
+class DomiasResult:
+  """One game: the metrics of every attack, optionally per group, and the generator's side.
+
+  Attributes:
+    attacks: attack name -> :func:`attack_metrics`.
+    groups: group name -> attack name -> :func:`attack_metrics` on the group's candidates.
+    quality: Wasserstein distance of D_syn to the hold-out set (NaN without hold-out).
+    claimed_epsilon: the generator's own DP epsilon (inf for non-private generators).
+    num_members: |D_mem| actually drawn.
+    wall_time_s: seconds per phase (generator, densities, attacks, ...).
+  """
+  attacks: dict[str, dict[str, Any]]
+  groups: dict[str, dict[str, dict[str, Any]]]
+  quality: float
+  claimed_epsilon: float
+  num_members: int
+  wall_time_s: dict[str, float]
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
+               groups: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None,
+               progress: Callable[[str], None] | None = None) -> DomiasResult:
+  """Plays one DOMIAS game on ``data`` ``[n, d]`` (module docstring).
+
+  Args:
+    key: PRNG key of the game (split, generator, attacks).
+    data: the real records.
+    config: :class:`DomiasConfig`.
+    groups: optional ``name -> rows -> bool mask``; each attack's metrics are also computed on
+      the candidates the mask selects (Fig. 5's minority and the rest).
+    progress: called with a short line as each phase ends.
+  """
+  _validate.check_key(key)
+  if not isinstance(config, DomiasConfig):
+    raise ValueError(f"config must be a DomiasConfig, got {type(config).__name__}")
+  say = progress or (lambda line: None)
+  keys = dict(zip(("split", "generator", "sample", "density", "reference_generator",
+                   "reference_sample", "logan_0", "logan_d1", "quality"),
+                  jax.random.split(key, 9)))
+  split = split_data(keys["split"], data, config)
+  timings = {}
+
+  def timed(name, fn):
+    start = time.perf_counter()
+    out = fn()
+    timings[name] = time.perf_counter() - start
+    say(f"{name}: {timings[name]:.1f} s")
+    return out
+
+  generator = timed("generator", lambda: tabular_generators.fit_generator(
+      keys["generator"], config.generator, split.members, config.generator_config))
+  synthetic = np.asarray(timed("sample", lambda: generator.sample(keys["sample"],
+                                                                  config.num_synthetic)))
+  x = split.candidates
+  scores = {}
+  if {"domias", "eq1"} & set(config.attacks):
+    log_g, log_r = timed("density", lambda: _log_densities(
+        keys["density"], config, synthetic, split.reference, x))
+    if "domias" in config.attacks:
+      scores["domias"] = attacks.domias_scores(log_g, log_r)
+    if "eq1" in config.attacks:
+      scores["eq1"] = attacks.eq1_scores(log_g)
+  x_std, syn_std, ref_std = attacks.standardise(split.reference, x, synthetic, split.reference)
+  if "gan_leaks" in config.attacks:
+    scores["gan_leaks"] = timed("gan_leaks", lambda: attacks.gan_leaks_scores(x_std, syn_std))
+  if "gan_leaks_cal" in config.attacks:
+    def calibrated():
+      reference_generator = tabular_generators.fit_generator(
+          keys["reference_generator"], config.generator, split.reference,
+          config.generator_config)
+      ref_syn = np.asarray(reference_generator.sample(keys["reference_sample"],
+                                                      config.num_synthetic))
+      (ref_syn_std,) = attacks.standardise(split.reference, ref_syn)
+      return attacks.gan_leaks_cal_scores(x_std, syn_std, ref_syn_std)
+    scores["gan_leaks_cal"] = timed("gan_leaks_cal", calibrated)
+  if "mc" in config.attacks:
+    scores["mc"] = timed("mc", lambda: attacks.mc_scores(x_std, syn_std,
+                                                         config.mc_components))
+  if "logan_d1" in config.attacks:
+    scores["logan_d1"] = timed("logan_d1", lambda: attacks.logan_d1_scores(
+        keys["logan_d1"], x_std, syn_std, ref_std))
+  if "logan_0" in config.attacks:
+    scores["logan_0"] = timed("logan_0", lambda: attacks.logan_0_scores(
+        keys["logan_0"], x_std, syn_std, config.logan()))
+
+  bernoulli = config.membership == "bernoulli"
+  metric = lambda s, m: attack_metrics(s, m, significance=config.significance,  # noqa: E731
+                                       delta=config.delta, bernoulli=bernoulli)
+  results = {name: metric(scores[name], split.is_member) for name in config.attacks}
+  group_results = {}
+  for group, select in (groups or {}).items():
+    mask = np.asarray(select(x), bool)
+    if mask.shape != split.is_member.shape:
+      raise ValueError(f"group {group!r} gave a mask of shape {mask.shape}; expected "
+                       f"{split.is_member.shape}")
+    members = split.is_member[mask]
+    if members.all() or not members.any():
+      group_results[group] = {}  # too few candidates in the group to measure
+      continue
+    group_results[group] = {name: metric(scores[name][mask], members)
+                            for name in config.attacks}
+  quality = math.nan
+  if config.num_holdout >= 2:
+    quality = timed("quality", lambda: wasserstein_distance(
+        keys["quality"], synthetic, split.holdout, config.quality_points))
+  claimed = float(getattr(generator.model, "epsilon", math.inf))
+  return DomiasResult(results, group_results, quality, claimed, int(split.is_member.sum()),
+                      timings)

@@ -1,0 +1,139 @@
+"""The DOMIAS game: a copying generator is caught, a generator that never saw the members is not,
+and the epsilon a DP generator's scores certify stays below its accountant's."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpaudit.audits import domias
+from dpaudit.models import tabular_generators
+
+
+def _gaussian_data(n, seed=0, d=3):
+  rng = np.random.default_rng(seed)
+  cov = np.array([[1.0, 0.5, 0.0], [0.5, 1.0, 0.3], [0.0, 0.3, 1.0]])[:d, :d]
+  return rng.multivariate_normal(np.zeros(d), cov, size=n)
+
+
+class _TrueDistribution:
+  """A 'generator' that ignores its training rows and samples the data's true distribution:
+  it fits on disjoint data in effect, so no attack can tell members from non-members."""
+
+  def __init__(self, d):
+    self.d = d
+
+
+def _fit_true(key, data, config, discrete_columns):
+  del key, config, discrete_columns
+  return _TrueDistribution(data.shape[1])
+
+
+def _sample_true(key, model, n):
+  seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+  return _gaussian_data(n, seed=seed, d=model.d)
+
+
+tabular_generators.register_generator(
+    "true_distribution_for_tests", tabular_generators.AdditiveNoiseConfig, _fit_true,
+    _sample_true, replace=True)
+ATTACKS = ("domias", "eq1", "mc", "gan_leaks")  # the fast ones (LOGAN, CAL: other tests)
+
+
+def _config(**changes):
+  base = dict(num_members=150, num_reference=600, num_synthetic=600, num_holdout=0,
+              generator="additive_noise", generator_config={"noise": 0.0}, attacks=ATTACKS)
+  return domias.DomiasConfig(**{**base, **changes})
+
+
+def test_a_generator_that_copies_its_members_is_caught():
+  """D_syn: 2,000 draws from 50 members. Distance attacks see the copies exactly (AUC 1);
+  DOMIAS's KDE smooths them with Scott's bandwidth (about 0.34 of each spread here), so its
+  AUC is high but not 1 (0.92 measured), and above Eq. 1's (0.87)."""
+  result = domias.run_domias(jax.random.key(0), _gaussian_data(1000),
+                             _config(num_members=50, num_synthetic=2000))
+  auc = {name: metrics["auc"] for name, metrics in result.attacks.items()}
+  assert auc["gan_leaks"] == auc["mc"] == 1.0, auc
+  assert auc["domias"] > 0.85 and auc["domias"] > auc["eq1"], auc
+  assert result.attacks["gan_leaks"]["precision_at_top"]["0.2"] == 1.0
+  assert result.claimed_epsilon == math.inf and result.num_members == 50
+
+
+def test_a_generator_of_the_true_distribution_gives_chance_auc():
+  """Null: |AUC - 1/2| within 4 standard deviations of the Mann-Whitney statistic,
+  sqrt((n1 + n2 + 1) / (12 n1 n2)) = 0.033 for 150 vs 150, on every attack and 2 games."""
+  tolerance = 4 * math.sqrt((150 + 150 + 1) / (12 * 150 * 150))
+  for seed in range(2):
+    result = domias.run_domias(jax.random.key(seed), _gaussian_data(1000, seed=10 + seed),
+                               _config(generator="true_distribution_for_tests",
+                                       generator_config=None))
+    for name, metrics in result.attacks.items():
+      assert abs(metrics["auc"] - 0.5) < tolerance, (seed, name, metrics["auc"])
+
+
+def test_bernoulli_membership_certifies_epsilon_for_a_copier_and_zero_for_chance():
+  copier = domias.run_domias(jax.random.key(3), _gaussian_data(1000),
+                             _config(membership="bernoulli", attacks=("gan_leaks",)))
+  assert copier.attacks["gan_leaks"]["epsilon_one_run"] > 1.0
+  assert 120 < copier.num_members < 180  # Binomial(300, 1/2)
+  fixed = domias.run_domias(jax.random.key(3), _gaussian_data(1000),
+                            _config(attacks=("gan_leaks",)))
+  assert math.isnan(fixed.attacks["gan_leaks"]["epsilon_one_run"])  # premise does not hold
+
+
+def test_dp_generator_audited_epsilon_stays_below_its_accountant_epsilon():
+  data = _gaussian_data(1000, seed=4)
+  config = _config(membership="bernoulli", num_members=60, num_reference=200,
+                   num_synthetic=300, attacks=("domias", "gan_leaks"), generator="dp_tvae",
+                   generator_config={"epsilon": 2.0, "delta": 1e-5, "epochs": 3,
+                                     "batch_size": 32, "latent_dim": 4, "hidden": (16,)},
+                   delta=1e-5)
+  # One game here (each Bernoulli draw has its own |D_mem|, hence its own compilation); the
+  # epsilon study of experiments/domias.py repeats it over 8 games per generator.
+  result = domias.run_domias(jax.random.key(0), data, config)
+  assert 0 < result.claimed_epsilon <= 2.0 + 1e-9
+  for name, metrics in result.attacks.items():
+    assert 0 <= metrics["epsilon_one_run"] <= result.claimed_epsilon, (name, metrics)
+
+
+def test_groups_quality_and_wasserstein_against_scipy():
+  data = _gaussian_data(1000)
+  result = domias.run_domias(jax.random.key(1), data,
+                             _config(num_holdout=100, attacks=("gan_leaks",)),
+                             groups={"left": lambda x: x[:, 0] < 0,
+                                     "right": lambda x: x[:, 0] >= 0})
+  assert set(result.groups) == {"left", "right"}
+  for group in result.groups.values():
+    # Copies are found in both halves: all but the ~2% of members that 600 draws from 150
+    # never picked ((1 - 1/150)^600 = e^-4).
+    assert group["gan_leaks"]["auc"] > 0.95
+  # Quality (W1 to the hold-out set, 100 points each side): noise of 2 std worsens it.
+  noisy = domias.run_domias(jax.random.key(1), data,
+                            _config(num_holdout=100, attacks=("gan_leaks",),
+                                    generator_config={"noise": 2.0}))
+  assert 0 < result.quality < noisy.quality - 0.5, (result.quality, noisy.quality)
+  # Exact W1 in one dimension (equal sizes): scipy's closed form.
+  rng = np.random.default_rng(2)
+  a, b = rng.normal(size=(80, 1)), rng.exponential(size=(80, 1))
+  ours = domias.wasserstein_distance(jax.random.key(0), a, b)  # in units of b's std
+  assert ours * b.std() == pytest.approx(stats.wasserstein_distance(a[:, 0], b[:, 0]),
+                                         rel=1e-9)
+
+
+def test_split_is_disjoint_and_bad_settings_fail():
+  data = np.arange(3000.0).reshape(1000, 3)
+  split = domias.split_data(jax.random.key(0), data, _config(num_holdout=50))
+  rows = np.concatenate([split.candidates, split.reference, split.holdout])[:, 0]
+  assert len(np.unique(rows)) == rows.size == 300 + 600 + 50
+  with pytest.raises(ValueError, match="needs 1500 records"):
+    domias.split_data(jax.random.key(0), data[:500], _config(num_reference=1200))
+  with pytest.raises(ValueError, match="attacks='spy' is not one of"):
+    _config(attacks=("spy",))
+  with pytest.raises(ValueError, match="generator='gan' is not one of"):
+    _config(generator="gan")
+  with pytest.raises(ValueError, match="does not fit"):
+    _config(generator_config={"nois": 1.0})
+  with pytest.raises(ValueError, match="column 2 of data is constant"):
+    domias.run_domias(jax.random.key(0), np.c_[data[:, :2], np.ones(1000)], _config())

@@ -1,0 +1,55 @@
+"""Smoke test of `python -m experiments.domias`: two studies, tables, figures, resume, errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dpaudit.results import read_json
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = ("--study=minority,epsilon", "--seeds=1", "--tvae_epochs=5", "--gan_iterations=2",
+        "--attacks=domias,eq1,logan_0,logan_d1,mc,gan_leaks,gan_leaks_cal",
+        "--num_members=40", "--num_reference=200", "--num_synthetic=200",
+        "--generators=tvae,dp_tvae", "--dp_epsilons=4", "--dp_epochs=1")
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.domias", *flags],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+def test_tiny_run_writes_tables_figures_and_resumes(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", *TINY)
+  assert out.returncode == 0, out.stderr
+  studies = read_json(tmp_path / "results.json")["studies"]
+  [minority] = studies["minority"]
+  assert set(minority["groups"]) == {"minority", "rest"}
+  assert set(minority["groups"]["minority"]) == {
+      "domias", "eq1", "logan_0", "logan_d1", "mc", "gan_leaks", "gan_leaks_cal"}
+  assert all(0 <= m["auc"] <= 1 for m in minority["attacks"].values())
+  tvae, dp_tvae = studies["epsilon"]
+  assert tvae["setting"] == "tvae" and tvae["claimed_epsilon"] == float("inf")
+  assert dp_tvae["setting"] == "dp_tvae eps=4" and 0 < dp_tvae["claimed_epsilon"] <= 4
+  assert dp_tvae["attacks"]["domias"]["epsilon_one_run"] <= dp_tvae["claimed_epsilon"]
+  assert (tmp_path / "fig5.png").stat().st_size > 10_000
+  assert "minority (minority)" in out.stdout and "dp_tvae eps=4" in out.stdout
+  again = _run(f"--output_dir={tmp_path}", *TINY)
+  assert again.returncode == 0, again.stderr
+  assert again.stderr.count(": reused") == 3
+  assert read_json(tmp_path / "results.json")["studies"] == studies
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--attacks=domias,spy",), "error: --attacks='spy' is not one of"),
+    (("--study=epochs", "--num_members=9000", "--num_reference=10000"), "needs 28000 records"),
+    (("--data_csv={csv}",), "column 'b' is constant"),
+])
+def test_bad_input_is_one_line(tmp_path, flags, message):
+  csv = tmp_path / "d.csv"
+  csv.write_text("a,b\n1,2\n3,2\n5,2\n")
+  out = _run(f"--output_dir={tmp_path / 'out'}", *(f.format(csv=csv) for f in flags))
+  assert out.returncode == 2
+  [line] = out.stderr.strip().splitlines()
+  assert message in line, line
