@@ -279,8 +279,9 @@ def run(progress):
   run_config = {name: getattr(FLAGS, name) for name in (
       "study", "dataset", "data_csv", "seeds", "seed", "attacks", "density", "num_members",
       "num_reference", "num_synthetic", "num_holdout", "tvae_epochs", "members", "epochs",
-      "reference_sizes", "synthetic_sizes", "minority_column", "generators", "ads_gan_lambdas", "noise_levels",
-      "gan_iterations", "flow_epochs", "dp_epsilons", "dp_delta", "dp_epochs", "significance")}
+      "reference_sizes", "synthetic_sizes", "minority_column", "generators", "ads_gan_lambdas",
+      "noise_levels", "gan_iterations", "flow_epochs", "dp_epsilons", "dp_delta", "dp_epochs",
+      "significance")}
   return run_config, out
 
 

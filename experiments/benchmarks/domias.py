@@ -8,7 +8,8 @@ Three measurements on California Housing (standardised rows, ``--seeds`` dataset
 
 * ``kde``: :func:`dpaudit.attacks.density.fit_kde` and
   :func:`~dpaudit.attacks.density.kde_log_density` at ``--num_queries`` records,
-  ``jit(vmap)`` over the seeds against the same jitted function called once per seed. Median of ``--repeats`` runs, compile excluded.
+  ``jit(vmap)`` over the seeds against the same jitted function called once per seed. Median of
+  ``--repeats`` runs, compile excluded.
 * ``flow``: :func:`~dpaudit.attacks.density.fit_flows` (one vmapped program, BNAF of
   ``--flow_hidden_dim`` units per dimension, ``--flow_epochs`` epochs at most) against
   :func:`~dpaudit.attacks.density.fit_flow` in a loop over the seeds; one timed repetition each
