@@ -144,7 +144,7 @@ def test_bnaf_held_out_likelihood_near_the_truth(bnaf):
 
 def test_vmapped_fit_equals_single_fits(bnaf):
   keys, datas, models = bnaf
-  test = _TRUTH.rvs(size=300, random_state=3)
+  test = _TRUTH.rvs(size=250, random_state=3)
   for i in range(2):
     single = density.fit_flow(keys[i], datas[i], _BNAF)
     np.testing.assert_allclose(single.validation_loss, models.validation_loss[i], rtol=1e-5)
@@ -153,6 +153,13 @@ def test_vmapped_fit_equals_single_fits(bnaf):
     np.testing.assert_array_equal(single.validation_rows, models.validation_rows[i])
     np.testing.assert_allclose(density.flow_log_density(single, test),
                                density.flow_log_density(_pick(models, i), test), rtol=1e-4)
+
+
+def test_bnaf_is_not_sampled(bnaf):
+  with pytest.raises(ValueError, match="kind='maf'"):
+    density.sample_flow(jax.random.key(0), _pick(bnaf[2], 0), 10)
+  with pytest.raises(ValueError, match="single fit"):
+    density.sample_flow(jax.random.key(0), bnaf[2], 10)
 
 
 def test_early_stopping_keeps_the_best_validation_parameters(bnaf):
@@ -193,7 +200,7 @@ def test_maf_generator_dequantises_and_samples_discrete_columns():
   model = density.fit_flow(jax.random.key(5), data, config)
   assert type(model.config) is density.FlowConfig and model.config.kind == "maf"
   np.testing.assert_array_equal(model.dequant_width, [0.0, 1.0, 1.0])
-  assert np.all(np.isfinite(np.asarray(density.flow_log_density(model, data[:50]))))
+  assert int(model.best_epoch) >= 0 and np.isfinite(float(model.best_validation_loss))
   samples = np.asarray(density.sample_flow(jax.random.key(6), model, 400))
   assert samples.shape == (400, 3) and np.all(np.isfinite(samples))
   assert set(np.unique(samples[:, 1])) <= {0.0, 1.0}
