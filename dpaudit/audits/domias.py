@@ -99,6 +99,8 @@ class DomiasConfig:
       (None: the defaults, App. A.3's Table 3).
     attacks: which of :data:`dpaudit.attacks.domias.ATTACKS` to run.
     mc_components: PCA components of the MC attack (None: no PCA).
+    reference_generator_config: GAN-leaks CAL's reference generator (the same kind, fitted to
+      D_ref): keyword arguments of its config (None: ``generator_config``).
     logan_config: keyword arguments of LOGAN 0's WGAN-GP
       (:class:`dpaudit.models.tabular_generators.GanConfig`; None: defaults).
 
@@ -120,6 +122,7 @@ class DomiasConfig:
   attacks: tuple[str, ...] = attacks.ATTACKS
   mc_components: int | None = None
   logan_config: Mapping[str, Any] | None = None
+  reference_generator_config: Mapping[str, Any] | None = None
   significance: float = 0.05
   delta: float = 0.0
   quality_points: int = 2_000
@@ -134,17 +137,22 @@ class DomiasConfig:
     _validate.check_integer("num_holdout", self.num_holdout, 0)
     _validate.check_choice("membership", self.membership, MEMBERSHIPS)
     _validate.check_choice("generator", self.generator, generator_names())
-    for name in ("generator_config", "flow_config", "logan_config"):
+    for name in ("generator_config", "flow_config", "logan_config",
+                 "reference_generator_config"):
       value = getattr(self, name)
       if value is not None and not isinstance(value, Mapping):
         raise ValueError(f"{name} must be a dict of keyword arguments or None, got "
                          f"{type(value).__name__}")
     config_type = tabular_generators.GENERATORS[self.generator].config_type
-    try:
-      config_type(**(self.generator_config or {}))
-    except TypeError as error:
-      raise ValueError(f"generator_config={dict(self.generator_config or {})} does not fit "
-                       f"{config_type.__name__}: {error}") from None
+    for name in ("generator_config", "reference_generator_config"):
+      value = getattr(self, name)
+      if name == "reference_generator_config" and value is None:
+        continue
+      try:
+        config_type(**(value or {}))
+      except TypeError as error:
+        raise ValueError(f"{name}={dict(value or {})} does not fit {config_type.__name__}: "
+                         f"{error}") from None
     self.flow()
     self.logan()
     _validate.check_choice("density", self.density, DENSITIES)
@@ -382,7 +390,8 @@ def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
     def calibrated():
       reference_generator = tabular_generators.fit_generator(
           keys["reference_generator"], config.generator, split.reference,
-          config.generator_config)
+          config.generator_config if config.reference_generator_config is None
+          else config.reference_generator_config)
       ref_syn = np.asarray(reference_generator.sample(keys["reference_sample"],
                                                       config.num_synthetic))
       (ref_syn_std,) = attacks.standardise(split.reference, ref_syn)
