@@ -19,14 +19,17 @@ def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
   flags = ["--families=noisy_argmax,dpsgd,ngram", "--noisy_argmax_trials=40000",
            "--noisy_argmax_chunk_size=4096", "--dpsgd_audits=many_run:dirac", "--dpsgd_runs=6",
            "--dpsgd_chunk_size=4", "--dpsgd_epochs=1", "--dpsgd_hidden_sizes=4",
-           "--ngram_models=24", "--ngram_chunk_size=8", "--ngram_steps=3", "--noplot"]
+           "--ngram_models=24", "--ngram_chunk_size=8", "--ngram_steps=3"]
   rows, versions = {}, {}
   for name, prefix in (("one", []), ("two", ["-m", "launch.multihost", "--num_processes=2",
                                              "--"])):
     out = subprocess.run([sys.executable, *(prefix or ["-m"]), "experiments.tightness", *flags,
-                          f"--output_dir={tmp_path / name}"],
+                          f"--output_dir={tmp_path / name}"] + (["--noplot"] if prefix else []),
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
+    if name == "one":  # the CLI's outputs (tests/experiments/test_tightness_cli.py: errors)
+      assert (tmp_path / "one" / "tightness.png").stat().st_size > 10_000
+      assert "ngram canary reconstruction" in out.stdout and "noisy_argmax 2-cut" in out.stdout
     written = read_json(tmp_path / name / "results.json")
     versions[name] = written["versions"]
     rows[name] = [{k: v for k, v in row.items() if k != "wall_time_s"}
@@ -34,6 +37,7 @@ def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
   assert versions["two"]["devices"] == "cpu:cpu, cpu:cpu"  # both processes' devices
   assert versions["one"]["devices"] == "cpu:cpu"
   assert rows["two"] == rows["one"]
+  assert written["experiment"] == "tightness" and written["config"]["ngram_models"] == 24
   two_cut, k_cut, many_run, ngram = rows["one"]
   assert two_cut["audit"] == "noisy_argmax 2-cut" and k_cut["audit"] == "noisy_argmax k-cut"
   assert two_cut["num_observations"] == 40000
