@@ -277,7 +277,8 @@ def run(progress):
           return {**result.to_dict(), "seconds": timer.seconds}
 
         progress(f"{study} / {label} / game {seed}")
-        cell, reused = store.get_or_compute(cell_config, compute, f"{study}-{seed}")
+        # Labelled by generator, not study: a game two studies share is computed once.
+        cell, reused = store.get_or_compute(cell_config, compute, f"{config.generator}-{seed}")
         progress(f"{study} / {label} / game {seed}: "
                  + ("reused" if reused else f"{cell['seconds']:.1f} s"))
         rows.append({"setting": label, "game": seed, **extra, **cell})
