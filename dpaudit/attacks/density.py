@@ -212,13 +212,15 @@ def _kde_log_density(model: KdeModel, x: jax.Array, chunk_size: int) -> jax.Arra
   return lax.map(one_chunk, z).reshape(-1)[:m] + model.log_norm
 
 
-def kde_log_density(model: KdeModel, x: Any, *, chunk_size: int = 512) -> jax.Array:
+def kde_log_density(model: KdeModel, x: Any, *, chunk_size: int = 128) -> jax.Array:
   """Log-density of a fitted KDE at each row of ``x``.
 
   Evaluates ``chunk_size`` query rows at a time (``lax.map``): memory is
   ``chunk_size * n`` distances, never ``m * n * d``. The squared Mahalanobis distances come from
   whitened coordinates by one matrix product per chunk; the sum over kernels is a logsumexp,
-  so far-away queries get finite (very negative) log-densities.
+  so far-away queries get finite (very negative) log-densities. The default of 128 rows was
+  three times faster than 512 on this project's 2-core CPU at n = 10,000 (the distance block
+  stays in cache); under ``vmap`` over b fits, divide it by b for the same memory.
 
   Args:
     model: from :func:`fit_kde`, or a batch of them (leading axis on every field).
