@@ -108,6 +108,15 @@ def parse_floats(name: str, values: Sequence[str]) -> tuple[float, ...]:
                      ) from None
 
 
+def parse_ints(name: str, values: Sequence[str]) -> tuple[int, ...]:
+  """Parses a comma-separated absl list flag into integers, naming the flag on error."""
+  try:
+    return tuple(int(v) for v in values)
+  except ValueError:
+    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of integers"
+                     ) from None
+
+
 def versions() -> dict[str, str]:
   out = {"python": platform.python_version()}
   for package in ("dpaudit", "jax", "jaxlib", "numpy", "scipy", "dp-accounting", "flax",

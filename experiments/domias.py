@@ -96,11 +96,7 @@ flags.DEFINE_bool("plot", True, "Write the figures.")
 
 def _ints(name: str) -> tuple[int, ...]:
   values = getattr(FLAGS, name)
-  try:
-    out = tuple(int(v) for v in values)
-  except ValueError:
-    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of "
-                     "integers") from None
+  out = common.parse_ints(name, values)
   if not out or min(out) < 1:
     raise ValueError(f"--{name}={','.join(values)} must hold positive integers")
   return out
@@ -134,7 +130,7 @@ def _generator_settings() -> list[tuple[str, str, dict]]:
     if name == "tvae":
       out.append(("tvae", "tvae", _tvae(FLAGS.tvae_epochs)))
     elif name == "dp_tvae":
-      for eps in common.parse_floats("--dp_epsilons", FLAGS.dp_epsilons):
+      for eps in common.parse_floats("dp_epsilons", FLAGS.dp_epsilons):
         out.append((f"dp_tvae eps={eps:g}", "dp_tvae",
                     {"epsilon": eps, "delta": FLAGS.dp_delta, "epochs": FLAGS.dp_epochs}))
     elif name in ("wgan_gp", "ads_gan"):
@@ -178,10 +174,10 @@ def study_cells(study: str) -> list[tuple[str, dict, dict]]:
                   {**base, "generator": "ads_gan",
                    "generator_config": {"iterations": FLAGS.gan_iterations,
                                         "identifiability": lam}})
-                 for lam in common.parse_floats("--ads_gan_lambdas", FLAGS.ads_gan_lambdas)]
+                 for lam in common.parse_floats("ads_gan_lambdas", FLAGS.ads_gan_lambdas)]
     settings += [(f"additive_noise {s:g}", {**base, "generator": "additive_noise",
                                             "generator_config": {"noise": s}})
-                 for s in common.parse_floats("--noise_levels", FLAGS.noise_levels)]
+                 for s in common.parse_floats("noise_levels", FLAGS.noise_levels)]
     return [(label, {**cfg, "num_holdout": FLAGS.num_holdout, "attacks": ("domias",)}, {})
             for label, cfg in settings]
   return [(label, {**cfg, "membership": "bernoulli", "attacks": ("domias",),

@@ -92,14 +92,6 @@ flags.DEFINE_bool("resume", True, "Reuse finished cells in output_dir/cells.")
 flags.DEFINE_bool("plot", True, "Write audit.png.")
 
 
-def _ints(name: str, values) -> tuple[int, ...]:
-  try:
-    return tuple(int(v) for v in values)
-  except ValueError:
-    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of integers"
-                     ) from None
-
-
 def parse_audits(audits, game: str, canary: str) -> tuple[tuple[str, str], ...]:
   """``game:canary`` strings to pairs (validated by the config later)."""
   if not audits:
@@ -117,9 +109,9 @@ def config_from_flags() -> grid.DPSGDGridConfig:
   """The grid of the flags (the config's field names are the flag names)."""
   parsed = dict(audits=parse_audits(FLAGS.audits, FLAGS.game, FLAGS.canary),
                 epsilons=common.parse_floats("epsilons", FLAGS.epsilons),
-                num_canaries=_ints("num_canaries", FLAGS.num_canaries),
+                num_canaries=common.parse_ints("num_canaries", FLAGS.num_canaries),
                 tag_weights=common.parse_floats("tag_weights", FLAGS.tag_weights),
-                hidden_sizes=_ints("hidden_sizes", FLAGS.hidden_sizes))
+                hidden_sizes=common.parse_ints("hidden_sizes", FLAGS.hidden_sizes))
   if not 0 <= FLAGS.seed < 2**63:
     raise ValueError(f"--seed={FLAGS.seed} is outside the valid range [0, 2^63)")
   names = [f.name for f in dataclasses.fields(grid.DPSGDGridConfig) if f.name not in parsed]
