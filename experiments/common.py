@@ -76,16 +76,23 @@ def enable_compilation_cache() -> str | None:
   a resumed run or the next cell of a sweep loads its compiled programs instead of compiling
   them again (seconds each on a CPU).
 
-  Programs that took at least 0.5 s to compile are kept, keyed by JAX on the program, the JAX
-  version and the device, so a stale entry is never used. Every experiment calls this;
-  benchmarks do not (they time compilation). Returns the directory, or None when it is off."""
+  Programs that took at least 0.5 s to compile (``$DPAUDIT_COMPILATION_CACHE_MIN_SECS`` to
+  change it) are kept, keyed by JAX on the program, the JAX version and the device, so a stale
+  entry is never used. Every experiment calls this; benchmarks do not (they time compilation).
+  Returns the directory, or None when it is off."""
   path = flags.FLAGS.compilation_cache_dir if flags.FLAGS.is_parsed() else _default_cache_dir()
   if not path:
     return None
   path = os.path.expanduser(path)
   os.makedirs(path, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  minimum = os.environ.get("DPAUDIT_COMPILATION_CACHE_MIN_SECS", "0.5")
+  try:
+    minimum = float(minimum)
+  except ValueError:
+    raise ValueError(f"DPAUDIT_COMPILATION_CACHE_MIN_SECS={minimum!r} must be a number of "
+                     "seconds") from None
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", minimum)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
   return path
 

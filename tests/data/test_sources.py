@@ -187,8 +187,8 @@ def test_readers_do_not_import_the_packages_that_carry_the_files():
 
 def test_every_source_names_origin_and_licence():
   assert set(sources.SOURCES) == {"digits", "breast_cancer", "wine", "mnist_subset",
-                                  "shakespeare", "adult", "california_housing", "mnist",
-                                  "fashion_mnist", "cifar10"}
+                                  "shakespeare", "adult", "california_housing", "heart_failure",
+                                  "mnist", "fashion_mnist", "cifar10"}
   for source in sources.SOURCES.values():
     assert source.origin and source.licence and source.citation.startswith("@")
   assert "public domain" in sources.SOURCES["shakespeare"].licence
