@@ -55,11 +55,12 @@ def test_domias_ratio_finds_a_copied_record_in_a_sparse_region_where_eq1_cannot(
 
 def test_logan_d1_scores_synthetic_like_records_higher():
   rng = np.random.default_rng(5)
-  synthetic = rng.normal(1.5, 1.0, size=(300, 2))
-  reference = rng.normal(-1.5, 1.0, size=(300, 2))
+  synthetic = rng.normal(1.5, 1.0, size=(200, 2))
+  reference = rng.normal(-1.5, 1.0, size=(200, 2))
   x = np.array([[1.5, 1.5], [-1.5, -1.5]])
   scores = domias.logan_d1_scores(jax.random.key(0), x, synthetic, reference,
-                                  classifiers.ClassifierConfig(epochs=5, batch_size=64))
+                                  classifiers.ClassifierConfig(epochs=3, batch_size=64),
+                                  hidden_sizes=(16,))
   assert scores.shape == (2,) and scores[0] > scores[1] + 1.0
 
 

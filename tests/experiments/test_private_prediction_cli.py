@@ -7,7 +7,8 @@ import sys
 from dpaudit.results import read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = ("--algorithms=pate,private_knn,promptpate", "--feature_epochs=2", "--feature_model=mlp",
+# private_knn runs in tests/audits/test_private_prediction_audit.py (validity of its 2-cut).
+TINY = ("--algorithms=pate,promptpate", "--feature_epochs=2", "--feature_model=mlp",
         "--adversaries=pois_miaq", "--num_teachers=5",
         "--num_instantiations=3", "--instantiations_per_call=3", "--num_queries=2",
         "--num_trials=2000", "--num_histograms=16", "--epochs=2", "--orders=2,8",
@@ -25,15 +26,14 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   cells = written["cells"]
-  assert sorted(cells) == ["pate/pois_miaq", "private_knn/pois_miaq", "promptpate/pois_miaq"]
+  assert sorted(cells) == ["pate/pois_miaq", "promptpate/pois_miaq"]
   for cell_name, cell in cells.items():
     assert cell["num_queries"] == 2 and 0 <= cell["teacher_accuracy"] <= 1
     worst = cell["worst_query"]
     for name in ("two_cut", "k_cut", "exact", "data_dependent", "data_independent"):
       assert len(worst[name]) == 2
     assert all(a <= b + 1e-12 for a, b in zip(worst["exact"], worst["data_independent"]))
-    expected = {"exact", "data_independent"} | (
-        set() if cell_name.startswith("private_knn") else {"data_dependent"})
+    expected = {"exact", "data_independent", "data_dependent"}
     assert set(cell["repeated_query_epsilon"]) == expected
   prompt = cells["promptpate/pois_miaq"]  # fixed histograms of 5 LLM teachers' votes
   assert all(sum(h) == 5 for h in prompt["histograms"] + prompt["neighbor_histograms"])
@@ -42,7 +42,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   assert "pate/pois_miaq" in out.stdout and "exact" in out.stdout
   again = _run(f"--output_dir={tmp_path}", *TINY)
   assert again.returncode == 0, again.stderr
-  assert again.stderr.count("[reused]") == 3
+  assert again.stderr.count("[reused]") == 2
   assert read_json(tmp_path / "results.json")["cells"] == written["cells"]
 
 

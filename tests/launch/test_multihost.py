@@ -2,9 +2,12 @@
 process: the Monte Carlo engine's per-chunk keys, and those of the vmapped training runs
 (many-run audit, n-gram models), do not depend on who runs a chunk."""
 
+import math
 import os
 import subprocess
 import sys
+
+import pytest
 
 from dpaudit.results import read_json
 
@@ -41,6 +44,12 @@ def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
   two_cut, k_cut, many_run, ngram = rows["one"]
   assert two_cut["audit"] == "noisy_argmax 2-cut" and k_cut["audit"] == "noisy_argmax k-cut"
   assert two_cut["num_observations"] == 40000
+  assert two_cut["reference"] == k_cut["reference"] > 0 and two_cut["reference_kind"] == "exact"
+  assert two_cut["kind"] == "finite-sample" and k_cut["kind"] == "asymptotic"
+  for row in rows["one"]:
+    assert row["confidence"] == 0.95 and row["lower_bound"] <= row["reference"] + 1e-9, row
+  assert ngram["ceiling"] == pytest.approx(10 * math.log(10))  # log(1/p0), T = 10, D = 10
+  assert ngram["reference"] <= ngram["ceiling"]
   assert many_run["audit"] == "dpsgd many_run:dirac" and many_run["unit"] == "runs"
   assert many_run["num_observations"] == 12 and "add_or_remove_one" in many_run["note"]
   assert abs(many_run["reference"] - 8.0) < 8e-3  # add-or-remove: the RDP target epsilon
