@@ -28,3 +28,26 @@ from experiments import common  # pylint: disable=g-import-not-at-top,wrong-impo
 
 jax.config.update("jax_enable_x64", True)
 common.enable_compilation_cache()
+
+# Test files that take 20 s or more (measured with --durations), run first: pytest-xdist hands
+# out tests in collection order, so a long test collected last would keep one worker busy while
+# the other sits idle at the end of the run.
+SLOW_FIRST = (
+    "tests/launch/test_multihost.py",
+    "tests/experiments/test_domias_cli.py",
+    "tests/experiments/test_panoramia_cli.py",
+    "tests/experiments/test_lm_reconstruction_cli.py",
+    "tests/experiments/test_dpsgd_audit_cli.py",
+    "tests/experiments/test_private_prediction_cli.py",
+    "tests/audits/test_panoramia_modalities.py",
+    "tests/launch/test_xm.py",
+    "tests/launch/test_local.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  """Moves the tests of :data:`SLOW_FIRST` to the front, keeping every other order."""
+  del config
+  rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+  key = lambda item: rank.get(item.nodeid.split("::")[0], len(rank))  # noqa: E731
+  items.sort(key=key)  # stable: the rest keep their collection order

@@ -7,10 +7,10 @@ import pytest
 from dpaudit import results
 from dpaudit.audits import tightness
 
-# One DP-SGD game, a replace-one one (many_run, the noisy-argmax cuts and the n-gram row, one
-# process against two: tests/launch/test_multihost.py; all four games:
+# Two DP-SGD games, a replace-one one and the many-run one (the noisy-argmax cuts and the n-gram
+# row, one process against two: tests/launch/test_multihost.py; all four games:
 # tests/experiments/test_dpsgd_audit_cli.py).
-TINY = dict(families=("dpsgd",), dpsgd_audits=(("uniaud", "gaussian"),),
+TINY = dict(families=("dpsgd",), dpsgd_audits=(("uniaud", "gaussian"), ("many_run", "dirac")),
             noisy_argmax_trials=4000, dpsgd_runs=4, dpsgd_canaries=20, dpsgd_epochs=1.0,
             dpsgd_batch_size=16, dpsgd_hidden_sizes=(4,), ngram_models=64, ngram_steps=5)
 
@@ -19,7 +19,7 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
   """One test (one report: the checks share its cost, whichever worker runs it)."""
   lines = []
   result = tightness.run(tightness.TightnessConfig(**TINY), progress=lines.append)
-  assert [r.audit for r in result.rows] == ["dpsgd uniaud:gaussian"]
+  assert [r.audit for r in result.rows] == ["dpsgd uniaud:gaussian", "dpsgd many_run:dirac"]
   assert len(lines) == len(result.rows)
   for row in result.rows:
     assert row.confidence == 0.95 and row.wall_time_s > 0 and row.num_observations > 0
@@ -31,10 +31,15 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
   assert 5.0 < uniaud.reference < 16.0  # replace-one: the PLD epsilon of that relation
   assert "replace_one" in uniaud.note
   assert uniaud.unit == "canaries" and uniaud.num_observations == 20
+  many_run = result.rows[1]
+  assert many_run.unit == "runs" and many_run.num_observations == 8  # 2T, T = 4
+  assert "add_or_remove_one" in many_run.note and many_run.kind == "finite-sample"
+  assert abs(many_run.reference - 8.0) < 8e-3  # add-or-remove: the RDP target epsilon
+  assert 0 <= many_run.lower_bound <= many_run.ceiling
 
   # strict JSON, table and plot
   back = results.loads(results.dumps(result.to_dict()))
-  assert len(back["rows"]) == 1 and back["config"]["dpsgd_runs"] == 4
+  assert len(back["rows"]) == 2 and back["config"]["dpsgd_runs"] == 4
   assert "dpsgd uniaud:gaussian" in tightness.table(result)
   tightness.plot(result, str(tmp_path / "t.png"))
   assert (tmp_path / "t.png").stat().st_size > 10_000
