@@ -79,37 +79,36 @@ def standardise(reference: Any, *arrays: Any) -> tuple[np.ndarray, ...]:
                for i, a in enumerate(arrays))
 
 
-@functools.partial(jax.jit, static_argnames=("chunk_size",))
-def _nearest_distances(x: jax.Array, points: jax.Array, chunk_size: int) -> jax.Array:
-  """Distance from each row of ``x`` to its nearest row of ``points`` (x padded to chunks)."""
+def _map_squared_distances(reduce, x: jax.Array, points: jax.Array,
+                           chunk_size: int) -> jax.Array:
+  """``reduce(squared distances [chunk, n]) -> [chunk]`` for each chunk of rows of ``x`` (padded
+  to whole chunks), so an ``[m, n]`` matrix exists one chunk at a time."""
   squared_points = jnp.sum(points**2, axis=1)
 
   def chunk(rows):
-    squared = (jnp.sum(rows**2, axis=1)[:, None] - 2.0 * rows @ points.T
-               + squared_points[None, :])
-    return jnp.sqrt(jnp.maximum(jnp.min(squared, axis=1), 0.0))
+    return reduce(jnp.sum(rows**2, axis=1)[:, None] - 2.0 * rows @ points.T
+                  + squared_points[None, :])
 
   m = x.shape[0]
   padded = jnp.pad(x, ((0, -m % chunk_size), (0, 0)))
   out = jax.lax.map(chunk, padded.reshape((-1, chunk_size, x.shape[1])))
   return out.reshape(-1)[:m]
+
+
+@functools.partial(jax.jit, static_argnames=("chunk_size",))
+def _nearest_distances(x: jax.Array, points: jax.Array, chunk_size: int) -> jax.Array:
+  """Distance from each row of ``x`` to its nearest row of ``points``."""
+  return _map_squared_distances(
+      lambda squared: jnp.sqrt(jnp.maximum(jnp.min(squared, axis=1), 0.0)), x, points,
+      chunk_size)
 
 
 @functools.partial(jax.jit, static_argnames=("chunk_size",))
 def _share_within(x: jax.Array, points: jax.Array, radius: jax.Array,
                   chunk_size: int) -> jax.Array:
   """Share of ``points`` within ``radius`` of each row of ``x``."""
-  squared_points = jnp.sum(points**2, axis=1)
-
-  def chunk(rows):
-    squared = (jnp.sum(rows**2, axis=1)[:, None] - 2.0 * rows @ points.T
-               + squared_points[None, :])
-    return jnp.mean(squared <= radius**2, axis=1)
-
-  m = x.shape[0]
-  padded = jnp.pad(x, ((0, -m % chunk_size), (0, 0)))
-  out = jax.lax.map(chunk, padded.reshape((-1, chunk_size, x.shape[1])))
-  return out.reshape(-1)[:m]
+  return _map_squared_distances(lambda squared: jnp.mean(squared <= radius**2, axis=1), x,
+                                points, chunk_size)
 
 
 def nearest_distances(x: Any, points: Any, chunk_size: int = 256) -> np.ndarray:
