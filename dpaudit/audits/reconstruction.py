@@ -222,7 +222,7 @@ def _compiled_lazy_ngram(structure: tuple) -> Callable:
 
 def canary_log_probabilities(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
                              noise_multiplier: float) -> np.ndarray:
-  """:math:`\log f_{\theta_i}(c)` of ``config.num_models`` models (float64 NumPy), trained
+  r""":math:`\log f_{\theta_i}(c)` of ``config.num_models`` models (float64 NumPy), trained
   as vmapped chunks of ``config.chunk_size`` (chunk i's keys come from ``fold_in(key, i)``, so
   under ``jax.distributed`` the chunks are spread over the processes by
   :func:`dpaudit.distributed.map_chunks` and every process gets the one-process result).
