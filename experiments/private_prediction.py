@@ -192,6 +192,8 @@ def run_cells(ensembles, knns, audits):
   from dpaudit.audits import private_prediction as pp
   if any(alg not in TEXT_ALGORITHMS for alg in audits):
     public, train, test = load_splits()
+  if any(alg in TEXT_ALGORITHMS for alg in audits):
+    text_splits()  # a text set that is not prepared fails here, before the LLM is read
   store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   cells = {}
   for alg, audit in audits.items():

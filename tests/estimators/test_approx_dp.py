@@ -95,7 +95,7 @@ def test_split_chooses_on_even_and_evaluates_on_odd():
 
 
 def test_degenerate_scores_do_not_crash():
-  same = np.zeros(50)
+  same = np.zeros(100)
   for method in ("split", "bonferroni"):
     got = approx_dp.epsilon_from_scores(same, same, 0.0, 0.05, method=method)
     assert float(got.epsilon) == 0.0
