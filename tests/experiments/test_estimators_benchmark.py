@@ -15,7 +15,8 @@ def _run(*flags):
 
 
 def test_tiny_benchmark_prints_and_writes_json(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--scale=0.0005", "--repeats=2", "--only=cp,one_run")
+  out = _run(f"--output_dir={tmp_path}", "--scale=0.0005", "--repeats=2", "--min_timed_s=0",
+             "--only=cp,one_run")
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)
   written = read_json(tmp_path / "results.json")
@@ -39,7 +40,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
 
 def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--only=throughput", "--throughput_sizes=3000",
-             "--throughput_reference=500", "--repeats=1")
+             "--throughput_reference=500", "--repeats=1", "--min_timed_s=0")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert written["config"]["throughput_sizes"] == [3000]
