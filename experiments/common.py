@@ -106,6 +106,15 @@ def quiet_logging() -> None:
     absl_logging.set_verbosity(absl_logging.WARNING)
 
 
+def start_float64_experiment() -> None:
+  """The usual start of an experiment's ``main``: the persistent compilation cache, quiet
+  logging and float64 (:func:`enable_compilation_cache`, :func:`quiet_logging`,
+  :func:`enable_x64`)."""
+  enable_compilation_cache()
+  quiet_logging()
+  enable_x64()
+
+
 def parse_floats(name: str, values: Sequence[str]) -> tuple[float, ...]:
   """Parses a comma-separated absl list flag into floats, naming the flag on error."""
   try:

@@ -433,9 +433,7 @@ def plot(studies: dict[str, list[dict]], output_dir: str) -> list[str]:
 @common.cli
 def main(argv):
   del argv
-  common.enable_compilation_cache()
-  common.quiet_logging()
-  common.enable_x64()
+  common.start_float64_experiment()
   progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
   with common.Timer() as timer, common.quiet_accountant():
     config, studies = run(progress)

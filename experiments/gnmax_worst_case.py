@@ -136,9 +136,7 @@ def plot(cells, path: str) -> None:
 @common.cli
 def main(argv):
   del argv
-  common.enable_compilation_cache()
-  common.quiet_logging()
-  common.enable_x64()
+  common.start_float64_experiment()
   settings, orders = settings_from_flags()
   with common.Timer() as timer:
     cells = run_cells(settings, orders)

@@ -145,9 +145,7 @@ def plot(points, log_p0: float, num_steps: int, path: str) -> None:
 @common.cli
 def main(argv):
   del argv
-  common.enable_compilation_cache()
-  common.quiet_logging()
-  common.enable_x64()
+  common.start_float64_experiment()
   config = config_from_flags()
   common.initialize_distributed()  # several processes: the models spread over them all
   with common.Timer() as timer, common.quiet_accountant():

@@ -309,9 +309,7 @@ def write_samples(setup, vocab, output_dir: str) -> str:
 @common.cli
 def main(argv):
   del argv
-  common.enable_compilation_cache()
-  common.quiet_logging()
-  common.enable_x64()
+  common.start_float64_experiment()
   progress = lambda line: print(line, file=sys.stderr, flush=True)
   with common.Timer() as timer, common.quiet_accountant():
     config, cells, setup, vocab = run(progress)

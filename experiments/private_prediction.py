@@ -359,9 +359,7 @@ def plot_leakage(cells, orders, delta: float, path: str) -> None:
 @common.cli
 def main(argv):
   del argv
-  common.enable_compilation_cache()
-  common.quiet_logging()
-  common.enable_x64()
+  common.start_float64_experiment()
   ensembles, knns, audits = configs_from_flags()
   with common.Timer() as timer:
     cells = run_cells(ensembles, knns, audits)

@@ -148,9 +148,7 @@ def table(result) -> str:
 @common.cli
 def main(argv: Sequence[str]) -> None:
   del argv
-  common.enable_compilation_cache()
-  common.enable_x64()
-  common.quiet_logging()
+  common.start_float64_experiment()
   from dpaudit.audits import reconstruction_bounds as rb
 
   config = config_from_flags()
