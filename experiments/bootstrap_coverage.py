@@ -101,7 +101,6 @@ def main(argv):
   common.enable_x64()
   import jax
   import jax.numpy as jnp
-  import numpy as np
   from dpaudit import accounting
   from dpaudit.audits.noisy_argmax import to_plain
 

@@ -34,7 +34,6 @@ the scan loop, ``speedup_vs_step_loop`` against the step loop) and the target (v
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -177,7 +176,7 @@ def main(argv):
       "versions": common.versions(),
   }
   result["wall_time_s"] = time.perf_counter() - start
-  path = results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
+  results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
   print(results.dumps(result))
 
 

@@ -24,7 +24,6 @@ sequential twins. Targets: all models in under 5 s (CPU) and a speedup of at lea
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -135,7 +134,7 @@ def main(argv):
       "versions": common.versions(),
   }
   result["wall_time_s"] = time.perf_counter() - start
-  path = results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
+  results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
   print(results.dumps(result))
 
 
