@@ -27,7 +27,6 @@ Prints one JSON object and writes it to ``--output_dir``/benchmark.json.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -38,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpaudit import results
 from experiments import common
 
 FLAGS = flags.FLAGS
@@ -149,9 +149,7 @@ def bench_game() -> dict:
 @common.cli
 def main(argv):
   del argv
-  common.enable_compilation_cache()
-  common.quiet_logging()
-  common.enable_x64()
+  common.start_float64_experiment()
   from dpaudit.attacks import density
   for name in ("seeds", "num_rows", "num_queries", "repeats", "flow_rows", "flow_hidden_dim",
                "flow_epochs", "tvae_epochs"):
@@ -171,10 +169,8 @@ def main(argv):
   print(f"flow: {out['flow']['speedup']:.2f}x", file=sys.stderr, flush=True)
   if FLAGS.game:
     out["game"] = bench_game()
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  with open(os.path.join(FLAGS.output_dir, "benchmark.json"), "w", encoding="utf-8") as f:
-    json.dump(out, f, indent=2)
-  print(json.dumps(out, indent=2))
+  results.write_json(os.path.join(FLAGS.output_dir, "benchmark.json"), out)
+  print(results.dumps(out))
 
 
 if __name__ == "__main__":

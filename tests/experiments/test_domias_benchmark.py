@@ -1,0 +1,40 @@
+"""Smoke test of `python -m experiments.benchmarks.domias` (tiny sizes) and its error path."""
+
+import os
+import subprocess
+import sys
+
+from dpaudit.results import read_json, loads
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*flags):
+  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.domias", *flags],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+def test_tiny_benchmark_prints_and_writes_json(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--seeds=2", "--num_rows=200", "--num_queries=100",
+             "--repeats=1", "--flow_rows=100", "--flow_hidden_dim=4", "--flow_epochs=1")
+  assert out.returncode == 0, out.stderr
+  written = read_json(tmp_path / "benchmark.json")
+  assert loads(out.stdout) == written
+  assert (written["seeds"], written["num_rows"], written["num_queries"]) == (2, 200, 100)
+  kde, flow = written["kde"], written["flow"]
+  assert kde["speedup"] == kde["loop_median_s"] / kde["vmapped_median_s"] > 0
+  assert kde["repeats"] == 1
+  assert flow["speedup"] == flow["loop_s"] / flow["vmapped_s"] > 0
+  assert (flow["rows"], flow["hidden_dim"], flow["max_epochs"]) == (100, 4, 1)
+  # The vmapped fit of seed 0 gives the single fit's density (float32 training).
+  assert flow["max_log_density_difference_seed0"] < 1e-3
+  assert "game" not in written  # only with --game
+  assert out.stderr.splitlines()[-2:] == [f"kde: {kde['speedup']:.2f}x",
+                                          f"flow: {flow['speedup']:.2f}x"]
+
+
+def test_bad_flag_is_one_line(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--seeds=0")
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines() == ["error: --seeds=0 must be >= 1"]
+  assert not (tmp_path / "benchmark.json").exists()
