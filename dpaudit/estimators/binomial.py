@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.estimators import _compile
+from dpaudit.estimators import _compile, _elementary
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -108,8 +108,8 @@ def _stirling_remainder_shifted(z):
   product = zs + 1.0
   for i in range(2, _STIRLING_SHIFT + 1):
     product = product * (zs + i)
-  shifted = (_stirling_series(zs + m) + (zs + m + 0.5) * jnp.log(zs + m)
-             - (zs + 0.5) * jnp.log(zs) - m - jnp.log(product))
+  shifted = (_stirling_series(zs + m) + (zs + m + 0.5) * _elementary.log(zs + m)
+             - (zs + 0.5) * _elementary.log(zs) - m - _elementary.log(product))
   return jnp.where(big, _stirling_series(zb), shifted)
 
 
@@ -126,7 +126,7 @@ def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
     term = term * v2
     total = total + term / (2 * j + 1)
   safe_k = jnp.where(k > 0, k, 1.0)
-  direct = jnp.where(k > 0, k * jnp.log(safe_k / safe_m), 0.0) + m - k
+  direct = jnp.where(k > 0, k * _elementary.log(safe_k / safe_m), 0.0) + m - k
   return jnp.where(close, total, direct)
 
 
@@ -145,10 +145,10 @@ def log_beta_prefactor(a: jax.Array, b: jax.Array, x: jax.Array, y: jax.Array | 
   a, b, x = _as_float(a, b, x)
   y = 1.0 - x if y is None else _as_float(y)[0]
   n = a + b
-  log_d = (0.5 * (jnp.log(n) - jnp.log(a) - jnp.log(b)) - _HALF_LOG_2PI
+  log_d = (0.5 * (_elementary.log(n) - _elementary.log(a) - _elementary.log(b)) - _HALF_LOG_2PI
            + stirling_remainder(n) - stirling_remainder(a) - stirling_remainder(b)
            - binomial_deviance(a, n * x) - binomial_deviance(b, n * y))
-  return log_d + jnp.log(b) - jnp.log(n)
+  return log_d + _elementary.log(b) - _elementary.log(n)
 
 
 def _cpu_chunk_size() -> int | None:
@@ -451,13 +451,13 @@ class _BetaShape(NamedTuple):
 
 def _beta_shape(a, b) -> _BetaShape:
   r = a + b
-  log_a, log_b = jnp.log(a), jnp.log(b)
+  log_a, log_b = _elementary.log(a), _elementary.log(b)
   min_shape = jnp.minimum(a, b)
   reach = jnp.minimum(_SERIES_MAX_RATIO * jnp.sqrt(4.0 * math.pi * min_shape),
                       _series_max_zeta(a.dtype))
   return _BetaShape(
       stirling_remainder(r) - stirling_remainder(a) - stirling_remainder(b),
-      0.5 * (log_a + log_b - jnp.log(r)), log_a, log_b, min_shape,
+      0.5 * (log_a + log_b - _elementary.log(r)), log_a, log_b, min_shape,
       (b - a) / jnp.sqrt(a * b * r), jnp.where(min_shape >= _SERIES_MIN_SHAPE, reach, -1.0))
 
 
@@ -488,7 +488,7 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) ->
   series = _uniform_series(jnp.where(use_series, zeta, 0.0),
                            jnp.where(use_series, jnp.where(swapped, -shape.omega, shape.omega),
                                      0.0), 1.0 / r)
-  log_series = shape.log_gamma_star_ratio - _HALF_LOG_2PI + jnp.log(series)
+  log_series = shape.log_gamma_star_ratio - _HALF_LOG_2PI + _elementary.log(series)
   def oriented():
     return _Oriented(jnp.where(swapped, b, a), jnp.where(swapped, a, b),
                      jnp.where(swapped, y, x), jnp.where(swapped, x, y), jnp.abs(lam), swapped)
@@ -507,7 +507,7 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) ->
   else:
     fraction = fixed()
   log_fraction = (log_density - jnp.where(swapped, shape.log_b, shape.log_a)
-                  + jnp.log(fraction))
+                  + _elementary.log(fraction))
   return _SmallTail(jnp.where(use_series, log_series, log_fraction), log_density, swapped)
 
 
@@ -642,10 +642,10 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
   ns = jnp.where(interior, n, 2.0)
   general = (stirling_remainder(ns) - stirling_remainder(ks) - stirling_remainder(ns - ks)
              - binomial_deviance(ks, ns * p) - binomial_deviance(ns - ks, ns * q)
-             + 0.5 * (jnp.log(ns) - jnp.log(ks) - jnp.log(ns - ks)) - _HALF_LOG_2PI)
-  log_q = jnp.where(q > 0.0, jnp.where(p < 0.5, jnp.log1p(-p), jnp.log(jnp.where(q > 0.0, q, 1.0))),
+             + 0.5 * (_elementary.log(ns) - _elementary.log(ks) - _elementary.log(ns - ks)) - _HALF_LOG_2PI)
+  log_q = jnp.where(q > 0.0, jnp.where(p < 0.5, _elementary.log1p(-p), _elementary.log(jnp.where(q > 0.0, q, 1.0))),
                     -jnp.inf)
-  log_p = jnp.where(p > 0.0, jnp.where(q < 0.5, jnp.log1p(-q), jnp.log(jnp.where(p > 0.0, p, 1.0))),
+  log_p = jnp.where(p > 0.0, jnp.where(q < 0.5, _elementary.log1p(-q), _elementary.log(jnp.where(p > 0.0, p, 1.0))),
                     -jnp.inf)
   at_zero = jnp.where(n > 0.0, n * log_q, 0.0)
   at_n = jnp.where(n > 0.0, n * log_p, 0.0)
@@ -663,7 +663,7 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
 
 def _log1mexp(v):
   """``log(1 - exp(v))`` for ``v <= 0`` without cancellation (Maechler, 2012)."""
-  return jnp.where(v > -math.log(2.0), jnp.log(-jnp.expm1(v)), jnp.log1p(-jnp.exp(v)))
+  return _elementary.log1mexp(v)
 
 
 def _halley_steps(dtype) -> int:
@@ -690,13 +690,13 @@ def _tail_model_logit(a, b, log_target, log_beta, steps: int = 3):
   for ``w = logit(x)`` by Newton's method from the power-series start
   :math:`x^a = a B(a, b) e^{\mathrm{target}}`. Good below the mean for any a and b (it keeps the
   :math:`y^b` factor that matters when b is small); cheap (no fraction, no series)."""
-  w = (log_target + jnp.log(a) + log_beta) / a
+  w = (log_target + _elementary.log(a) + log_beta) / a
   w = w - _log1mexp(jnp.minimum(w, -1e-300))
   for _ in range(steps):
     x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
     lam1 = jnp.maximum(a + 1.0 - (a + b) * x, 1e-3)
-    model = (a * jax.nn.log_sigmoid(w) + b * jax.nn.log_sigmoid(-w) - jnp.log(a) - log_beta
-             - jnp.log(lam1) + jnp.log(a + 1.0))
+    model = (a * _elementary.log_sigmoid(w) + b * _elementary.log_sigmoid(-w) - _elementary.log(a) - log_beta
+             - _elementary.log(lam1) + _elementary.log(a + 1.0))
     slope = a * y - b * x + (a + b) * x * y / lam1
     w = w - jnp.clip((model - log_target) / slope, -8.0, 8.0)
   return w
@@ -725,10 +725,10 @@ def _initial_logit(a, b, log_tau, shape: _BetaShape):
   near_bulk = jnp.abs(z) <= 0.6 * jnp.sqrt(shape.min_shape)  # measured: see the docstring
   normal_ok = jnp.logical_and(near_bulk, jnp.logical_and(x_normal > 0.0, x_normal < 1.0))
   x_normal = jnp.where(normal_ok, x_normal, 0.5)
-  w_normal = jnp.log(x_normal) - jnp.log1p(-x_normal)
+  w_normal = _elementary.log(x_normal) - _elementary.log1p(-x_normal)
   # log B(a, b) = log(sqrt(2 pi / r) p^a q^b / sqrt(pq)) - log_gamma_star_ratio
-  log_p, log_q = jnp.log(a) - jnp.log(r), jnp.log(b) - jnp.log(r)
-  log_beta = (_HALF_LOG_2PI - 0.5 * jnp.log(r) + (a - 0.5) * log_p + (b - 0.5) * log_q
+  log_p, log_q = _elementary.log(a) - _elementary.log(r), _elementary.log(b) - _elementary.log(r)
+  log_beta = (_HALF_LOG_2PI - 0.5 * _elementary.log(r) + (a - 0.5) * log_p + (b - 0.5) * log_q
               - shape.log_gamma_star_ratio)
   low_side = log_tau < -math.log(2.0)
   first, second = jnp.where(low_side, a, b), jnp.where(low_side, b, a)
@@ -881,10 +881,10 @@ def cp_upper_limit(k, n, log_tail):
 def _clopper_pearson(k, n, beta, alternative):
   k, n, beta = jnp.broadcast_arrays(k, n, beta)
   if alternative == "two-sided":
-    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True)
+    lower, upper = _cp_limits(k, n, _elementary.log(beta / 2.0), True, True)
     return Interval(lower, upper)
   if alternative == "less":
-    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True)
+    (upper,) = _cp_limits(k, n, _elementary.log(beta), False, True)
     return Interval(jnp.zeros_like(k), upper)
-  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False)
+  (lower,) = _cp_limits(k, n, _elementary.log(beta), True, False)
   return Interval(lower, jnp.ones_like(k))

@@ -1,0 +1,81 @@
+"""The vectorised logarithms of dpaudit.estimators._elementary against numpy and mpmath."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+
+from dpaudit.estimators import _compile, _elementary
+
+TINY = np.finfo(np.float64).tiny
+
+
+def _ulps(got, want):
+  return np.abs(got - want) / np.spacing(np.abs(want))
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+  with jax.enable_x64(True):
+    yield
+
+
+def _run(fn, x):
+  return np.asarray(_compile.jit(fn)(jnp.asarray(x, jnp.float64)))
+
+
+def test_log_within_two_ulps_over_the_whole_range_and_near_one():
+  rng = np.random.default_rng(0)
+  x = np.concatenate([np.exp(rng.uniform(-707.0, 709.0, 200_000)), rng.uniform(0.3, 3.0, 100_000),
+                      1.0 + rng.uniform(-1e-6, 1e-6, 20_000), [1.0, 2.0, 0.5, np.finfo(float).max,
+                                                            TINY]])
+  got = _run(_elementary.log, x)
+  assert _ulps(got, np.log(x)).max() <= 2.0
+  assert got[-5] == 0.0
+
+
+def test_log1p_within_four_ulps_including_tiny_and_negative_arguments():
+  rng = np.random.default_rng(1)
+  x = np.concatenate([np.exp(rng.uniform(-700.0, 700.0, 100_000)),
+                      -np.exp(rng.uniform(-700.0, 0.0, 100_000)),
+                      rng.uniform(-1e-8, 1e-8, 20_000), rng.uniform(-0.35, 0.45, 100_000)])
+  want = np.log1p(x)
+  keep = np.abs(want) > 1e-280  # XLA:CPU flushes subnormal results to zero
+  assert _ulps(_run(_elementary.log1p, x)[keep], want[keep]).max() <= 4.0
+
+
+def test_log1mexp_within_four_ulps_of_mpmath():
+  rng = np.random.default_rng(2)
+  v = np.concatenate([-np.exp(rng.uniform(-40.0, 6.5, 3000)), rng.uniform(-1.0, 0.0, 1000),
+                      [-math.log(2.0), -0.5, -1e-300]])
+  with mpmath.workdps(400):
+    want = np.array([float(mpmath.log(-mpmath.expm1(mpmath.mpf(x)))) for x in v])
+  keep = np.abs(want) > 1e-280
+  assert _ulps(_run(_elementary.log1mexp, v)[keep], want[keep]).max() <= 4.0
+
+
+def test_log_sigmoid_within_four_ulps():
+  rng = np.random.default_rng(3)
+  w = np.concatenate([rng.uniform(-700.0, 640.0, 100_000), rng.uniform(-5.0, 5.0, 100_000)])
+  want = -np.logaddexp(0.0, -w)
+  keep = np.abs(want) > 1e-280
+  assert _ulps(_run(_elementary.log_sigmoid, w)[keep], want[keep]).max() <= 4.0
+
+
+@pytest.mark.parametrize("fn, x, want", [
+    (_elementary.log, [0.0, -1.0, np.inf, np.nan], [-np.inf, np.nan, np.inf, np.nan]),
+    (_elementary.log1p, [-1.0, -2.0, np.inf, np.nan, 0.0], [-np.inf, np.nan, np.inf, np.nan, 0.0]),
+    (_elementary.log1mexp, [0.0, -np.inf, 1.0, np.nan], [-np.inf, 0.0, np.nan, np.nan]),
+    (_elementary.log_sigmoid, [np.inf, -np.inf, 0.0], [0.0, -np.inf, -math.log(2.0)]),
+])
+def test_limits_and_domain(fn, x, want):
+  np.testing.assert_array_equal(_run(fn, x), np.asarray(want))
+
+
+def test_float32_takes_jax_numpy():
+  x = jnp.asarray([0.5, 2.0], jnp.float32)
+  np.testing.assert_array_equal(_elementary.log(x), jnp.log(x))
+  np.testing.assert_array_equal(_elementary.log1p(x), jnp.log1p(x))
