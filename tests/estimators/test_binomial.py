@@ -368,3 +368,52 @@ def test_log_binomial_tails_against_scipy():
 def test_clopper_pearson_rejects_zero_trials_and_booleans(kwargs, match):
   with pytest.raises(ValueError, match=match):
     binomial.clopper_pearson(**kwargs)
+
+
+@pytest.mark.parametrize("b", [2.0, 5.0, 10.0, 19.0])
+@pytest.mark.parametrize("tail", [0.025, 1e-3])
+def test_gamma_limit_start_for_a_much_larger_than_b(b, tail):
+  """Quantile starts for Beta(a, b) with a >= 4b (lower Clopper-Pearson limits with n - k small):
+  the first mismatch |log I - log tau| of the gamma-limit start stays below 0.15 (the tail model
+  it replaces there reached 1.5 on a million limits, and 5.3 at a = 1e7, b = 19)."""
+  a = np.array([4.0 * b, 100.0, 1e3, 1e5, 1e8])
+  z = -scipy.special.ndtri(tail)
+  assert z <= binomial._GAMMA_LIMIT_MAX_Z
+  with jax.enable_x64(True):
+    w = np.asarray(binomial._gamma_limit_logit(jnp.asarray(a), jnp.full(a.shape, b),
+                                               jnp.full(a.shape, z)))
+  log_i = np.log(scipy.special.betaincc(b, a, scipy.special.expit(-w)))  # I_x(a, b) = 1 - I_y(b, a)
+  assert np.max(np.abs(log_i - np.log(tail))) < 0.15
+
+
+def _mp_quantile_logit(a, b, tail, upper, near):
+  """logit(p) with I_p(a, b) = tail (lower) or 1 - I_p(a, b) = tail (upper), by mpmath's
+  bracketing Illinois solver in 40 digits on the logit scale, within ``near +- 0.5`` (a
+  bracket that must hold a sign change, so the reference does not rest on the solver's value)."""
+  with mpmath.workdps(40):
+    a, b, tail = mpmath.mpf(a), mpmath.mpf(b), mpmath.mpf(tail)
+
+    def equation(w):
+      p = 1 / (1 + mpmath.exp(-w))
+      value = (mpmath.betainc(a, b, p, 1, regularized=True) if upper
+               else mpmath.betainc(a, b, 0, p, regularized=True))
+      return mpmath.log(value) - mpmath.log(tail)
+
+    w = mpmath.findroot(equation, (mpmath.mpf(near) - 0.5, mpmath.mpf(near) + 0.5),
+                        solver="illinois")
+    return float(1 / (1 + mpmath.exp(-w)))
+
+
+def test_clopper_pearson_where_one_count_is_small_against_mpmath():
+  """Both limits where k or n - k is below 20 and n is up to 1e9 (the gamma-limit start), at
+  1e-10 relative, against mpmath (scipy's quantiles are up to 7e-9 off here)."""
+  rng = np.random.default_rng(11)
+  n = np.round(np.exp(rng.uniform(np.log(100.0), np.log(1e9), 24)))
+  k = n - rng.integers(1, 20, n.size)
+  k = np.where(np.arange(n.size) % 2 == 0, k, n - k)
+  lower, upper = (np.asarray(v) for v in binomial.clopper_pearson(k, n, 0.05))
+  for i, (ki, ni) in enumerate(zip(k, n)):
+    want_lower = _mp_quantile_logit(ki, ni - ki + 1, 0.025, False, scipy.special.logit(lower[i]))
+    want_upper = _mp_quantile_logit(ki + 1, ni - ki, 0.025, True, scipy.special.logit(upper[i]))
+    assert lower[i] == pytest.approx(want_lower, rel=1e-10, abs=0)
+    assert upper[i] == pytest.approx(want_upper, rel=1e-10, abs=0)
