@@ -108,8 +108,8 @@ def _stirling_remainder_shifted(z):
   product = zs + 1.0
   for i in range(2, _STIRLING_SHIFT + 1):
     product = product * (zs + i)
-  shifted = (_stirling_series(zs + m) + (zs + m + 0.5) * _elementary.log(zs + m)
-             - (zs + 0.5) * _elementary.log(zs) - m - _elementary.log(product))
+  shifted = (_stirling_series(zs + m) + (zs + m + 0.5) * jnp.log(zs + m)
+             - (zs + 0.5) * jnp.log(zs) - m - jnp.log(product))
   return jnp.where(big, _stirling_series(zb), shifted)
 
 
@@ -145,10 +145,10 @@ def log_beta_prefactor(a: jax.Array, b: jax.Array, x: jax.Array, y: jax.Array | 
   a, b, x = _as_float(a, b, x)
   y = 1.0 - x if y is None else _as_float(y)[0]
   n = a + b
-  log_d = (0.5 * (_elementary.log(n) - _elementary.log(a) - _elementary.log(b)) - _HALF_LOG_2PI
+  log_d = (0.5 * (jnp.log(n) - jnp.log(a) - jnp.log(b)) - _HALF_LOG_2PI
            + stirling_remainder(n) - stirling_remainder(a) - stirling_remainder(b)
            - binomial_deviance(a, n * x) - binomial_deviance(b, n * y))
-  return log_d + _elementary.log(b) - _elementary.log(n)
+  return log_d + jnp.log(b) - jnp.log(n)
 
 
 def _cpu_chunk_size() -> int | None:
@@ -267,12 +267,6 @@ def _series_coefficients(terms: int) -> np.ndarray:
 
 _SERIES_TERMS = 20
 _SERIES_TABLE = _series_coefficients(_SERIES_TERMS)
-_COARSE_SERIES_TERMS = 8
-_COARSE_FRACTION_STEPS = 10
-"""A coarse evaluation (the first Halley step of a quantile, which needs its tail to a few
-digits only) stops the series at 8 terms and the fraction at 10 steps: about 1e-6 relative or
-better wherever the full ones serve (the series' terms fall like 0.18^j; the fraction's error
-falls geometrically from the mean outwards)."""
 _SERIES_MIN_SHAPE = 20.0
 """The uniform series is used only when both parameters are at least this large: its terms
 then fall like ``(|zeta| / sqrt(4 pi min(a, b)))^j`` (the nearest singularity of ``f`` lies at
@@ -407,7 +401,7 @@ def _adaptive_continued_fraction(o: _Oriented, active: jax.Array, max_steps: int
   return 1.0 / f
 
 
-def _uniform_series(zeta, omega, inv_r, terms: int = _SERIES_TERMS):
+def _uniform_series(zeta, omega, inv_r):
   r"""``S`` with :math:`I_x(a, b) = \frac{\Gamma^*(a+b)}{\Gamma^*(a)\Gamma^*(b)}\frac{S}{\sqrt{2\pi}}`.
 
   With the substitution of :func:`_series_coefficients` and
@@ -430,11 +424,11 @@ def _uniform_series(zeta, omega, inv_r, terms: int = _SERIES_TERMS):
   gauss = jnp.exp(-0.5 * zeta * zeta)
   k_prev, k_cur = math.sqrt(math.pi / 2.0) * jax.scipy.special.erfc(-zeta / math.sqrt(2.0)), -gauss
   omega_powers = [jnp.ones_like(omega)]
-  for _ in range(terms):
+  for _ in range(_SERIES_TERMS):
     omega_powers.append(omega_powers[-1] * omega)
   out = k_prev + _SERIES_TABLE[1, 1] * omega * k_cur
   power = gauss  # zeta^(j-1) exp(-zeta^2/2)
-  for j in range(2, terms + 1):
+  for j in range(2, _SERIES_TERMS + 1):
     power = power * zeta
     k_prev, k_cur = k_cur, -power + (j - 1) * k_prev
     coefficient = jnp.zeros_like(omega)
@@ -457,13 +451,13 @@ class _BetaShape(NamedTuple):
 
 def _beta_shape(a, b) -> _BetaShape:
   r = a + b
-  log_a, log_b = _elementary.log(a), _elementary.log(b)
+  log_a, log_b = jnp.log(a), jnp.log(b)
   min_shape = jnp.minimum(a, b)
   reach = jnp.minimum(_SERIES_MAX_RATIO * jnp.sqrt(4.0 * math.pi * min_shape),
                       _series_max_zeta(a.dtype))
   return _BetaShape(
       stirling_remainder(r) - stirling_remainder(a) - stirling_remainder(b),
-      0.5 * (log_a + log_b - _elementary.log(r)), log_a, log_b, min_shape,
+      0.5 * (log_a + log_b - jnp.log(r)), log_a, log_b, min_shape,
       (b - a) / jnp.sqrt(a * b * r), jnp.where(min_shape >= _SERIES_MIN_SHAPE, reach, -1.0))
 
 
@@ -473,14 +467,12 @@ class _SmallTail(NamedTuple):
   swapped: jax.Array
 
 
-def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True,
-                    coarse: bool = False) -> _SmallTail:
+def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) -> _SmallTail:
   """``log`` of the tail below the mean, by the uniform series where both parameters are large
   and x is within its reach, else by the fixed continued fraction, else (a parameter below 1)
-  by the adaptive one. ``coarse=True`` shortens the series and the fixed fraction (see
-  :data:`_COARSE_SERIES_TERMS`), for a first quantile step. Requires ``a, b > 0`` and
-  ``0 < x, y < 1``; with ``small_shapes=False`` the caller guarantees ``a, b >= 1`` (binomial
-  tails, Clopper-Pearson) and the adaptive branch is left out of the program.
+  by the adaptive one. Requires ``a, b > 0`` and ``0 < x, y < 1``; with ``small_shapes=False``
+  the caller guarantees ``a, b >= 1`` (binomial tails, Clopper-Pearson) and the adaptive branch
+  is left out of the program.
 
   Everything that does not need the orientation (the deviances, the density, zeta) is formed
   from the unexchanged arguments, so that the exchanged ones feed only the fraction: on a CPU
@@ -495,16 +487,14 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True,
   use_series = -zeta <= shape.series_reach
   series = _uniform_series(jnp.where(use_series, zeta, 0.0),
                            jnp.where(use_series, jnp.where(swapped, -shape.omega, shape.omega),
-                                     0.0), 1.0 / r,
-                           _COARSE_SERIES_TERMS if coarse else _SERIES_TERMS)
-  log_series = shape.log_gamma_star_ratio - _HALF_LOG_2PI + _elementary.log(series)
+                                     0.0), 1.0 / r)
+
   def oriented():
     return _Oriented(jnp.where(swapped, b, a), jnp.where(swapped, a, b),
                      jnp.where(swapped, y, x), jnp.where(swapped, x, y), jnp.abs(lam), swapped)
 
   def fixed():
-    steps = _continued_fraction_steps(dtype)
-    return _continued_fraction(oriented(), min(_COARSE_FRACTION_STEPS, steps) if coarse else steps)
+    return _continued_fraction(oriented(), _continued_fraction_steps(dtype))
 
   if small_shapes:  # the series needs min(a, b) >= 20, so these always take the fraction
     slow = shape.min_shape < 1.0
@@ -516,9 +506,12 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True,
         fixed)
   else:
     fraction = fixed()
-  log_fraction = (log_density - jnp.where(swapped, shape.log_b, shape.log_a)
-                  + _elementary.log(fraction))
-  return _SmallTail(jnp.where(use_series, log_series, log_fraction), log_density, swapped)
+  # I = (G* ratio / sqrt(2 pi)) S by the series, (density / a) times the fraction otherwise
+  # (after orientation); one logarithm serves both.
+  log_scale = jnp.where(use_series, shape.log_gamma_star_ratio - _HALF_LOG_2PI,
+                        log_density - jnp.where(swapped, shape.log_b, shape.log_a))
+  log_tail = log_scale + _elementary.log(jnp.where(use_series, series, fraction))
+  return _SmallTail(log_tail, log_density, swapped)
 
 
 class BetaTails(NamedTuple):
@@ -627,7 +620,7 @@ def log_binomial_tails(k, n, p, q=None) -> LogBinomialTails:
   b = jnp.where(inside, n - k + 1.0, 1.0)
   small = _log_small_tail(a, b, jnp.where(inside, p, 0.5), jnp.where(inside, q, 0.5),
                           _beta_shape(a, b), small_shapes=False)
-  other = _log1mexp(jnp.minimum(small.log_tail, 0.0))
+  other = _elementary.log1mexp(jnp.minimum(small.log_tail, 0.0))
   upper = jnp.where(small.swapped, other, small.log_tail)
   lower = jnp.where(small.swapped, small.log_tail, other)
   # Outside the interior the tails are 0 or 1: k <= 0 always succeeds, k > n never does, and
@@ -652,12 +645,12 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
   ns = jnp.where(interior, n, 2.0)
   general = (stirling_remainder(ns) - stirling_remainder(ks) - stirling_remainder(ns - ks)
              - binomial_deviance(ks, ns * p) - binomial_deviance(ns - ks, ns * q)
-             + 0.5 * (_elementary.log(ns) - _elementary.log(ks) - _elementary.log(ns - ks))
+             + 0.5 * (jnp.log(ns) - jnp.log(ks) - jnp.log(ns - ks))
              - _HALF_LOG_2PI)
-  log_q = jnp.where(q > 0.0, jnp.where(p < 0.5, _elementary.log1p(-p),
-                                       _elementary.log(jnp.where(q > 0.0, q, 1.0))), -jnp.inf)
-  log_p = jnp.where(p > 0.0, jnp.where(q < 0.5, _elementary.log1p(-q),
-                                       _elementary.log(jnp.where(p > 0.0, p, 1.0))), -jnp.inf)
+  log_q = jnp.where(q > 0.0, jnp.where(p < 0.5, jnp.log1p(-p),
+                                       jnp.log(jnp.where(q > 0.0, q, 1.0))), -jnp.inf)
+  log_p = jnp.where(p > 0.0, jnp.where(q < 0.5, jnp.log1p(-q),
+                                       jnp.log(jnp.where(p > 0.0, p, 1.0))), -jnp.inf)
   at_zero = jnp.where(n > 0.0, n * log_q, 0.0)
   at_n = jnp.where(n > 0.0, n * log_p, 0.0)
   out = jnp.where(k == 0.0, at_zero, jnp.where(k == n, at_n, general))
@@ -673,13 +666,13 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
 
 
 def _log1mexp(v):
-  """``log(1 - exp(v))`` for ``v <= 0`` without cancellation (Maechler, 2012)."""
-  return _elementary.log1mexp(v)
+  """``log(1 - exp(v))`` for ``v <= 0`` without cancellation (Maechler, 2012), by XLA's
+  logarithms (fast to compile; :func:`_elementary.log1mexp` is faster to run)."""
+  return jnp.where(v > -math.log(2.0), jnp.log(-jnp.expm1(v)), jnp.log1p(-jnp.exp(v)))
 
 
 def _halley_steps(dtype) -> int:
-  # Full-accuracy steps run for the whole batch after the coarse first step.
-  return 1
+  return 2
 
 
 def _max_halley_steps(dtype) -> int:
@@ -708,17 +701,18 @@ def _tail_model_logit(a, b, log_target, log_beta, steps: int = 3):
   for ``w = logit(x)`` by Newton's method from the power-series start
   :math:`x^a = a B(a, b) e^{\mathrm{target}}`. Good below the mean for any a and b (it keeps the
   :math:`y^b` factor that matters when b is small); cheap (no fraction, no series)."""
-  w = (log_target + _elementary.log(a) + log_beta) / a
+  w = (log_target + jnp.log(a) + log_beta) / a
   w = w - _log1mexp(jnp.minimum(w, -1e-300))
-  for _ in range(steps):
+  offset = jnp.log(a + 1.0) - jnp.log(a) - log_beta
+
+  def newton(_, w):  # a loop, not unrolled: the start is a small part of the cost
     x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
     lam1 = jnp.maximum(a + 1.0 - (a + b) * x, 1e-3)
-    model = (a * _elementary.log_sigmoid(w) + b * _elementary.log_sigmoid(-w)
-             - _elementary.log(a) - log_beta
-             - _elementary.log(lam1) + _elementary.log(a + 1.0))
+    model = (a * jax.nn.log_sigmoid(w) + b * jax.nn.log_sigmoid(-w) - jnp.log(lam1) + offset)
     slope = a * y - b * x + (a + b) * x * y / lam1
-    w = w - jnp.clip((model - log_target) / slope, -8.0, 8.0)
-  return w
+    return w - jnp.clip((model - log_target) / slope, -8.0, 8.0)
+
+  return jax.lax.fori_loop(0, steps, newton, w)
 
 
 def _initial_logit(a, b, log_tau, shape: _BetaShape):
@@ -744,10 +738,10 @@ def _initial_logit(a, b, log_tau, shape: _BetaShape):
   near_bulk = jnp.abs(z) <= 0.6 * jnp.sqrt(shape.min_shape)  # measured: see the docstring
   normal_ok = jnp.logical_and(near_bulk, jnp.logical_and(x_normal > 0.0, x_normal < 1.0))
   x_normal = jnp.where(normal_ok, x_normal, 0.5)
-  w_normal = _elementary.log(x_normal) - _elementary.log1p(-x_normal)
+  w_normal = jnp.log(x_normal) - jnp.log1p(-x_normal)
   # log B(a, b) = log(sqrt(2 pi / r) p^a q^b / sqrt(pq)) - log_gamma_star_ratio
-  log_p, log_q = _elementary.log(a) - _elementary.log(r), _elementary.log(b) - _elementary.log(r)
-  log_beta = (_HALF_LOG_2PI - 0.5 * _elementary.log(r) + (a - 0.5) * log_p + (b - 0.5) * log_q
+  log_p, log_q = jnp.log(a) - jnp.log(r), jnp.log(b) - jnp.log(r)
+  log_beta = (_HALF_LOG_2PI - 0.5 * jnp.log(r) + (a - 0.5) * log_p + (b - 0.5) * log_q
               - shape.log_gamma_star_ratio)
   low_side = log_tau < -math.log(2.0)
   first, second = jnp.where(low_side, a, b), jnp.where(low_side, b, a)
@@ -785,15 +779,9 @@ def _beta_quantile_logit(a, b, log_tau):
 
   With :math:`g(w) = \log I_{x(w)}(a, b) - \log\tau`, :math:`g' = x^a y^b / (B(a, b) I)` and
   :math:`g'' = g'(a y - b x - g')`, each step is
-  :math:`w \leftarrow w - (g/g') / (1 - g g'' / (2 g'^2))` (cubic convergence). The first step
-  evaluates the tail coarsely (:data:`_COARSE_SERIES_TERMS`, :data:`_COARSE_FRACTION_STEPS`):
-  from a start whose mismatch is up to ~0.3 it needs only a few digits to land within reach of
-  the next. Then a fixed number of full-accuracy steps (:func:`_halley_steps`) runs for the
-  whole batch, and more only while some element is unsettled (one test when none is); one loop
-  holds both, so the full step is compiled once. On the Clopper-Pearson workloads of
-  ``experiments.benchmarks.estimators`` (beta = 0.05) every chunk settles after the coarse step
-  and one full step; with tails of 1e-6 or 1e-12 it takes two full steps from n ~ 1e6 on (it
-  took two and three full steps before the coarse step). An element is settled when its
+  :math:`w \leftarrow w - (g/g') / (1 - g g'' / (2 g'^2))` (cubic convergence). A fixed number of
+  steps runs for the whole batch, then more only while some element is unsettled (one test when
+  none is); one loop holds both, so the step is compiled once. An element is settled when its
   last step began within :func:`_converged_mismatch` of the target, or when that step's
   predicted error is below :func:`_settled_error`: near a root Halley's method leaves the error
   :math:`\delta' \approx (g''^2/(4g'^2) - g'''/(6g'))\,\delta^3` in w, with
@@ -809,10 +797,11 @@ def _beta_quantile_logit(a, b, log_tau):
   lo, hi = _logit_bounds(dtype)
   tol = _converged_mismatch(dtype)
 
-  def step(w, coarse=False):
+  def step(w):
     x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
-    small = _log_small_tail(a, b, x, y, shape, small_shapes=False, coarse=coarse)
-    log_t = jnp.where(small.swapped, _log1mexp(jnp.minimum(small.log_tail, 0.0)), small.log_tail)
+    small = _log_small_tail(a, b, x, y, shape, small_shapes=False)
+    log_t = jnp.where(small.swapped, _elementary.log1mexp(jnp.minimum(small.log_tail, 0.0)),
+                      small.log_tail)
     g = log_t - log_tau
     g1 = jnp.exp(small.log_density - log_t)
     g2 = g1 * (a * y - b * x - g1)
@@ -855,7 +844,7 @@ def _beta_quantile_logit(a, b, log_tau):
             jnp.where(keep, moved, jnp.abs(w_new - w)),
             jnp.where(keep, predicted, predicted_new))
 
-  w, _, _ = step(_initial_logit(a, b, log_tau, shape), coarse=True)
+  w = _initial_logit(a, b, log_tau, shape)
   inf = jnp.full_like(w, jnp.inf)
   state = (jnp.asarray(0, jnp.int32), w, inf, inf, inf)
   _, w, _, _, _ = jax.lax.while_loop(cond, body, state)
@@ -948,10 +937,10 @@ def cp_upper_limit(k, n, log_tail):
 def _clopper_pearson(k, n, beta, alternative):
   k, n, beta = jnp.broadcast_arrays(k, n, beta)
   if alternative == "two-sided":
-    lower, upper = _cp_limits(k, n, _elementary.log(beta / 2.0), True, True)
+    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True)
     return Interval(lower, upper)
   if alternative == "less":
-    (upper,) = _cp_limits(k, n, _elementary.log(beta), False, True)
+    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True)
     return Interval(jnp.zeros_like(k), upper)
-  (lower,) = _cp_limits(k, n, _elementary.log(beta), True, False)
+  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False)
   return Interval(lower, jnp.ones_like(k))

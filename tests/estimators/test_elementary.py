@@ -37,16 +37,6 @@ def test_log_within_two_ulps_over_the_whole_range_and_near_one():
   assert got[-5] == 0.0
 
 
-def test_log1p_within_four_ulps_including_tiny_and_negative_arguments():
-  rng = np.random.default_rng(1)
-  x = np.concatenate([np.exp(rng.uniform(-700.0, 700.0, 100_000)),
-                      -np.exp(rng.uniform(-700.0, 0.0, 100_000)),
-                      rng.uniform(-1e-8, 1e-8, 20_000), rng.uniform(-0.35, 0.45, 100_000)])
-  want = np.log1p(x)
-  keep = np.abs(want) > 1e-280  # XLA:CPU flushes subnormal results to zero
-  assert _ulps(_run(_elementary.log1p, x)[keep], want[keep]).max() <= 4.0
-
-
 def test_log1mexp_within_four_ulps_of_mpmath():
   rng = np.random.default_rng(2)
   v = np.concatenate([-np.exp(rng.uniform(-40.0, 6.5, 3000)), rng.uniform(-1.0, 0.0, 1000),
@@ -57,19 +47,9 @@ def test_log1mexp_within_four_ulps_of_mpmath():
   assert _ulps(_run(_elementary.log1mexp, v)[keep], want[keep]).max() <= 4.0
 
 
-def test_log_sigmoid_within_four_ulps():
-  rng = np.random.default_rng(3)
-  w = np.concatenate([rng.uniform(-700.0, 640.0, 100_000), rng.uniform(-5.0, 5.0, 100_000)])
-  want = -np.logaddexp(0.0, -w)
-  keep = np.abs(want) > 1e-280
-  assert _ulps(_run(_elementary.log_sigmoid, w)[keep], want[keep]).max() <= 4.0
-
-
 @pytest.mark.parametrize("fn, x, want", [
     (_elementary.log, [0.0, -1.0, np.inf, np.nan], [-np.inf, np.nan, np.inf, np.nan]),
-    (_elementary.log1p, [-1.0, -2.0, np.inf, np.nan, 0.0], [-np.inf, np.nan, np.inf, np.nan, 0.0]),
     (_elementary.log1mexp, [0.0, -np.inf, 1.0, np.nan], [-np.inf, 0.0, np.nan, np.nan]),
-    (_elementary.log_sigmoid, [np.inf, -np.inf, 0.0], [0.0, -np.inf, -math.log(2.0)]),
 ])
 def test_limits_and_domain(fn, x, want):
   np.testing.assert_array_equal(_run(fn, x), np.asarray(want))
@@ -78,4 +58,4 @@ def test_limits_and_domain(fn, x, want):
 def test_float32_takes_jax_numpy():
   x = jnp.asarray([0.5, 2.0], jnp.float32)
   np.testing.assert_array_equal(_elementary.log(x), jnp.log(x))
-  np.testing.assert_array_equal(_elementary.log1p(x), jnp.log1p(x))
+  np.testing.assert_allclose(_elementary.log1mexp(-x), jnp.log(-jnp.expm1(-x)), rtol=1e-6)
