@@ -16,6 +16,7 @@ when ``jax_enable_x64`` is on (float32 otherwise).
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 from typing import NamedTuple
 
@@ -115,7 +116,18 @@ def _stirling_remainder_shifted(z):
 
 def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
   r"""Loader's ``bd0(k, m) = k log(k/m) + m - k`` without cancellation when ``k ~ m``."""
-  k, m = _as_float(k, m)
+  return _deviance(*_as_float(k, m), jnp.log)
+
+
+def _logs(fast: bool):
+  """``(log, log1mexp)``: the vectorised ones of :mod:`dpaudit.estimators._elementary` (faster
+  to run, about 30 ms of compile time per call site) for the top-level Clopper-Pearson and
+  binomial-tail programs, whose speed targets they serve; XLA's own elsewhere, so that the
+  estimators that call these functions many times keep their compile times."""
+  return (_elementary.log, _elementary.log1mexp) if fast else (jnp.log, _log1mexp)
+
+
+def _deviance(k, m, log):
   close = jnp.abs(k - m) < 0.1 * (k + m)
   safe_m = jnp.where(m > 0, m, 1.0)
   v = jnp.where(close, (k - m) / jnp.where(k + m > 0, k + m, 1.0), 0.0)
@@ -126,7 +138,7 @@ def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
     term = term * v2
     total = total + term / (2 * j + 1)
   safe_k = jnp.where(k > 0, k, 1.0)
-  direct = jnp.where(k > 0, k * _elementary.log(safe_k / safe_m), 0.0) + m - k
+  direct = jnp.where(k > 0, k * log(safe_k / safe_m), 0.0) + m - k
   return jnp.where(close, total, direct)
 
 
@@ -467,12 +479,13 @@ class _SmallTail(NamedTuple):
   swapped: jax.Array
 
 
-def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) -> _SmallTail:
+def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True,
+                    fast: bool = False) -> _SmallTail:
   """``log`` of the tail below the mean, by the uniform series where both parameters are large
   and x is within its reach, else by the fixed continued fraction, else (a parameter below 1)
   by the adaptive one. Requires ``a, b > 0`` and ``0 < x, y < 1``; with ``small_shapes=False``
   the caller guarantees ``a, b >= 1`` (binomial tails, Clopper-Pearson) and the adaptive branch
-  is left out of the program.
+  is left out of the program. ``fast`` picks the logarithms (:func:`_logs`).
 
   Everything that does not need the orientation (the deviances, the density, zeta) is formed
   from the unexchanged arguments, so that the exchanged ones feed only the fraction: on a CPU
@@ -481,7 +494,8 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) ->
   r = a + b
   lam = jnp.where(x <= 0.5, a - r * x, r * y - b)
   swapped = lam < 0.0
-  dev = binomial_deviance(a, r * x) + binomial_deviance(b, r * y)  # symmetric under exchange
+  log, _ = _logs(fast)
+  dev = _deviance(a, r * x, log) + _deviance(b, r * y, log)  # symmetric under exchange
   log_density = shape.half_log_ratio - _HALF_LOG_2PI + shape.log_gamma_star_ratio - dev
   zeta = -jnp.sqrt(2.0 * dev)
   use_series = -zeta <= shape.series_reach
@@ -510,7 +524,7 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True) ->
   # (after orientation); one logarithm serves both.
   log_scale = jnp.where(use_series, shape.log_gamma_star_ratio - _HALF_LOG_2PI,
                         log_density - jnp.where(swapped, shape.log_b, shape.log_a))
-  log_tail = log_scale + _elementary.log(jnp.where(use_series, series, fraction))
+  log_tail = log_scale + log(jnp.where(use_series, series, fraction))
   return _SmallTail(log_tail, log_density, swapped)
 
 
@@ -593,7 +607,7 @@ def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
 @_compile.jit
 def _binomial_tails(k, n, p):
   shape = k.shape
-  tails = _map_chunks(lambda *v: tuple(log_binomial_tails(*v)),
+  tails = _map_chunks(lambda *v: tuple(log_binomial_tails(*v, fast=True)),
                       tuple(v.reshape(-1) for v in (k, n, jnp.clip(p, 0.0, 1.0))),
                       (1.0, 1.0, 0.5))
   return LogBinomialTails(*(t.reshape(shape) for t in tails))
@@ -606,11 +620,12 @@ class LogBinomialTails(NamedTuple):
   lower: jax.Array
 
 
-def log_binomial_tails(k, n, p, q=None) -> LogBinomialTails:
+def log_binomial_tails(k, n, p, q=None, fast: bool = False) -> LogBinomialTails:
   r"""Both tails of :math:`\mathrm{Bin}(n, p)` at ``k``, on the log scale, from one evaluation of
   the incomplete beta function (:math:`\Pr[\mathrm{Bin}(n, p) \ge k] = I_p(k, n - k + 1)`).
   ``q = 1 - p`` may be passed when it is known more accurately. Whole ``k`` and ``n``; for use
-  inside other estimators (no validation, traceable, broadcasts)."""
+  inside other estimators (no validation, traceable, broadcasts). ``fast=True`` takes the
+  vectorised logarithms (faster to run, slower to compile; see :func:`_logs`)."""
   k, n, p = _as_float(k, n, p)
   q = 1.0 - p if q is None else _as_float(q)[0]
   k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
@@ -619,8 +634,8 @@ def log_binomial_tails(k, n, p, q=None) -> LogBinomialTails:
   a = jnp.where(inside, k, 1.0)
   b = jnp.where(inside, n - k + 1.0, 1.0)
   small = _log_small_tail(a, b, jnp.where(inside, p, 0.5), jnp.where(inside, q, 0.5),
-                          _beta_shape(a, b), small_shapes=False)
-  other = _elementary.log1mexp(jnp.minimum(small.log_tail, 0.0))
+                          _beta_shape(a, b), small_shapes=False, fast=fast)
+  other = _logs(fast)[1](jnp.minimum(small.log_tail, 0.0))
   upper = jnp.where(small.swapped, other, small.log_tail)
   lower = jnp.where(small.swapped, small.log_tail, other)
   # Outside the interior the tails are 0 or 1: k <= 0 always succeeds, k > n never does, and
@@ -773,7 +788,7 @@ def _gamma_limit_logit(a, b, z):
   return -u - _log1mexp(-u)
 
 
-def _beta_quantile_logit(a, b, log_tau):
+def _beta_quantile_logit(a, b, log_tau, fast: bool = False):
   r"""``w = logit(x)`` with :math:`I_x(a, b) = \tau`, by Halley's method on :math:`\log I` as a
   function of w.
 
@@ -799,8 +814,8 @@ def _beta_quantile_logit(a, b, log_tau):
 
   def step(w):
     x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
-    small = _log_small_tail(a, b, x, y, shape, small_shapes=False)
-    log_t = jnp.where(small.swapped, _elementary.log1mexp(jnp.minimum(small.log_tail, 0.0)),
+    small = _log_small_tail(a, b, x, y, shape, small_shapes=False, fast=fast)
+    log_t = jnp.where(small.swapped, _logs(fast)[1](jnp.minimum(small.log_tail, 0.0)),
                       small.log_tail)
     g = log_t - log_tau
     g1 = jnp.exp(small.log_density - log_t)
@@ -893,9 +908,10 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   return _clopper_pearson(k, n, beta, alternative)
 
 
-def _cp_limits(k, n, log_tau, lower: bool, upper: bool):
+def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False):
   """The requested Clopper-Pearson limits at tail ``exp(log_tau)``, all from one solver call
-  (one compiled solver however many limits are asked for). No validation; broadcasts."""
+  (one compiled solver however many limits are asked for). No validation; broadcasts.
+  ``fast`` picks the logarithms of the solver's steps (:func:`_logs`)."""
   k, n, log_tau = jnp.broadcast_arrays(*_as_float(k, n, log_tau))
   shape = k.shape
   k, n, log_tau = (v.reshape(-1) for v in (k, n, log_tau))
@@ -906,7 +922,8 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool):
     params.append((jnp.where(k < n, n - k, 1.0), jnp.where(k < n, k + 1.0, 1.0)))
   a = jnp.concatenate([p[0] for p in params])
   b = jnp.concatenate([p[1] for p in params])
-  w = _map_chunks(_beta_quantile_logit, (a, b, jnp.concatenate([log_tau] * len(params))),
+  w = _map_chunks(functools.partial(_beta_quantile_logit, fast=fast),
+                  (a, b, jnp.concatenate([log_tau] * len(params))),
                   (1.0, 1.0, -1.0))
   size = k.shape[0]
   out = []
@@ -937,10 +954,10 @@ def cp_upper_limit(k, n, log_tail):
 def _clopper_pearson(k, n, beta, alternative):
   k, n, beta = jnp.broadcast_arrays(k, n, beta)
   if alternative == "two-sided":
-    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True)
+    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True, fast=True)
     return Interval(lower, upper)
   if alternative == "less":
-    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True)
+    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True, fast=True)
     return Interval(jnp.zeros_like(k), upper)
-  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False)
+  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False, fast=True)
   return Interval(lower, jnp.ones_like(k))
