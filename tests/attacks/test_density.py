@@ -59,8 +59,9 @@ def test_kde_discrete_and_collinear_columns():
       scipy.stats.gaussian_kde(data.T).logpdf(data.T), rtol=1e-5)
   # A complete one-hot pair (b, 1 - b) and a linear copy of a column: singular covariance.
   collinear = np.concatenate([cont, binary, 1 - binary, 2 * cont[:, :1] + 1], axis=1)
-  with pytest.raises(np.linalg.LinAlgError):
-    scipy.stats.gaussian_kde(collinear.T)
+  # (scipy's gaussian_kde raises LinAlgError on it or not depending on how the CPU's BLAS
+  # rounds the Cholesky factor of a singular matrix, so the test checks the rank itself.)
+  assert np.linalg.matrix_rank(np.cov(collinear.T)) == 3
   model = density.fit_kde(collinear)
   log_p = np.asarray(density.kde_log_density(model, collinear))
   assert np.all(np.isfinite(log_p))
