@@ -18,6 +18,8 @@ neither of which changes what a program computes:
 
 import gc
 import os
+import subprocess
+import sys
 
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
@@ -30,6 +32,15 @@ from experiments import common  # pylint: disable=g-import-not-at-top,wrong-impo
 
 jax.config.update("jax_enable_x64", True)
 common.enable_compilation_cache()
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_module(module: str, *flags: str) -> subprocess.CompletedProcess:
+  """``python -m module *flags`` from the repository root, as a user runs an experiment's CLI;
+  output captured as text."""
+  return subprocess.run([sys.executable, "-m", module, *flags], capture_output=True, text=True,
+                        cwd=ROOT)
 
 # Test files that take 20 s or more (measured with --durations), run first: pytest-xdist hands
 # out tests in collection order, so a long test collected last would keep one worker busy while

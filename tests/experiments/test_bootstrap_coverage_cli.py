@@ -1,17 +1,11 @@
 """Smoke test of `python -m experiments.bootstrap_coverage` (tiny study) and its error path."""
 
-import os
-import subprocess
-import sys
-
 from dpaudit.results import read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.bootstrap_coverage", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.bootstrap_coverage", *flags)
 
 
 def test_tiny_study_writes_rates(tmp_path):

@@ -1,14 +1,10 @@
 """Smoke test of `python -m experiments.domias`: two studies, tables, figures, resume, errors."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from dpaudit.results import read_json
+from tests.conftest import run_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ("--study=minority,epsilon", "--seeds=1", "--tvae_epochs=5",
         "--attacks=domias,eq1,mc,gan_leaks",  # LOGAN, CAL: tests/attacks, tests/audits
         "--num_members=40", "--num_reference=200", "--num_synthetic=200",
@@ -16,8 +12,7 @@ TINY = ("--study=minority,epsilon", "--seeds=1", "--tvae_epochs=5",
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.domias", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.domias", *flags)
 
 
 def test_tiny_run_writes_tables_figures_and_resumes(tmp_path):

@@ -3,19 +3,18 @@ skipped-cell path and one-line errors."""
 
 import math
 import os
-import subprocess
 import sys
 
 import pytest
 
 from dpaudit.results import read_json
+from tests.conftest import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.dpsgd_audit", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.dpsgd_audit", *flags)
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,13 @@ pytest.importorskip("torch")
 pytest.importorskip("opacus")
 
 import json  # pylint: disable=g-import-not-at-top,wrong-import-position
-import os  # pylint: disable=g-import-not-at-top,wrong-import-position
-import subprocess  # pylint: disable=g-import-not-at-top,wrong-import-position
-import sys  # pylint: disable=g-import-not-at-top,wrong-import-position
 import warnings  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import torch  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from experiments.benchmarks import dpsgd_torch  # pylint: disable=g-import-not-at-top
+from tests.conftest import run_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR = 0.1
 
 
@@ -78,8 +75,7 @@ def test_noise_changes_the_update():
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.dpsgd_torch", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.benchmarks.dpsgd_torch", *flags)
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])

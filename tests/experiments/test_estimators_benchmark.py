@@ -1,17 +1,11 @@
 """Smoke test of `python -m experiments.benchmarks.estimators` (tiny sizes) and its errors."""
 
-import os
-import subprocess
-import sys
-
 from dpaudit.results import read_json, loads
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.estimators", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.benchmarks.estimators", *flags)
 
 
 def test_tiny_benchmark_prints_and_writes_json(tmp_path):

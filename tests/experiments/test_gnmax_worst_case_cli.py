@@ -1,21 +1,15 @@
 """`python -m experiments.gnmax_worst_case`: a smoke run (results, plot, resume) and the error
 path. The search itself is tested in tests/accounting/test_gnmax_worst_case.py."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from dpaudit.results import read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.gnmax_worst_case", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.gnmax_worst_case", *flags)
 
 
 def test_small_grid_writes_results_and_plot_and_resumes(tmp_path):

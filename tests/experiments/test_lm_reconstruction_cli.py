@@ -1,20 +1,14 @@
 """Smoke test of `python -m experiments.lm_reconstruction` on the offline Shakespeare corpus
 (tiny sizes), resuming from saved models, and its one-line errors."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from dpaudit.results import read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.lm_reconstruction", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.lm_reconstruction", *flags)
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,11 @@
 """Smoke test of `python -m experiments.benchmarks.many_run` (tiny sizes) and its error path."""
 
-import os
-import subprocess
-import sys
-
 from dpaudit.results import read_json, loads
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.many_run", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.benchmarks.many_run", *flags)
 
 
 def test_tiny_benchmark_prints_and_writes_json(tmp_path):

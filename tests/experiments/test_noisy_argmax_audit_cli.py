@@ -1,17 +1,13 @@
 """Smoke test of `python -m experiments.noisy_argmax_audit` and its error path."""
 
 import os
-import subprocess
-import sys
 
 from dpaudit.results import read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.noisy_argmax_audit", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.noisy_argmax_audit", *flags)
 
 
 def test_tiny_run_writes_results_plot_and_table(tmp_path):

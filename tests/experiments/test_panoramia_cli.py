@@ -1,15 +1,11 @@
 """`python -m experiments.panoramia`: a tiny text run (tables, figures, resume) and the
 one-line errors. The pipeline is tested in tests/audits/test_panoramia_*.py."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from dpaudit.results import read_json
+from tests.conftest import run_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ("--modality=text", "--max_examples=500", "--num_canaries=100", "--num_audit=100",
         "--num_classifier_train=100", "--num_helper_train=100", "--helpers=generated",
         "--classifier_epochs=2", "--generator_epochs=1", "--helper_epochs=1",
@@ -18,8 +14,7 @@ TINY = ("--modality=text", "--max_examples=500", "--num_canaries=100", "--num_au
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.panoramia", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.panoramia", *flags)
 
 
 def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):

@@ -2,20 +2,14 @@
 the CLI and the error path. The library logic (dpaudit.audits.reconstruction_bounds) is tested
 in tests/audits/test_reconstruction_bounds.py."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 
 from dpaudit.results import read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.reconstruction_bounds", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.reconstruction_bounds", *flags)
 
 
 def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_path):

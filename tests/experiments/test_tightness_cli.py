@@ -1,18 +1,12 @@
 """`python -m experiments.tightness`'s error path (a whole run, its results, plot and table:
 tests/launch/test_multihost.py, one process against two)."""
 
-import os
-import subprocess
-import sys
-
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.tightness", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.tightness", *flags)
 
 
 @pytest.mark.parametrize("flag, message", [

@@ -2,19 +2,15 @@
 
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 
 from dpaudit.results import read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_module
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.train_dpsgd", *flags],
-                        capture_output=True, text=True, cwd=ROOT)
+  return run_module("experiments.train_dpsgd", *flags)
 
 
 @pytest.fixture(scope="module")
