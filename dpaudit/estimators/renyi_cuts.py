@@ -142,8 +142,8 @@ def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
 
 
 def renyi_two_cut_from_intervals(p_lower, p_upper, q_lower, q_upper, orders) -> jax.Array:
-  r"""The minimum of the 2-cut divergence :math:`d_lpha(x, y)` (see
-  :func:`renyi_two_cut_lower_bound`) over the box :math:`[p^\ell, p^u] 	imes [q^\ell, q^u]`:
+  r"""The minimum of the 2-cut divergence :math:`d_\alpha(x, y)` (see
+  :func:`renyi_two_cut_lower_bound`) over the box :math:`[p^\ell, p^u] \times [q^\ell, q^u]`:
   a lower bound on the 2-cut whenever the box holds :math:`(P(O), Q(O))`, whatever
   confidence intervals made it (e.g. :func:`empirical_bernstein_interval` on Rao-Blackwellised
   estimates). Shape ``(..., len(orders))``."""
@@ -171,8 +171,8 @@ def empirical_bernstein_interval(values, significance: float = 0.05):
   r"""Two-sided confidence interval for the mean of i.i.d. values in [0, 1] (Maurer & Pontil
   2009, Thm. 4, each side at ``significance / 2``):
 
-  .. math:: ar X \pm \Big(\sqrt{rac{2 V_n \log(4/eta)}{n}}
-     + rac{7 \log(4/eta)}{3(n-1)}\Big),
+  .. math:: \bar X \pm \Big(\sqrt{\frac{2 V_n \log(4/\beta)}{n}}
+     + \frac{7 \log(4/\beta)}{3(n-1)}\Big),
 
   with :math:`V_n` the unbiased sample variance, clipped to [0, 1]. Valid for every n >= 2;
   tight when the values vary little (a Rao-Blackwellised estimate), where Clopper-Pearson on
