@@ -417,3 +417,50 @@ def test_clopper_pearson_where_one_count_is_small_against_mpmath():
     want_upper = _mp_quantile_logit(ki + 1, ni - ki, 0.025, True, scipy.special.logit(upper[i]))
     assert lower[i] == pytest.approx(want_lower, rel=1e-10, abs=0)
     assert upper[i] == pytest.approx(want_upper, rel=1e-10, abs=0)
+
+
+@pytest.mark.parametrize("a,b,x", [(30.0, 50.0, 0.3), (5.0, 900.0, 0.002), (400.0, 3.0, 0.985),
+                                   (2.0, 40.0, 0.01)])
+def test_log_tail_taylor_coefficients_against_mpmath(a, b, x):
+  """The scaled Taylor coefficients b_2..b_7 of log I in the logit (from g' alone, by
+  power-series recursions) reproduce log I(w0 + s / g') - log I(w0) for |s| <= 0.3 against
+  mpmath's incomplete beta in 40 digits, to within the truncation after s^7 (measured: at most
+  3e-11 at s = 0.3, where one wrong coefficient would leave ~1e-3)."""
+  with mpmath.workdps(40):
+    mp_a, mp_b = mpmath.mpf(a), mpmath.mpf(b)
+
+    def log_i(w):
+      p = 1 / (1 + mpmath.exp(-w))
+      return mpmath.log(mpmath.betainc(mp_a, mp_b, 0, p, regularized=True))
+
+    w0 = mpmath.log(mpmath.mpf(x) / (1 - mpmath.mpf(x)))
+    x0 = 1 / (1 + mpmath.exp(-w0))
+    g1 = (x0 ** mp_a * (1 - x0) ** mp_b / mpmath.beta(mp_a, mp_b)
+          / mpmath.betainc(mp_a, mp_b, 0, x0, regularized=True))
+    with jax.enable_x64(True):
+      scaled = binomial._log_tail_taylor(*(jnp.float64(float(v)) for v in (g1, x0, 1 - x0, a, b)),
+                                         7)
+    for s in (-0.3, -0.05, 0.05, 0.3):
+      exact = float(log_i(w0 + s / g1) - log_i(w0))
+      series = s + sum(float(c) * s ** k for k, c in enumerate(scaled, start=2))
+      assert abs(series - exact) <= 1e-4 * s ** 8 + 1e-14, (s, series, exact)
+
+
+def test_reverted_root_residual_falls_as_h_to_the_eighth():
+  """The series reversion of s + sum_{k<=7} b_k s^k = h, for random coefficients: its residual
+  falls as h^8 (a wrong reversion coefficient e_k would make it fall as h^k), and the last term
+  it reports, which the quantile solver takes as its error, exceeds the residual."""
+  rng = np.random.default_rng(3)
+  with jax.enable_x64(True):
+    for _ in range(5):
+      b = rng.uniform(-1.0, 1.0, 6)
+      residuals = {}
+      for h in (1e-1, 2e-2):
+        root, last = binomial._reverted_root(jnp.float64(h), [jnp.float64(v) for v in b])
+        with mpmath.workdps(30):
+          root_mp = mpmath.mpf(float(root))
+          residual = abs(root_mp + sum(mpmath.mpf(c) * root_mp ** k
+                                       for k, c in enumerate(b, start=2)) - mpmath.mpf(h))
+        residuals[h] = float(residual)
+        assert residuals[h] <= float(last)
+      assert 2e5 < residuals[1e-1] / residuals[2e-2] < 8e5  # 5^8 = 3.9e5
