@@ -1,6 +1,6 @@
 """How the estimators are compiled: ``jax.jit`` plus two XLA:CPU options measured to help them.
 
-The estimators are long elementwise programs (the incomplete beta function, Halley steps on
+The estimators are long elementwise programs (the incomplete beta function, Taylor steps on
 it) inside small while loops. Measured on the 2-core CPU of this project, on 2e4 and 2e6
 Clopper-Pearson limits (``experiments.benchmarks.estimators``):
 

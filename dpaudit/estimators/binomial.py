@@ -925,12 +925,15 @@ farther out it takes Halley's step (the series needs the mismatch inside its rad
 convergence)."""
 
 
-def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False):
+def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False, skip_unused: bool = False):
   r"""``w = logit(x)`` with :math:`I_x(a, b) = \tau`, by steps on :math:`g(w) = \log
   I_{x(w)}(a, b) - \log\tau` that each evaluate I once and then invert g's Taylor series of
   degree :data:`_TAYLOR_TERMS` about the current point (:func:`_log_tail_taylor`,
   :func:`_reverted_root`). ``z`` is :math:`\Phi^{-1}(\tau)` (:func:`_normal_quantile`), computed
-  by the caller so that a tail shared by all elements costs one evaluation.
+  by the caller so that a tail shared by all elements costs one evaluation. ``skip_unused``
+  (for the grouped chunks of :func:`_map_grouped`) puts the branches of the start and of the
+  tail that some elements do not need under ``lax.cond``; on small batches, where every branch
+  is needed anyway, the tests only cost time and compile time.
 
   The derivatives cost no further evaluation of I, so a step converges with order 8 where the
   series serves (mismatch up to :data:`_TAYLOR_REACH`): from the usual start a single
@@ -948,7 +951,6 @@ def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False):
   shape = _beta_shape(a, b)
   lo, hi = _logit_bounds(dtype)
   tol = _converged_mismatch(dtype)
-  skip_unused = _cpu_chunk_size() is not None  # CPU: chunks skip the branches none of them use
 
   def step(w):
     x, y = jax.nn.sigmoid(w), jax.nn.sigmoid(-w)
@@ -1060,7 +1062,9 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False):
     params.append((jnp.where(k < n, n - k, 1.0), jnp.where(k < n, k + 1.0, 1.0)))
   a = jnp.concatenate([p[0] for p in params])
   b = jnp.concatenate([p[1] for p in params])
-  solve = functools.partial(_beta_quantile_logit, fast=fast)
+  chunk = _cpu_chunk_size()
+  solve = functools.partial(_beta_quantile_logit, fast=fast,
+                            skip_unused=chunk is not None and a.shape[0] > chunk)
   # Elements whose start and tail take only the uniform series go first; see _map_grouped.
   min_shape = jnp.minimum(a, b)
   if log_tau.ndim:
