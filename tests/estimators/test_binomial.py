@@ -270,6 +270,25 @@ def test_clopper_pearson_in_cpu_chunks_matches_scipy():
       k < n, scipy.stats.beta.isf(5e-7, k + 1, np.maximum(n - k, 1)), 1.0), rtol=1e-10, atol=0)
 
 
+def test_clopper_pearson_grouped_chunks_match_scipy(monkeypatch):
+  """With small chunks, batches spanning many of them take the grouped path (partition,
+  padding, per-chunk branch skipping) with a shared tail and with a tail per pair; n is
+  log-uniform up to 1e9, so pure and mixed chunks both occur."""
+  monkeypatch.setattr(binomial, "_cpu_chunk_size", lambda: 1024)
+  jax.clear_caches()  # a program traced with the usual chunk size must not be reused
+  rng = np.random.default_rng(11)
+  n = np.maximum(np.round(np.exp(rng.uniform(0.0, np.log(1e9), 6_001))), 1.0)
+  k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
+  significance = rng.choice([1e-6, 0.05, 0.3], n.size)
+  for beta in (0.05, significance):
+    lower, upper = binomial.clopper_pearson(k, n, beta)
+    ref_lower = np.where(k > 0, scipy.stats.beta.ppf(beta / 2, np.maximum(k, 1), n - k + 1), 0.0)
+    ref_upper = np.where(k < n, scipy.stats.beta.isf(beta / 2, k + 1, np.maximum(n - k, 1)), 1.0)
+    np.testing.assert_allclose(lower, ref_lower, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(upper, ref_upper, rtol=1e-10, atol=0)
+  jax.clear_caches()
+
+
 def _mp_small_tail(a, b, x):
   """The tail of I_x(a, b) below the mean (the one computed directly), by mpmath quadrature of
   the integrand around the point, in 40 digits: a reference that needs no series and no
