@@ -871,8 +871,9 @@ def _log_tail_taylor(g1, x, y, a, b, terms: int) -> list:
   :math:`(\log D)'`, :math:`d = D/D_0` by the exponential's recursion
   :math:`d_k = \frac{p}{k}\sum_{j=1}^k U_{j-1} d_{k-j}`, :math:`J = I/I_0` with
   :math:`J_k = d_{k-1} / k` (as :math:`p g_1 = 1`), and the logarithm's recursion
-  :math:`b_k = J_k - \frac1k\sum_{j=1}^{k-1} j b_j J_{k-j}`, :math:`b_1 = 1`. (Checked against
-  evaluations of g at steps of 0.3 / g' on both sides: agreement to 1e-14.)"""
+  :math:`b_k = J_k - \frac1k\sum_{j=1}^{k-1} j b_j J_{k-j}`, :math:`b_1 = 1`. (Against mpmath
+  in 40 digits, the series through :math:`s^7` is within 3e-11 of g at :math:`|s| = 0.3`:
+  ``tests/estimators/test_binomial.py``.)"""
   p = 1.0 / g1
   r = a + b
   xs = [x, p * x * y]  # scaled Taylor coefficients of x(w0 + t)
@@ -921,7 +922,8 @@ _TAYLOR_TERMS = 7
 """Degree of the Taylor series of each step of :func:`_beta_quantile_logit` (fixed: the
 reversion coefficients of :func:`_reverted_root` are those of degree 7). With 7, every one of 1.2
 million Clopper-Pearson limits (tail 0.025, n up to 1e3, 1e6 and 1e9) settled after its first
-evaluation, within 2e-15 of the converged root; with 5, 1% at n <= 1e3 took another."""
+evaluation, within 2e-15 (relative, in the logit) of the root the Halley solver this replaced
+converged to; with degree 5, 1% at n <= 1e3 needed another evaluation."""
 
 _TAYLOR_REACH = 0.25
 """Largest mismatch ``|log I - log tau|`` at which a step takes the reverted Taylor series;
