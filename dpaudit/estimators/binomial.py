@@ -172,15 +172,22 @@ def _cpu_chunk_size() -> int | None:
   return 65536 if jax.default_backend() == "cpu" else None
 
 
+def _chunked(size: int) -> bool:
+  """Whether a batch of ``size`` elements goes through :func:`_map_chunks` or
+  :func:`_map_grouped` in chunks (more than one chunk's worth on a CPU)."""
+  chunk = _cpu_chunk_size()
+  return chunk is not None and size > chunk
+
+
 def _map_chunks(fn, arrays, fill, shared=()):
   """``fn(*arrays, *shared)`` on equal-length 1-D ``arrays``, in chunks of
   :func:`_cpu_chunk_size` elements (padded with ``fill``) when that helps; ``fn`` must be
   elementwise in ``arrays``. ``shared`` (e.g. a tail common to every element) goes to every
   chunk whole, so that what depends only on it is computed once."""
   size = arrays[0].shape[0]
-  chunk = _cpu_chunk_size()
-  if chunk is None or size <= chunk:
+  if not _chunked(size):
     return fn(*arrays, *shared)
+  chunk = _cpu_chunk_size()
   count = -(-size // chunk)
   padded = [jnp.concatenate([v, jnp.full((count * chunk - size,), f, v.dtype)]).reshape(count, chunk)
             for v, f in zip(arrays, fill)]
@@ -197,9 +204,9 @@ def _map_grouped(fn, arrays, fill, first, shared=()):
   chunks; together about 60 ms per 2e6 elements. (NumPy's partition, through
   ``jax.pure_callback``, was no faster to run or to compile.)"""
   size = arrays[0].shape[0]
-  chunk = _cpu_chunk_size()
-  if chunk is None or size <= chunk:
+  if not _chunked(size):
     return fn(*arrays, *shared)
+  chunk = _cpu_chunk_size()
   count = -(-size // chunk)
   ahead = jnp.cumsum(first.astype(jnp.int32))
   index = jnp.arange(size, dtype=jnp.int32)
@@ -1068,22 +1075,21 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False):
     params.append((jnp.where(k < n, n - k, 1.0), jnp.where(k < n, k + 1.0, 1.0)))
   a = jnp.concatenate([p[0] for p in params])
   b = jnp.concatenate([p[1] for p in params])
-  chunk = _cpu_chunk_size()
-  solve = functools.partial(_beta_quantile_logit, fast=fast,
-                            skip_unused=chunk is not None and a.shape[0] > chunk)
-  # Elements whose start and tail take only the uniform series go first; see _map_grouped.
-  min_shape = jnp.minimum(a, b)
+  # Branch skipping pays only in the grouped chunks of _map_grouped, where the elements whose
+  # start and tail take only the uniform series go first.
+  solve = functools.partial(_beta_quantile_logit, fast=fast, skip_unused=_chunked(a.shape[0]))
   if log_tau.ndim:
     log_tau = log_tau.reshape(-1)
     taus = jnp.concatenate([log_tau] * len(params))
-    z = _normal_quantile(taus)
-    simple = jnp.logical_and(min_shape >= _SERIES_MIN_SHAPE, _near_bulk(z, min_shape))
-    # Padding: the median of Beta(1, 1), exact at the start.
+  else:
+    taus = log_tau
+  z = _normal_quantile(taus)
+  min_shape = jnp.minimum(a, b)
+  simple = jnp.logical_and(min_shape >= _SERIES_MIN_SHAPE, _near_bulk(z, min_shape))
+  if log_tau.ndim:  # padding: the median of Beta(1, 1), exact at the start
     w = _map_grouped(solve, (a, b, taus, z), (1.0, 1.0, -math.log(2.0), 0.0), simple)
   else:
-    z = _normal_quantile(log_tau)
-    simple = jnp.logical_and(min_shape >= _SERIES_MIN_SHAPE, _near_bulk(z, min_shape))
-    w = _map_grouped(solve, (a, b), (1.0, 1.0), simple, shared=(log_tau, z))
+    w = _map_grouped(solve, (a, b), (1.0, 1.0), simple, shared=(taus, z))
   size = k.shape[0]
   out = []
   if lower:
