@@ -137,7 +137,7 @@ def _deviance(k, m, log):
   v2 = v * v
   for j in range(1, 11):  # |v| < 0.1, so the terms fall below 1e-20 of the first.
     term = term * v2
-    total = total + term / (2 * j + 1)
+    total = total + term * (1.0 / (2 * j + 1))  # (a product: XLA keeps a division a division)
   safe_k = jnp.where(k > 0, k, 1.0)
   direct = jnp.where(k > 0, k * log(safe_k / safe_m), 0.0) + m - k
   return jnp.where(close, total, direct)
@@ -391,20 +391,32 @@ def _fraction_beta(o: _Oriented, m):
   so nothing cancels when x is close to 1 (the Poisson regime of a binomial tail), which is
   where the plain fraction loses ``eps / (1 - x)``.
   """
+  numerator, denominator = _fraction_beta_parts(o, m)
+  return numerator / denominator
+
+
+def _fraction_beta_parts(o: _Oriented, m):
+  """``beta_m`` of :func:`_fraction_beta` as a numerator and a denominator."""
   a, b, x, y, lam = o.a, o.b, o.x, o.y, o.lam
   if isinstance(m, int) and m == 0:
-    return (lam + 1.0) / (a + 1.0)
+    return lam + 1.0, a + 1.0
   c = a + 2.0 * m
   odd = a * (1.0 + 2.0 * m) + m * (3.0 * m + 2.0) + (a + m) * lam + m * (a + m) * y
-  return (odd * (c - 1.0) + m * (b - m) * x * (c + 1.0)) / ((c - 1.0) * c * (c + 1.0))
+  return odd * (c - 1.0) + m * (b - m) * x * (c + 1.0), (c - 1.0) * c * (c + 1.0)
 
 
 def _fraction_alpha(o: _Oriented, m):
   """``alpha_m`` (m >= 1) of the fraction of :func:`_fraction_beta`."""
+  numerator, denominator = _fraction_alpha_parts(o, m)
+  return numerator / denominator
+
+
+def _fraction_alpha_parts(o: _Oriented, m):
+  """``alpha_m`` of :func:`_fraction_alpha` as a numerator and a denominator."""
   a, b, x = o.a, o.b, o.x
   c = a + 2.0 * m
-  return ((a + m - 1.0) * (a + b + m - 1.0) * x * (m * (b - m) * x)
-          / (((c - 2.0) * (c - 1.0)) * ((c - 1.0) * c)))
+  return ((a + m - 1.0) * (a + b + m - 1.0) * x * (m * (b - m) * x),
+          ((c - 2.0) * (c - 1.0)) * ((c - 1.0) * c))
 
 
 def _continued_fraction(o: _Oriented, steps: int) -> jax.Array:
@@ -415,13 +427,22 @@ def _continued_fraction(o: _Oriented, steps: int) -> jax.Array:
   :math:`\alpha_m \to s^2\alpha_m` (which multiplies the fraction's denominator by ``s``) with
   :math:`s = (a + 1)/(\lambda + 1)`, so that :math:`\beta_0 = 1` and every term is O(m): unscaled,
   :math:`\beta_m \approx (2m + 1 + \lambda)/a`, and the recurrence's product of ``steps`` such
-  terms underflows (float64 at a ~ 1e14, float32 at a ~ 1e4)."""
+  terms underflows (float64 at a ~ 1e14, float32 at a ~ 1e4).
+
+  In float64 each step divides once, by the product of the two terms' denominators (about
+  ``(a + 2m)^7``, far from overflow for any count a float64 holds exactly); float32, whose
+  range that product would exceed, divides by each."""
   scale = (o.a + 1.0) / (o.lam + 1.0)
   scale2 = scale * scale
   p = scale * _fraction_beta(o, steps)
   q = jnp.ones_like(p)
+  one_division = o.x.dtype == jnp.float64
   for m in range(steps - 1, -1, -1):
-    p, q = scale * _fraction_beta(o, m) * p + scale2 * _fraction_alpha(o, m + 1) * q, p
+    if one_division:
+      (nb, db), (na, da) = _fraction_beta_parts(o, m), _fraction_alpha_parts(o, m + 1)
+      p, q = (scale * nb * da * p + scale2 * na * db * q) / (db * da), p
+    else:
+      p, q = scale * _fraction_beta(o, m) * p + scale2 * _fraction_alpha(o, m + 1) * q, p
   return scale * q / p
 
 
@@ -505,20 +526,26 @@ class _BetaShape(NamedTuple):
   log_a: jax.Array
   log_b: jax.Array
   min_shape: jax.Array
+  bulk_shape: jax.Array  # min(a, b) or less: decides where the series and the normal start serve
   omega: jax.Array  # (b - a) / sqrt(a b (a + b)), for the unexchanged order
   series_reach: jax.Array  # largest |zeta| the series serves (-1 where it serves none)
 
 
-def _beta_shape(a, b, log=jnp.log) -> _BetaShape:
+def _beta_shape(a, b, log=jnp.log, bulk_shape=None) -> _BetaShape:
+  """The x-free parts of ``I_x(a, b)``. ``log`` is one of :func:`_logs`. ``bulk_shape``, at most
+  ``min(a, b)`` (the default), is the parameter size that decides whether the uniform series
+  and the normal start of :func:`_initial_logit` serve: a caller may pass less, so that the
+  elements it groups together make the same choices (:func:`_cp_limits`)."""
   r = a + b
   log_a, log_b = log(a), log(b)
   min_shape = jnp.minimum(a, b)
+  bulk_shape = min_shape if bulk_shape is None else bulk_shape
   reach = jnp.minimum(_SERIES_MAX_RATIO * jnp.sqrt(4.0 * math.pi * min_shape),
                       _series_max_zeta(a.dtype))
   return _BetaShape(
       stirling_remainder(r) - stirling_remainder(a) - stirling_remainder(b),
-      0.5 * (log_a + log_b - log(r)), log_a, log_b, min_shape,
-      (b - a) / jnp.sqrt(a * b * r), jnp.where(min_shape >= _SERIES_MIN_SHAPE, reach, -1.0))
+      0.5 * (log_a + log_b - log(r)), log_a, log_b, min_shape, bulk_shape,
+      (b - a) / jnp.sqrt(a * b * r), jnp.where(bulk_shape >= _SERIES_MIN_SHAPE, reach, -1.0))
 
 
 class _SmallTail(NamedTuple):
@@ -832,7 +859,7 @@ def _initial_logit(a, b, log_tau, z, shape: _BetaShape, skip_unused: bool = Fals
   u_scaled = zeta * (1.0 + kz / 3.0 + kz * kz / 36.0 - zeta * zeta / (4.0 * r))
   # x = (a + s u) / r and 1 - x = (b - s u) / r, each without cancellation.
   spread = jnp.sqrt(a * b / r) * u_scaled
-  near_bulk = _near_bulk(z, shape.min_shape)
+  near_bulk = _near_bulk(z, shape.bulk_shape)
   normal_ok = jnp.logical_and(near_bulk, jnp.logical_and(a + spread > 0.0, b - spread > 0.0))
   w_normal = log(jnp.where(normal_ok, (a + spread) / (b - spread), 1.0))
 
@@ -957,7 +984,8 @@ farther out it takes Halley's step (the series needs the mismatch inside its rad
 convergence)."""
 
 
-def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False, skip_unused: bool = False):
+def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False, skip_unused: bool = False,
+                         bulk_shape=None):
   r"""``w = logit(x)`` with :math:`I_x(a, b) = \tau`, by steps on :math:`g(w) = \log
   I_{x(w)}(a, b) - \log\tau` that each evaluate I once and then invert g's Taylor series of
   degree :data:`_TAYLOR_TERMS` about the current point (:func:`_log_tail_taylor`,
@@ -965,7 +993,8 @@ def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False, skip_unused: bool
   by the caller so that a tail shared by all elements costs one evaluation. ``skip_unused``
   (for the grouped chunks of :func:`_map_grouped`) puts the branches of the start and of the
   tail that some elements do not need under ``lax.cond``; on small batches, where every branch
-  is needed anyway, the tests only cost time and compile time.
+  is needed anyway, the tests only cost time and compile time. ``bulk_shape``: see
+  :func:`_beta_shape`.
 
   The derivatives cost no further evaluation of I, so a step converges with order 8 where the
   series serves (mismatch up to :data:`_TAYLOR_REACH`): from the usual start a single
@@ -980,7 +1009,7 @@ def _beta_quantile_logit(a, b, log_tau, z, fast: bool = False, skip_unused: bool
   within 2e-15 of the converged root.)
   """
   dtype = a.dtype
-  shape = _beta_shape(a, b, _logs(fast)[0])
+  shape = _beta_shape(a, b, _logs(fast)[0], bulk_shape)
   lo, hi = _logit_bounds(dtype)
   tol = _converged_mismatch(dtype)
 
@@ -1127,7 +1156,12 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False):
   def limit(part, k, n, log_tau, z):
     is_upper = side(part)
     a, b = params(is_upper, k, n)
-    w = _beta_quantile_logit(a, b, log_tau, z, fast=fast, skip_unused=skip_unused)
+    # min(a, b - 1) is min(k, n - k) for both limits of a pair (0 for k = 0 and k = n), so
+    # the two limits agree on the series and the start, and a chunk of pairs grouped by it
+    # needs one branch (both limits of a pair with min(k, n - k) >= 20 near the bulk take the
+    # series; the others the fraction, which converges at min(a, b) <= 20 at any x).
+    w = _beta_quantile_logit(a, b, log_tau, z, fast=fast, skip_unused=skip_unused,
+                             bulk_shape=jnp.minimum(a, b - 1.0))
     t = log_tau / n
     closed = jnp.where(is_upper, -jnp.expm1(t), jnp.exp(t))  # k = n: x^n = tau; k = 0: y^n
     solved = jax.nn.sigmoid(jnp.where(is_upper, -w, w))
@@ -1135,10 +1169,8 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False):
     x_upper = jnp.where(k < n, jnp.where(k <= 0.0, closed, solved), 1.0)
     return jnp.where(is_upper, x_upper, x_lower)
 
-  a, b = params(side(jnp.arange(parts)[:, None]), k, n)
-  min_shape = jnp.minimum(a, b)
-  simple = jnp.all(jnp.logical_and(min_shape >= _SERIES_MIN_SHAPE, _near_bulk(z, min_shape)),
-                   axis=0)
+  bulk = jnp.minimum(k, n - k)
+  simple = jnp.logical_and(bulk >= _SERIES_MIN_SHAPE, _near_bulk(z, bulk))
   if per_pair:  # padding: k = n = 1 and the median of Beta(1, 1), exact at the start
     x = _map_grouped(limit, (k, n, log_tau, z), (1.0, 1.0, -math.log(2.0), 0.0), simple, parts)
   else:
