@@ -424,8 +424,14 @@ def _continued_fraction(o: _Oriented, steps: int) -> jax.Array:
   scale2 = scale * scale
   p = scale * _fraction_beta(o, steps)
   q = jnp.ones_like(p)
-  for m in range(steps - 1, -1, -1):
-    p, q = scale * _fraction_beta(o, m) * p + scale2 * _fraction_alpha(o, m + 1) * q, p
+  def step(j, pq):  # m = steps - 1 - j; traced once and unrolled (tracing 24 copies is slow)
+    p, q = pq
+    m = jnp.asarray(steps - 1 - j, p.dtype)
+    return scale * _fraction_beta(o, m) * p + scale2 * _fraction_alpha(o, m + 1.0) * q, p
+
+  p, q = jax.lax.fori_loop(0, steps - 1, step, (p, q), unroll=True)
+  # m = 0 has its own (simpler) beta
+  p, q = scale * _fraction_beta(o, 0) * p + scale2 * _fraction_alpha(o, 1) * q, p
   return scale * q / p
 
 
