@@ -44,7 +44,7 @@ _STIRLING_SHIFT = 16
 
 def _stirling_series(z):
   """The asymptotic series of :func:`stirling_remainder`, for ``z > 15`` (error below 1e-16)."""
-  inv = 1.0 / z  # one division (five, written as nested quotients, cost 10 ms of a million CP pairs)
+  inv = 1.0 / z  # one division (five nested quotients took ~10 ms of a million CP pairs)
   inv2 = inv * inv
   return (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 * (1.0 / 1680
                                                                       - inv2 / 1188)))) * inv
@@ -209,8 +209,9 @@ def _map_grouped(fn, sources, fill, first, parts: int, shared=()):
   scatter of 32-bit row indices; each chunk gathers its rows (padding takes ``fill``) and
   scatters its results to their places in the outputs. So nothing of the batch's size is
   formed but the indices, and XLA's temporary memory stays small: above about 32 MB glibc maps
-  it afresh at every call, and the page faults cost about 0.2 ms per MB (measured on a million
-  Clopper-Pearson pairs: 15 ms of a call, at 84 MB of temporaries)."""
+  it afresh at every call, and its page faults cost time (a million Clopper-Pearson pairs
+  took 84 MB of temporaries with the batch-sized gathers this replaced, and 20,600 page faults
+  per call, about 0.7 us each; now 18 MB and none after the first calls)."""
   size = first.shape[0]
   part = jnp.arange(parts, dtype=jnp.int32)[:, None]
   if not _chunked(parts * size):
