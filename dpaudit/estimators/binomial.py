@@ -712,7 +712,7 @@ def log_binomial_tails(k, n, p, q=None, fast: bool = False) -> LogBinomialTails:
   a = jnp.where(inside, k, 1.0)
   b = jnp.where(inside, n - k + 1.0, 1.0)
   small = _log_small_tail(a, b, jnp.where(inside, p, 0.5), jnp.where(inside, q, 0.5),
-                          _beta_shape(a, b), small_shapes=False, fast=fast)
+                          _beta_shape(a, b, _logs(fast)[0]), small_shapes=False, fast=fast)
   other = _logs(fast)[1](jnp.minimum(small.log_tail, 0.0))
   upper = jnp.where(small.swapped, other, small.log_tail)
   lower = jnp.where(small.swapped, small.log_tail, other)
