@@ -289,6 +289,40 @@ def test_clopper_pearson_grouped_chunks_match_scipy(monkeypatch):
   jax.clear_caches()
 
 
+@pytest.mark.parametrize("chunk", [None, 1024])
+def test_clopper_pearson_pairs_at_the_series_threshold(monkeypatch, chunk):
+  """Pairs with min(k, n - k) from 17 to 22, around the grouping key's threshold of 20: below
+  it both limits of a pair take the fraction, although one of them has min(a, b) = 20, from
+  it both take the series. At 1e-10 against scipy, in one batch and in grouped chunks."""
+  if chunk is not None:
+    monkeypatch.setattr(binomial, "_cpu_chunk_size", lambda: chunk)
+  jax.clear_caches()
+  n = np.unique(np.round(np.exp(np.linspace(np.log(40), np.log(1e6), 300))))
+  m = np.arange(17, 23)
+  k = np.concatenate([np.broadcast_to(m, (n.size, m.size)).ravel(),
+                      (n[:, None] - m).ravel()])
+  n = np.concatenate([np.repeat(n, m.size)] * 2)
+  for beta in (1e-6, 0.05, 0.5):
+    lower, upper = binomial.clopper_pearson(k, n, beta)
+    np.testing.assert_allclose(lower, scipy.stats.beta.ppf(beta / 2, k, n - k + 1), rtol=1e-10,
+                               atol=0)
+    np.testing.assert_allclose(upper, scipy.stats.beta.isf(beta / 2, k + 1, n - k), rtol=1e-10,
+                               atol=0)
+  jax.clear_caches()
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_pack_keeps_the_flag_and_moves_w_by_at_most_one_ulp(dtype):
+  rng = np.random.default_rng(2)
+  w = jnp.asarray(np.concatenate([rng.normal(0, 30, 1000), [0.0, -745.0, 37.0, 1e-300]]),
+                  dtype)
+  flag = jnp.asarray(rng.random(w.size) < 0.5)
+  packed, back = binomial._unpack(binomial._pack(w, flag))
+  np.testing.assert_array_equal(back, flag)
+  ulp = np.spacing(np.abs(np.asarray(w)))
+  assert np.all(np.abs(np.asarray(packed) - np.asarray(w)) <= ulp)
+
+
 def _mp_small_tail(a, b, x):
   """The tail of I_x(a, b) below the mean (the one computed directly), by mpmath quadrature of
   the integrand around the point, in 40 digits: a reference that needs no series and no
