@@ -196,11 +196,12 @@ def _map_chunks(fn, arrays, fill, shared=()):
   return jax.tree_util.tree_map(lambda v: v.reshape(-1)[:size], out)
 
 
-def _map_grouped(fn, sources, fill, first, parts: int, shared=()):
+def _map_grouped(fn, sources, fill, first, parts: int, results: int, shared=()):
   """``fn(part, *rows, *shared)`` on every row of ``sources`` (1-D, of one length) and every
   part ``0 .. parts - 1`` of it: ``fn`` is elementwise, called with ``part`` of shape
-  ``(parts, 1)`` and rows of shape ``(1, m)``, and returns its results with shape
-  ``(parts, m)``. Returns them as a list of ``parts`` arrays, one result per row each.
+  ``(parts, 1)`` and rows of shape ``(1, m)``, and returns a tuple of ``results`` arrays of
+  shape ``(parts, m)`` and the sources' dtype. Returns the tuple with each of them a list of
+  ``parts`` arrays, one value per row each.
 
   Without chunks (accelerators, small batches), ``fn`` on all rows at once. On a CPU, larger
   batches go in chunks of :func:`_cpu_chunk_size` results, and the rows where ``first`` holds go
@@ -214,9 +215,11 @@ def _map_grouped(fn, sources, fill, first, parts: int, shared=()):
   per call, about 0.7 us each; now 18 MB and none after the first calls)."""
   size = first.shape[0]
   part = jnp.arange(parts, dtype=jnp.int32)[:, None]
+  def split(out):
+    return tuple([v[p] for p in range(parts)] for v in out)
+
   if not _chunked(parts * size):
-    out = fn(part, *(v[None, :] for v in sources), *shared)
-    return [out[p] for p in range(parts)]
+    return split(fn(part, *(v[None, :] for v in sources), *shared))
   chunk = _cpu_chunk_size() // parts
   count = -(-size // chunk)
   ahead = jnp.cumsum(first.astype(jnp.int32))
@@ -229,11 +232,13 @@ def _map_grouped(fn, sources, fill, first, parts: int, shared=()):
   def run(c, outs):
     rows = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
     values = [v.at[rows].get(mode="fill", fill_value=f)[None, :] for v, f in zip(sources, fill)]
-    out = fn(part, *values, *shared)
-    return [o.at[rows].set(out[p], mode="drop") for p, o in enumerate(outs)]
+    out = split(fn(part, *values, *shared))
+    return tuple([o.at[rows].set(v, mode="drop") for o, v in zip(os, vs)]
+                 for os, vs in zip(outs, out))
 
-  dtype = sources[0].dtype
-  return jax.lax.fori_loop(0, count, run, [jnp.zeros((size,), dtype) for _ in range(parts)])
+  zeros = functools.partial(jnp.zeros, (size,), sources[0].dtype)
+  return jax.lax.fori_loop(0, count, run,
+                           tuple([zeros() for _ in range(parts)] for _ in range(results)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -685,10 +690,23 @@ def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
 @_compile.jit
 def _binomial_tails(k, n, p):
   shape = k.shape
-  tails = _map_chunks(lambda *v: tuple(log_binomial_tails(*v, fast=True)),
-                      tuple(v.reshape(-1) for v in (k, n, jnp.clip(p, 0.0, 1.0))),
-                      (1.0, 1.0, 0.5))
-  return LogBinomialTails(*(t.reshape(shape) for t in tails))
+  k, n, p = (v.reshape(-1) for v in (k, n, jnp.clip(p, 0.0, 1.0)))
+  # Where I_p(k, n - k + 1) takes the uniform series, by the normal approximation of its zeta
+  # (|k - (n + 1) p| / sqrt((n + 1) p q) within the series' reach): the key that groups the
+  # chunks of _map_grouped, so that most compute the series or the fraction, not both.
+  shapes = jnp.minimum(k, n - k + 1.0)
+  reach = jnp.minimum(_SERIES_MAX_RATIO ** 2 * 4.0 * math.pi * shapes,
+                      _series_max_zeta(k.dtype) ** 2)
+  offset = k - (n + 1.0) * p
+  series = jnp.logical_and(shapes >= _SERIES_MIN_SHAPE,
+                           offset * offset <= reach * (n + 1.0) * p * (1.0 - p))
+  skip_unused = _chunked(k.shape[0])
+
+  def tails(_, k, n, p):
+    return tuple(log_binomial_tails(k, n, p, fast=True, skip_unused=skip_unused))
+
+  upper, lower = _map_grouped(tails, (k, n, p), (1.0, 1.0, 0.5), series, 1, 2)
+  return LogBinomialTails(upper[0].reshape(shape), lower[0].reshape(shape))
 
 
 class LogBinomialTails(NamedTuple):
@@ -698,12 +716,15 @@ class LogBinomialTails(NamedTuple):
   lower: jax.Array
 
 
-def log_binomial_tails(k, n, p, q=None, fast: bool = False) -> LogBinomialTails:
+def log_binomial_tails(k, n, p, q=None, fast: bool = False,
+                       skip_unused: bool = False) -> LogBinomialTails:
   r"""Both tails of :math:`\mathrm{Bin}(n, p)` at ``k``, on the log scale, from one evaluation of
   the incomplete beta function (:math:`\Pr[\mathrm{Bin}(n, p) \ge k] = I_p(k, n - k + 1)`).
   ``q = 1 - p`` may be passed when it is known more accurately. Whole ``k`` and ``n``; for use
   inside other estimators (no validation, traceable, broadcasts). ``fast=True`` takes the
-  vectorised logarithms (faster to run, slower to compile; see :func:`_logs`)."""
+  vectorised logarithms (faster to run, slower to compile; see :func:`_logs`);
+  ``skip_unused`` computes the series or the fraction only where some element takes it (for
+  the grouped chunks of :func:`_map_grouped`)."""
   k, n, p = _as_float(k, n, p)
   q = 1.0 - p if q is None else _as_float(q)[0]
   k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
@@ -712,7 +733,8 @@ def log_binomial_tails(k, n, p, q=None, fast: bool = False) -> LogBinomialTails:
   a = jnp.where(inside, k, 1.0)
   b = jnp.where(inside, n - k + 1.0, 1.0)
   small = _log_small_tail(a, b, jnp.where(inside, p, 0.5), jnp.where(inside, q, 0.5),
-                          _beta_shape(a, b, _logs(fast)[0]), small_shapes=False, fast=fast)
+                          _beta_shape(a, b, _logs(fast)[0]), small_shapes=False, fast=fast,
+                          skip_unused=skip_unused)
   other = _logs(fast)[1](jnp.minimum(small.log_tail, 0.0))
   upper = jnp.where(small.swapped, other, small.log_tail)
   lower = jnp.where(small.swapped, small.log_tail, other)
@@ -1159,14 +1181,15 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False):
     solved = jax.nn.sigmoid(jnp.where(is_upper, -w, w))
     x_lower = jnp.where(k > 0.0, jnp.where(k >= n, closed, solved), 0.0)
     x_upper = jnp.where(k < n, jnp.where(k <= 0.0, closed, solved), 1.0)
-    return jnp.where(is_upper, x_upper, x_lower)
+    return (jnp.where(is_upper, x_upper, x_lower),)
 
   bulk = jnp.minimum(k, n - k)
   simple = jnp.logical_and(bulk >= _SERIES_MIN_SHAPE, _near_bulk(z, bulk))
   if per_pair:  # padding: k = n = 1 and the median of Beta(1, 1), exact at the start
-    x = _map_grouped(limit, (k, n, log_tau, z), (1.0, 1.0, -math.log(2.0), 0.0), simple, parts)
+    (x,) = _map_grouped(limit, (k, n, log_tau, z), (1.0, 1.0, -math.log(2.0), 0.0), simple,
+                        parts, 1)
   else:
-    x = _map_grouped(limit, (k, n), (1.0, 1.0), simple, parts, shared=(log_tau, z))
+    (x,) = _map_grouped(limit, (k, n), (1.0, 1.0), simple, parts, 1, shared=(log_tau, z))
   return [v.reshape(shape) for v in x]
 
 
