@@ -215,6 +215,7 @@ def _map_grouped(fn, sources, fill, first, parts: int, results: int, shared=()):
   per call, about 0.7 us each; now 18 MB and none after the first calls)."""
   size = first.shape[0]
   part = jnp.arange(parts, dtype=jnp.int32)[:, None]
+
   def split(out):
     return tuple([v[p] for p in range(parts)] for v in out)
 
@@ -695,11 +696,11 @@ def _binomial_tails(k, n, p):
   # (|k - (n + 1) p| / sqrt((n + 1) p q) within the series' reach): the key that groups the
   # chunks of _map_grouped, so that most compute the series or the fraction, not both.
   shapes = jnp.minimum(k, n - k + 1.0)
-  reach = jnp.minimum(_SERIES_MAX_RATIO ** 2 * 4.0 * math.pi * shapes,
-                      _series_max_zeta(k.dtype) ** 2)
+  reach_squared = jnp.minimum(_SERIES_MAX_RATIO ** 2 * 4.0 * math.pi * shapes,
+                              _series_max_zeta(k.dtype) ** 2)
   offset = k - (n + 1.0) * p
   series = jnp.logical_and(shapes >= _SERIES_MIN_SHAPE,
-                           offset * offset <= reach * (n + 1.0) * p * (1.0 - p))
+                           offset * offset <= reach_squared * (n + 1.0) * p * (1.0 - p))
   skip_unused = _chunked(k.shape[0])
 
   def tails(_, k, n, p):
