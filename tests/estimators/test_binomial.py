@@ -292,8 +292,9 @@ def test_clopper_pearson_grouped_chunks_match_scipy(monkeypatch):
 @pytest.mark.parametrize("chunk", [None, 1024])
 def test_clopper_pearson_pairs_at_the_series_threshold(monkeypatch, chunk):
   """Pairs with min(k, n - k) from 17 to 22, around the grouping key's threshold of 20: below
-  it both limits of a pair take the fraction, although one of them has min(a, b) = 20, from
-  it both take the series. At 1e-10 against scipy, in one batch and in grouped chunks."""
+  it both limits of a pair take the fraction, although one of them has min(a, b) = 20; from
+  it both may take the series (near the bulk). At 1e-10 against scipy, in one batch and in
+  grouped chunks."""
   if chunk is not None:
     monkeypatch.setattr(binomial, "_cpu_chunk_size", lambda: chunk)
   jax.clear_caches()
