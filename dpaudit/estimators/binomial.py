@@ -349,6 +349,12 @@ def _series_max_zeta(dtype) -> float:
   return 35.0 if dtype == jnp.float64 else 9.0
 
 
+def _series_reach_squared(min_shape):
+  """The square of the largest |zeta| the series serves at ``min(a, b) = min_shape``."""
+  return jnp.minimum(_SERIES_MAX_RATIO ** 2 * 4.0 * math.pi * min_shape,
+                     _series_max_zeta(min_shape.dtype) ** 2)
+
+
 def _continued_fraction_steps(dtype) -> int:
   # Measured: with min(a, b) >= 1 the even fraction below converges to 1e-16 within 20 steps
   # wherever the series is not used (at most 20 steps for min(a, b) <= 20 at any x, 16 at
@@ -537,8 +543,7 @@ def _beta_shape(a, b, log=jnp.log, bulk_shape=None) -> _BetaShape:
   log_a, log_b, log_r = log(a), log(b), log(r)
   min_shape = jnp.minimum(a, b)
   bulk_shape = min_shape if bulk_shape is None else bulk_shape
-  reach = jnp.minimum(_SERIES_MAX_RATIO * jnp.sqrt(4.0 * math.pi * min_shape),
-                      _series_max_zeta(a.dtype))
+  reach = jnp.sqrt(_series_reach_squared(min_shape))
   # One call for the three: one test of whether all are whole, one set of kernels.
   stirling = stirling_remainder(jnp.stack([r, a, b]))
   return _BetaShape(
@@ -696,11 +701,10 @@ def _binomial_tails(k, n, p):
   # (|k - (n + 1) p| / sqrt((n + 1) p q) within the series' reach): the key that groups the
   # chunks of _map_grouped, so that most compute the series or the fraction, not both.
   shapes = jnp.minimum(k, n - k + 1.0)
-  reach_squared = jnp.minimum(_SERIES_MAX_RATIO ** 2 * 4.0 * math.pi * shapes,
-                              _series_max_zeta(k.dtype) ** 2)
   offset = k - (n + 1.0) * p
-  series = jnp.logical_and(shapes >= _SERIES_MIN_SHAPE,
-                           offset * offset <= reach_squared * (n + 1.0) * p * (1.0 - p))
+  series = jnp.logical_and(
+      shapes >= _SERIES_MIN_SHAPE,
+      offset * offset <= _series_reach_squared(shapes) * (n + 1.0) * p * (1.0 - p))
   skip_unused = _chunked(k.shape[0])
 
   def tails(_, k, n, p):
