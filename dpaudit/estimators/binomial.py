@@ -174,26 +174,10 @@ def _cpu_chunk_size() -> int | None:
 
 
 def _chunked(size: int) -> bool:
-  """Whether a batch of ``size`` elements goes through :func:`_map_chunks` or
-  :func:`_map_grouped` in chunks (more than one chunk's worth on a CPU)."""
+  """Whether a batch of ``size`` elements goes through :func:`_map_grouped` in chunks (more
+  than one chunk's worth on a CPU)."""
   chunk = _cpu_chunk_size()
   return chunk is not None and size > chunk
-
-
-def _map_chunks(fn, arrays, fill, shared=()):
-  """``fn(*arrays, *shared)`` on equal-length 1-D ``arrays``, in chunks of
-  :func:`_cpu_chunk_size` elements (padded with ``fill``) when that helps; ``fn`` must be
-  elementwise in ``arrays``. ``shared`` (e.g. a tail common to every element) goes to every
-  chunk whole, so that what depends only on it is computed once."""
-  size = arrays[0].shape[0]
-  if not _chunked(size):
-    return fn(*arrays, *shared)
-  chunk = _cpu_chunk_size()
-  count = -(-size // chunk)
-  padded = [jnp.concatenate([v, jnp.full((count * chunk - size,), f, v.dtype)]).reshape(count, chunk)
-            for v, f in zip(arrays, fill)]
-  out = jax.lax.map(lambda rows: fn(*rows, *shared), padded)
-  return jax.tree_util.tree_map(lambda v: v.reshape(-1)[:size], out)
 
 
 def _map_grouped(fn, sources, fill, first, parts: int, results: int, shared=()):
@@ -204,8 +188,10 @@ def _map_grouped(fn, sources, fill, first, parts: int, results: int, shared=()):
   ``parts`` arrays, one value per row each.
 
   Without chunks (accelerators, small batches), ``fn`` on all rows at once. On a CPU, larger
-  batches go in chunks of :func:`_cpu_chunk_size` results, and the rows where ``first`` holds go
-  ahead of the others, so that most chunks hold rows of one kind and the ``lax.cond`` branches
+  batches go in chunks of :func:`_cpu_chunk_size` results (XLA:CPU materialises many
+  intermediate arrays of these long elementwise programs, and chunks that stay in the caches
+  run faster), and the rows where ``first`` holds go ahead of the others (``first=None``: the
+  rows in their order), so that most chunks hold rows of one kind and the ``lax.cond`` branches
   in ``fn`` skip what none of a chunk's rows needs. The partition is one cumulative sum and one
   scatter of 32-bit row indices; each chunk gathers its rows (padding takes ``fill``) and
   scatters its results to their places in the outputs. So nothing of the batch's size is
@@ -213,7 +199,7 @@ def _map_grouped(fn, sources, fill, first, parts: int, results: int, shared=()):
   it afresh at every call, and its page faults cost time (a million Clopper-Pearson pairs
   took 84 MB of temporaries with the batch-sized gathers this replaced, and 20,600 page faults
   per call, about 0.7 us each; now 18 MB, and page faults in one call of seven measured)."""
-  size = first.shape[0]
+  size = sources[0].shape[0]
   part = jnp.arange(parts, dtype=jnp.int32)[:, None]
 
   def split(out):
@@ -223,12 +209,15 @@ def _map_grouped(fn, sources, fill, first, parts: int, results: int, shared=()):
     return split(fn(part, *(v[None, :] for v in sources), *shared))
   chunk = _cpu_chunk_size() // parts
   count = -(-size // chunk)
-  ahead = jnp.cumsum(first.astype(jnp.int32))
-  index = jnp.arange(size, dtype=jnp.int32)
-  position = jnp.where(first, ahead - 1, ahead[-1] + index - ahead)
   # The new order, padded to whole chunks with the row index ``size`` (out of bounds).
-  order = jnp.full((count * chunk,), size, jnp.int32).at[position].set(
-      index, unique_indices=True, mode="promise_in_bounds")
+  if first is None:
+    order = jnp.minimum(jnp.arange(count * chunk, dtype=jnp.int32), size)
+  else:
+    ahead = jnp.cumsum(first.astype(jnp.int32))
+    index = jnp.arange(size, dtype=jnp.int32)
+    position = jnp.where(first, ahead - 1, ahead[-1] + index - ahead)
+    order = jnp.full((count * chunk,), size, jnp.int32).at[position].set(
+        index, unique_indices=True, mode="promise_in_bounds")
 
   def run(c, outs):
     rows = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
@@ -654,17 +643,15 @@ def _incomplete_beta_tails(a, b, x, y):
   ys = jnp.where(interior, y, 0.5)
   shape = a.shape
 
-  def tail(a, b, x, y):
+  def tails(_, a, b, x, y):
     small = _log_small_tail(a, b, x, y, _beta_shape(a, b))
-    return small.log_tail, small.swapped
+    near = jnp.clip(jnp.exp(small.log_tail), 0.0, 1.0)
+    far = 1.0 - near
+    return jnp.where(small.swapped, far, near), jnp.where(small.swapped, near, far)
 
-  log_tail, swapped = _map_chunks(tail, tuple(v.reshape(-1) for v in (a, b, xs, ys)),
-                                  (1.0, 1.0, 0.5, 0.5))
-  small = _SmallTail(log_tail.reshape(shape), None, swapped.reshape(shape))
-  near = jnp.clip(jnp.exp(small.log_tail), 0.0, 1.0)
-  far = 1.0 - near
-  lower = jnp.where(small.swapped, far, near)
-  upper = jnp.where(small.swapped, near, far)
+  (lower,), (upper,) = _map_grouped(tails, tuple(v.reshape(-1) for v in (a, b, xs, ys)),
+                                    (1.0, 1.0, 0.5, 0.5), None, 1, 2)
+  lower, upper = lower.reshape(shape), upper.reshape(shape)
   lower = jnp.where(interior, lower, jnp.where(x <= 0.0, 0.0, 1.0))
   upper = jnp.where(interior, upper, jnp.where(x <= 0.0, 1.0, 0.0))
   return BetaTails(lower=lower, upper=upper)
