@@ -1,4 +1,4 @@
-"""How the estimators are compiled: ``jax.jit`` plus two XLA:CPU options measured to help them.
+"""How the estimators are compiled: ``jax.jit`` plus XLA:CPU options measured to help them.
 
 The estimators are long elementwise programs (the incomplete beta function, Taylor steps on
 it) inside small while loops. Measured on the 2-core CPU of this project, on 2e4 and 2e6
@@ -13,11 +13,21 @@ Clopper-Pearson limits (``experiments.benchmarks.estimators``):
   it compilation takes about 25% less time (1.04 s -> 0.79 s for ``clopper_pearson``) and the
   2-3 steps run no slower (the hoisted work is a few percent of a step).
 
+A third option is chosen per program. XLA:CPU emits each fused kernel with its MLIR fusion
+emitters by default, or with its older loop emitters (``xla_cpu_use_fusion_emitters=false``),
+which compile about 0.3-0.6 s faster. The fusion emitters' kernels run the incomplete beta
+function over large batches 1.5-2.3x faster, so the programs built around it (Clopper-Pearson,
+the binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them. The programs whose
+time goes to sorted scans and a few solver steps on small batches (the score bounds, the one-run
+bounds, the Sison-Glaz intervals) take the loop emitters: measured side by side
+(``experiments.benchmarks.estimators``, both emitters in one session) they compile 0.5-1.3 s
+faster and run within 0.9-1.3x of the fusion emitters' time (``jit(..., fusion_emitters=False)``).
+
 The options apply only when the program is compiled for the CPU backend (accelerators compile
 as usual), and only to the estimators' own top-level programs: inside a caller's ``jax.jit``
 (where JAX refuses compiler options) the estimator is traced into the caller's program and
 compiled with the caller's options.
-Values are unchanged: neither option alters the arithmetic (no fast-math).
+Values are unchanged: no option alters the arithmetic (no fast-math).
 """
 
 from __future__ import annotations
@@ -32,6 +42,8 @@ CPU_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_disable_hlo_passes": ("while-loop-invariant-code-motion,"
                                "while-loop-expensive-invariant-code-motion"),
 }
+LOOP_EMITTER_OPTIONS: dict[str, Any] = {**CPU_COMPILER_OPTIONS,
+                                        "xla_cpu_use_fusion_emitters": False}
 
 
 def _traced(args, kwargs) -> bool:
@@ -39,12 +51,15 @@ def _traced(args, kwargs) -> bool:
              for leaf in jax.tree_util.tree_leaves((args, kwargs)))
 
 
-def jit(fun: Callable | None = None, /, **jit_kwargs) -> Callable:
-  """``jax.jit(fun, **jit_kwargs)``, compiled with :data:`CPU_COMPILER_OPTIONS` when the
-  default backend is the CPU. Usable as ``@jit`` or ``@jit(static_argnames=...)``."""
+def jit(fun: Callable | None = None, /, *, fusion_emitters: bool = True,
+        **jit_kwargs) -> Callable:
+  """``jax.jit(fun, **jit_kwargs)``, compiled with :data:`CPU_COMPILER_OPTIONS` (with
+  ``fusion_emitters=False``: :data:`LOOP_EMITTER_OPTIONS`) when the default backend is the CPU.
+  Usable as ``@jit`` or ``@jit(static_argnames=...)``."""
   if fun is None:
-    return functools.partial(jit, **jit_kwargs)
-  tuned = jax.jit(fun, compiler_options=CPU_COMPILER_OPTIONS, **jit_kwargs)
+    return functools.partial(jit, fusion_emitters=fusion_emitters, **jit_kwargs)
+  options = CPU_COMPILER_OPTIONS if fusion_emitters else LOOP_EMITTER_OPTIONS
+  tuned = jax.jit(fun, compiler_options=options, **jit_kwargs)
   plain = jax.jit(fun, **jit_kwargs)
 
   @functools.wraps(fun)
@@ -58,5 +73,5 @@ def jit(fun: Callable | None = None, /, **jit_kwargs) -> Callable:
         raise
       return plain(*args, **kwargs)
 
-  call.tuned, call.plain = tuned, plain
+  call.tuned, call.plain, call.compiler_options = tuned, plain, options
   return call

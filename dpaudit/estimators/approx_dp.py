@@ -309,7 +309,7 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   return _Search(state.best_index, state.best_eps, state.best_evaluation)
 
 
-@_compile.jit
+@_compile.jit(fusion_emitters=False)
 def _bonferroni(in_scores, out_scores, delta, significance):
   n_in, n_out = in_scores.shape[0], out_scores.shape[0]
   corrected = 2.0 * significance / (n_in + n_out + 2)
@@ -324,7 +324,7 @@ def _sorted_ascending(x):
   return x[argsort_descending(x)][::-1]
 
 
-@_compile.jit
+@_compile.jit(fusion_emitters=False)
 def _split(in_scores, out_scores, delta, significance):
   sel_in, eval_in = in_scores[0::2], in_scores[1::2]
   sel_out, eval_out = out_scores[0::2], out_scores[1::2]

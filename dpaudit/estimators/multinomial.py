@@ -374,7 +374,8 @@ def truncated_poisson_moments(rate, lower, upper) -> TruncatedPoissonMoments:
 # ----------------------------------------------------------------------------------------------
 
 
-def _validate_inputs(counts, significance):
+def check_interval_inputs(counts, significance) -> None:
+  """The checks of :func:`goodman_intervals` and :func:`sison_glaz_intervals` (ValueError)."""
   _validate.check_significance(significance)
   shape = np.shape(counts)
   if len(shape) < 1 or shape[-1] < 2:
@@ -389,12 +390,16 @@ def _validate_inputs(counts, significance):
       raise ValueError(f"counts has total 0{where}; need a positive total count")
 
 
-def _validated_call(core, counts, significance) -> Interval:
-  """Validates, broadcasts the batch of counts against significance, and calls ``core``."""
-  _validate_inputs(counts, significance)
-  n, beta = _as_float(counts, significance)
+def _broadcast_call(core, n, beta) -> Interval:
+  """Broadcasts the batch of counts ``n`` against ``beta`` and calls ``core``."""
   shape = jnp.broadcast_shapes(n.shape[:-1], beta.shape)
   return core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
+
+
+def _validated_call(core, counts, significance) -> Interval:
+  """Validates, broadcasts the batch of counts against significance, and calls ``core``."""
+  check_interval_inputs(counts, significance)
+  return _broadcast_call(core, *_as_float(counts, significance))
 
 
 def goodman_intervals(counts, significance=0.05) -> Interval:
@@ -525,7 +530,7 @@ def _sison_glaz_search(n, total, beta):
   return lo, nu_lo, nu_hi
 
 
-@_compile.jit
+@_compile.jit(fusion_emitters=False)
 def _sison_glaz_core(n, beta):
   total = jnp.sum(n, axis=-1, keepdims=True)
   c, nu_c, nu_c1 = _sison_glaz_search(n, total, beta)
@@ -587,3 +592,11 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
     ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
   """
   return _validated_call(_sison_glaz_core, counts, significance)
+
+
+def simultaneous_intervals(method: str, counts, significance) -> Interval:
+  """``method``'s intervals ("sison-glaz" or "goodman") for use inside other estimators'
+  programs: no validation (:func:`check_interval_inputs`), traceable; float counts whose batch
+  broadcasts against ``significance``."""
+  core = {"sison-glaz": _sison_glaz_core, "goodman": _goodman_core}[method]
+  return _broadcast_call(core, counts, jnp.asarray(significance, counts.dtype))

@@ -238,7 +238,7 @@ def _epsilon_ceiling(num_guesses, num_correct, significance):
   return jnp.log(rate) - jnp.log1p(-rate)
 
 
-@_compile.jit(static_argnames="with_delta")
+@_compile.jit(static_argnames="with_delta", fusion_emitters=False)
 def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, with_delta: bool):
   m, r, v, d, sig = _broadcast_float(num_examples, num_guesses, num_correct, delta,
                                      significance)
@@ -522,7 +522,7 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   return OneRunResult(*out, optimistic=correction == "none")
 
 
-@_compile.jit(static_argnames=("grid", "mode", "with_delta"))
+@_compile.jit(static_argnames=("grid", "mode", "with_delta"), fusion_emitters=False)
 def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, with_delta: bool):
   dtype = per_test.dtype
   grid = np.asarray(grid, np.int64)

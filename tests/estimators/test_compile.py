@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpaudit import estimators
-from dpaudit.estimators import _compile, binomial
+from dpaudit.estimators import _compile, approx_dp, binomial, multinomial, one_run
 
 
 def test_cpu_options_leave_the_values_unchanged():
@@ -40,3 +40,16 @@ def test_other_errors_are_not_swallowed():
 
   with pytest.raises(ValueError, match="x is not allowed"):
     fails(1.0)
+
+
+def test_emitters_chosen_per_program():
+  # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones take the loop
+  # emitters, which compile faster (values: tests/estimators/test_production_compile.py).
+  loop = (approx_dp._bonferroni, approx_dp._split, one_run._epsilon_jit, one_run._from_scores,
+          multinomial._sison_glaz_core)
+  for program in loop:
+    assert program.compiler_options == _compile.LOOP_EMITTER_OPTIONS
+  for program in (binomial._clopper_pearson, binomial._binomial_tails, one_run._p_value_jit):
+    assert program.compiler_options == _compile.CPU_COMPILER_OPTIONS
+  assert _compile.LOOP_EMITTER_OPTIONS == {**_compile.CPU_COMPILER_OPTIONS,
+                                           "xla_cpu_use_fusion_emitters": False}

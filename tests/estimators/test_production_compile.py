@@ -6,7 +6,9 @@ own options (``dpaudit.estimators._compile``), whose machine code for ``exp``, `
 like may differ in the last bits. This test runs the hand-written numerics (the vectorised
 logarithms, the incomplete beta function, binomial tails, Clopper-Pearson limits, in one batch
 and in the CPU's grouped chunks) in a subprocess without those flags, at the tolerances of the
-in-suite tests, and checks that both settings agree closely.
+in-suite tests, and checks that both settings agree closely. The programs compiled with the loop
+emitters (``_compile.jit(fusion_emitters=False)``) are checked there against the same programs
+compiled with the fusion emitters.
 """
 
 import os
@@ -43,6 +45,17 @@ a, b, x = data["beta_a"], data["beta_b"], data["beta_x"]
 tails = binomial.incomplete_beta_tails(a, b, x)
 out["beta_lower"], out["beta_upper"] = np.asarray(tails.lower), np.asarray(tails.upper)
 out["log"] = np.asarray(_compile.jit(_elementary.log)(data["log_x"]))
+from dpaudit.estimators import approx_dp, one_run
+scores = (data["in_scores"], data["out_scores"], np.float64(1e-5), np.float64(0.05))
+counts = tuple(data["one_run_" + name] for name in ("m", "r", "v", "delta", "significance"))
+for name, program, args, static in (("bonferroni", approx_dp._bonferroni, scores, {}),
+                                    ("one_run", one_run._epsilon_jit, counts,
+                                     {"with_delta": True})):
+  fusion = jax.jit(program.__wrapped__, static_argnames=tuple(static),
+                   compiler_options=_compile.CPU_COMPILER_OPTIONS)
+  for emitters, fn in (("loop", program), ("fusion", fusion)):
+    value = fn(*args, **static)
+    out[name + "_" + emitters] = np.asarray(getattr(value, "epsilon", value))
 np.savez(sys.argv[2], **out)
 """
 
@@ -65,6 +78,11 @@ def _inputs(rng):
   data["beta_x"] = rng.uniform(0.0, 1.0, 2_000)
   data["log_x"] = np.concatenate([np.exp(rng.uniform(-707.0, 709.0, 50_000)),
                                   rng.uniform(0.3, 3.0, 20_000)])
+  data["in_scores"], data["out_scores"] = rng.normal(0.5, 1.0, 3_000), rng.normal(0, 1.0, 3_000)
+  r = np.round(np.exp(rng.uniform(np.log(10.0), np.log(1e5), 200)))
+  data["one_run_m"], data["one_run_r"] = np.full(200, 1e6), r
+  data["one_run_v"] = np.round(r * rng.uniform(0.8, 1.0, 200))
+  data["one_run_delta"], data["one_run_significance"] = np.full(200, 1e-6), np.full(200, 0.05)
   return data
 
 
@@ -111,3 +129,7 @@ def test_production_compile_settings_match_scipy_and_the_suite(tmp_path):
   np.testing.assert_allclose(lower, got["pairs_lower"], rtol=1e-13, atol=0)
   np.testing.assert_allclose(upper, got["pairs_upper"], rtol=1e-13, atol=0)
   np.testing.assert_allclose(binomial.binomial_sf(k, n, p), got["sf"], rtol=1e-12, atol=1e-300)
+  # The loop emitters change the machine code only: the bounds agree with the fusion emitters'.
+  for name in ("bonferroni", "one_run"):
+    assert np.count_nonzero(got[name + "_fusion"]) >= 0.9 * got[name + "_fusion"].size
+    np.testing.assert_allclose(got[name + "_loop"], got[name + "_fusion"], rtol=1e-12, atol=0)

@@ -135,6 +135,26 @@ def test_k_cut_matches_naive_with_statsmodels_intervals(method, sm_method):
     assert got[i] == pytest.approx(max(naive, 0.0), rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.parametrize("method", ["goodman", "sison-glaz"])
+def test_k_cut_broadcasts_a_batch_and_compiles_one_program(method):
+  rng = np.random.default_rng(7)
+  counts_p = rng.multinomial(3000, [0.4, 0.3, 0.2, 0.06, 0.04], size=3)  # a batch of 3 rows
+  counts_q = np.array([1000, 1000, 600, 250, 150])  # one row for all
+  compiles = []
+  jax.monitoring.register_event_duration_secs_listener(
+      lambda event, duration, **kw: compiles.append(kw.get("fun_name"))
+      if event == "/jax/core/compile/backend_compile_duration" else None)
+  got = np.asarray(renyi_cuts.renyi_k_cut_lower_bound(counts_p, counts_q, ORDERS, 0.05, method))
+  # One program for the intervals of both samples and the divergence (run eagerly, the
+  # divergence alone compiled about 25), besides conversions of the integer counts.
+  assert [name for name in compiles if "convert_element_type" not in name] == [
+      "jit(_k_cut_lower_bound)"]
+  assert got.shape == (3, ORDERS.size)
+  for row in range(3):
+    alone = renyi_cuts.renyi_k_cut_lower_bound(counts_p[row], counts_q, ORDERS, 0.05, method)
+    np.testing.assert_allclose(got[row], alone, rtol=1e-12, atol=0)
+
+
 def test_k_cut_is_zero_for_identical_counts_and_below_plug_in():
   counts = np.array([5000, 3000, 1500, 500])
   assert np.all(np.asarray(renyi_cuts.renyi_k_cut_lower_bound(counts, counts, ORDERS)) == 0.0)

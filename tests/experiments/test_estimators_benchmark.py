@@ -24,6 +24,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   for w in written["workloads"]:
     ours = w["dpaudit"]
     assert ours["median_s"] > 0 and ours["first_call_s"] > 0 and ours["compile_s"] >= 0
+    assert ours["first_call_excess_s"] >= 0
     assert ours["recompiles_on_new_values"] == 0  # new values of the same shapes compile nothing
     if w["group"] == "cp":
       assert set(w["peers"]) == {"scipy"} and w["fastest_peer"] == "scipy"
