@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from dpaudit import estimators
-from dpaudit.estimators import one_run
 
 
 def _one_run_inputs(m=1000, seed=0):
