@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpaudit import estimators
-from dpaudit.estimators import _compile, approx_dp, binomial, multinomial, one_run
+from dpaudit.estimators import _compile, approx_dp, binomial, multinomial, one_run, renyi_cuts
 
 
 def test_cpu_options_leave_the_values_unchanged():
@@ -46,7 +46,7 @@ def test_emitters_chosen_per_program():
   # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones take the loop
   # emitters, which compile faster (values: tests/estimators/test_production_compile.py).
   loop = (approx_dp._bonferroni, approx_dp._split, one_run._epsilon_jit, one_run._from_scores,
-          multinomial._sison_glaz_core)
+          multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
   for program in loop:
     assert program.compiler_options == _compile.LOOP_EMITTER_OPTIONS
   for program in (binomial._clopper_pearson, binomial._binomial_tails, one_run._p_value_jit):

@@ -131,5 +131,5 @@ def test_production_compile_settings_match_scipy_and_the_suite(tmp_path):
   np.testing.assert_allclose(binomial.binomial_sf(k, n, p), got["sf"], rtol=1e-12, atol=1e-300)
   # The loop emitters change the machine code only: the bounds agree with the fusion emitters'.
   for name in ("bonferroni", "one_run"):
-    assert np.count_nonzero(got[name + "_fusion"]) >= 0.9 * got[name + "_fusion"].size
+    assert np.count_nonzero(got[name + "_fusion"]) >= 0.75 * got[name + "_fusion"].size
     np.testing.assert_allclose(got[name + "_loop"], got[name + "_fusion"], rtol=1e-12, atol=0)
