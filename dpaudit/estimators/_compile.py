@@ -19,9 +19,10 @@ which compile faster (0.3-1.3 s per program here). The fusion emitters' kernels 
 incomplete beta function 1.5-2.7x faster, so the programs built around it (Clopper-Pearson, the
 binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them. The programs whose time
 goes to sorted scans and a few solver steps on small batches (the score bounds, the one-run
-bounds, the Sison-Glaz intervals and the k-cut bound) take the loop emitters (``jit(..., fusion_emitters=False)``):
-measured side by side (``experiments.benchmarks.estimators``, both emitters in one session)
-they compile 0.4-1.3 s faster and their calls take 0.73-1.14x the fusion emitters' time.
+bounds, the Sison-Glaz intervals and the k-cut bound) take the loop emitters
+(``jit(..., fusion_emitters=False)``): measured side by side
+(``experiments.benchmarks.estimators``, both emitters in one session) they compile 0.4-1.3 s
+faster and their calls take 0.73-1.14x the fusion emitters' time.
 
 The options apply only when the program is compiled for the CPU backend (accelerators compile
 as usual), and only to the estimators' own top-level programs: inside a caller's ``jax.jit``

@@ -237,11 +237,22 @@ def renyi_k_cut_lower_bound(counts_p, counts_q, orders, significance: float = 0.
 @_compile.jit(static_argnames="method", fusion_emitters=False)
 def _k_cut_lower_bound(counts_p, counts_q, orders, significance, method):
   # One program (run eagerly, the divergence's few operations compiled about 25 programs of
-  # their own on the first call, 0.6 s), with one copy of the intervals for both samples.
-  both = jnp.stack(jnp.broadcast_arrays(counts_p, counts_q))
-  intervals = multinomial.simultaneous_intervals(method, both,
-                                                 per_sample_significance(significance))
-  return renyi_divergence(intervals.lower[0], intervals.upper[1], orders)
+  # their own on the first call, 0.85 s), with one copy of the intervals: the rows of both
+  # samples go through it as one batch, each sample's rows once (a batch of counts_p against one
+  # of counts_q solves len(p) + len(q) intervals, and the divergence broadcasts).
+  # A scalar significance stays one (as a batch of equal values, 0.6 s more to compile).
+  beta = per_sample_significance(significance)
+  rows, betas, shapes = [], [], []
+  for counts in (counts_p, counts_q):
+    batch = jnp.broadcast_shapes(counts.shape[:-1], beta.shape)
+    shapes.append(batch + counts.shape[-1:])
+    rows.append(jnp.broadcast_to(counts, shapes[-1]).reshape(-1, counts.shape[-1]))
+    betas.append(jnp.broadcast_to(beta, batch).reshape(-1))
+  intervals = multinomial.simultaneous_intervals(
+      method, jnp.concatenate(rows), jnp.concatenate(betas) if beta.ndim else beta)
+  split = rows[0].shape[0]
+  return renyi_divergence(intervals.lower[:split].reshape(shapes[0]),
+                          intervals.upper[split:].reshape(shapes[1]), orders)
 
 
 class BootstrapBound(NamedTuple):

@@ -153,6 +153,18 @@ def test_k_cut_broadcasts_a_batch_and_compiles_one_program(method):
   for row in range(3):
     alone = renyi_cuts.renyi_k_cut_lower_bound(counts_p[row], counts_q, ORDERS, 0.05, method)
     np.testing.assert_allclose(got[row], alone, rtol=1e-12, atol=0)
+  # Batches of p and q against each other (each sample's intervals solved once per row), and a
+  # significance per row of p.
+  grid = renyi_cuts.renyi_k_cut_lower_bound(counts_p[:, None, :], counts_p[None, :2, :],
+                                            ORDERS, 0.05, method)
+  assert grid.shape == (3, 2, ORDERS.size)
+  np.testing.assert_allclose(grid[1, 0], renyi_cuts.renyi_k_cut_lower_bound(
+      counts_p[1], counts_p[0], ORDERS, 0.05, method), rtol=1e-12, atol=0)
+  levels = np.array([0.01, 0.05, 0.2])
+  per_row = renyi_cuts.renyi_k_cut_lower_bound(counts_p, counts_q, 2.0, levels, method)
+  for row in range(3):
+    np.testing.assert_allclose(per_row[row], renyi_cuts.renyi_k_cut_lower_bound(
+        counts_p[row], counts_q, 2.0, levels[row], method), rtol=1e-12, atol=0)
 
 
 def test_k_cut_is_zero_for_identical_counts_and_below_plug_in():
