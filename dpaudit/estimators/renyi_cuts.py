@@ -240,7 +240,7 @@ def _k_cut_lower_bound(counts_p, counts_q, orders, significance, method):
   # their own on the first call, 0.85 s), with one copy of the intervals: the rows of both
   # samples go through it as one batch, each sample's rows once (a batch of counts_p against one
   # of counts_q solves len(p) + len(q) intervals, and the divergence broadcasts).
-  # A scalar significance stays one (as a batch of equal values, 0.6 s more to compile).
+  # A scalar significance is passed on as a scalar, as the intervals' public functions do.
   beta = per_sample_significance(significance)
   rows, betas, shapes = [], [], []
   for counts in (counts_p, counts_q):

@@ -71,7 +71,7 @@ MAX_REPEATS = 25
 """Calls faster than ``--min_timed_s`` in total are repeated beyond ``--repeats``, up to this
 many: the median of three millisecond calls moved by 30-50% from run to run on the shared
 2-core machine, and with 0.25 s (four calls of a million binomial tails) the median caught the
-first calls after compiling (up to 130 ms against 56-70 ms later: glibc maps XLA's large
+first calls after compiling (up to 130 ms against 53-78 ms later: glibc maps XLA's large
 buffers afresh until its allocation thresholds settle, 6,000-16,000 page faults a call) in two
 runs of five."""
 
