@@ -242,14 +242,13 @@ def _k_cut_lower_bound(counts_p, counts_q, orders, significance, method):
   # of counts_q solves len(p) + len(q) intervals, and the divergence broadcasts).
   # A scalar significance is passed on as a scalar, as the intervals' public functions do.
   beta = per_sample_significance(significance)
-  rows, betas, shapes = [], [], []
-  for counts in (counts_p, counts_q):
-    batch = jnp.broadcast_shapes(counts.shape[:-1], beta.shape)
-    shapes.append(batch + counts.shape[-1:])
-    rows.append(jnp.broadcast_to(counts, shapes[-1]).reshape(-1, counts.shape[-1]))
-    betas.append(jnp.broadcast_to(beta, batch).reshape(-1))
-  intervals = multinomial.simultaneous_intervals(
-      method, jnp.concatenate(rows), jnp.concatenate(betas) if beta.ndim else beta)
+  shapes = [jnp.broadcast_shapes(counts.shape[:-1], beta.shape) + counts.shape[-1:]
+            for counts in (counts_p, counts_q)]
+  rows = [jnp.broadcast_to(counts, shape).reshape(-1, shape[-1])
+          for counts, shape in zip((counts_p, counts_q), shapes)]
+  if beta.ndim:
+    beta = jnp.concatenate([jnp.broadcast_to(beta, shape[:-1]).reshape(-1) for shape in shapes])
+  intervals = multinomial.simultaneous_intervals(method, jnp.concatenate(rows), beta)
   split = rows[0].shape[0]
   return renyi_divergence(intervals.lower[:split].reshape(shapes[0]),
                           intervals.upper[split:].reshape(shapes[1]), orders)

@@ -51,8 +51,7 @@ counts = tuple(data["one_run_" + name] for name in ("m", "r", "v", "delta", "sig
 for name, program, args, static in (("bonferroni", approx_dp._bonferroni, scores, {}),
                                     ("one_run", one_run._epsilon_jit, counts,
                                      {"with_delta": True})):
-  fusion = jax.jit(program.__wrapped__, static_argnames=tuple(static),
-                   compiler_options=_compile.CPU_COMPILER_OPTIONS)
+  fusion = _compile.jit(program.__wrapped__, static_argnames=tuple(static))
   for emitters, fn in (("loop", program), ("fusion", fusion)):
     value = fn(*args, **static)
     out[name + "_" + emitters] = np.asarray(getattr(value, "epsilon", value))
