@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from dpaudit import estimators
-from dpaudit.estimators import _compile, approx_dp, binomial, multinomial, one_run, renyi_cuts
+from dpaudit.estimators import (_compile, approx_dp, binomial, multinomial, one_run, panoramia,
+                                renyi_cuts)
 
 
 def test_cpu_options_leave_the_values_unchanged():
@@ -14,10 +15,10 @@ def test_cpu_options_leave_the_values_unchanged():
   n = np.round(np.exp(rng.uniform(0.0, np.log(1e9), 500)))
   k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
   args = (jnp.asarray(k), jnp.asarray(n), jnp.asarray(0.05))
-  tuned = binomial._clopper_pearson.tuned(*args, alternative="two-sided")
   plain = binomial._clopper_pearson.plain(*args, alternative="two-sided")
-  for a, b in zip(tuned, plain):
-    np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
+  for program in (binomial._clopper_pearson.fusion, binomial._clopper_pearson.loop):
+    for a, b in zip(program(*args, alternative="two-sided"), plain):
+      np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
 
 
 def test_estimators_inside_a_callers_jit_and_vmap():
@@ -47,9 +48,38 @@ def test_emitters_chosen_per_program():
   # emitters, which compile faster (values: tests/estimators/test_production_compile.py).
   loop = (approx_dp._bonferroni, approx_dp._split, one_run._epsilon_jit, one_run._from_scores,
           multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
+  x = jnp.zeros(3)
   for program in loop:
-    assert program.compiler_options == _compile.LOOP_EMITTER_OPTIONS
-  for program in (binomial._clopper_pearson, binomial._binomial_tails, one_run._p_value_jit):
-    assert program.compiler_options == _compile.CPU_COMPILER_OPTIONS
+    assert program.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
+  for program in (binomial._binomial_tails, one_run._p_value_jit):
+    assert program.options_for(x) == _compile.CPU_COMPILER_OPTIONS
   assert _compile.LOOP_EMITTER_OPTIONS == {**_compile.CPU_COMPILER_OPTIONS,
                                            "xla_cpu_use_fusion_emitters": False}
+
+
+@pytest.mark.parametrize("size, fusion", [(1, False), ((1 << 16) - 1, False), (1 << 16, True),
+                                          (10**6, True)])
+def test_clopper_pearson_takes_the_fusion_emitters_for_large_batches(size, fusion):
+  # By the largest argument: a scalar significance does not count, broadcast counts do not
+  # either (the arrays passed are what the call compiles for).
+  k = jax.ShapeDtypeStruct((size,), jnp.float64)
+  options = binomial._clopper_pearson.options_for(k, k, jnp.float64(0.05),
+                                                  alternative="two-sided")
+  assert (options == _compile.CPU_COMPILER_OPTIONS) == fusion
+  assert (options == _compile.LOOP_EMITTER_OPTIONS) == (not fusion)
+
+
+@pytest.mark.parametrize("program", [renyi_cuts._two_cut, panoramia._panoramia])
+def test_sorting_programs_take_the_loop_emitters_for_large_batches(program):
+  small, large = jnp.zeros((2, 10)), jax.ShapeDtypeStruct((2, 1 << 17), jnp.float64)
+  assert program.options_for(small) == _compile.CPU_COMPILER_OPTIONS
+  assert program.options_for(large) == _compile.LOOP_EMITTER_OPTIONS
+
+
+def test_emitter_choice_counts_the_largest_argument():
+  choice = _compile.fusion_from(100)
+  assert not choice.fusion(99) and choice.fusion(100)
+  choice = _compile.fusion_below(100)
+  assert choice.fusion(99) and not choice.fusion(100)
+  assert _compile._largest_size((jnp.zeros((3, 4)), 2.0), {"y": np.zeros(5)}) == 12
+  assert _compile._largest_size((1.0,), {}) == 0

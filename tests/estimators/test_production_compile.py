@@ -7,8 +7,8 @@ like may differ in the last bits. This test runs the hand-written numerics (the 
 logarithms, the incomplete beta function, binomial tails, Clopper-Pearson limits, in one batch
 and in the CPU's grouped chunks) in a subprocess without those flags, at the tolerances of the
 in-suite tests, and checks that both settings agree closely. The programs compiled with the loop
-emitters (``_compile.jit(fusion_emitters=False)``) are checked there against the same programs
-compiled with the fusion emitters.
+emitters (``_compile.jit(fusion_emitters=False)``, and Clopper-Pearson below 65,536 pairs) are
+checked there against the same programs compiled with the fusion emitters, or against scipy.
 """
 
 import os
@@ -38,6 +38,9 @@ for name in ("pairs", "few"):
   k, n = data[name + "_k"], data[name + "_n"]
   lower, upper = binomial.clopper_pearson(k, n, 0.05)
   out[name + "_lower"], out[name + "_upper"] = np.asarray(lower), np.asarray(upper)
+  # Batches below 65,536 pairs take the loop emitters; the fusion emitters serve larger ones.
+  lower, upper = binomial._clopper_pearson.fusion(k, n, np.float64(0.05), alternative="two-sided")
+  out[name + "_fusion_lower"], out[name + "_fusion_upper"] = np.asarray(lower), np.asarray(upper)
 k, n, p = data["tails_k"], data["tails_n"], data["tails_p"]
 out["sf"] = np.asarray(binomial.binomial_sf(k, n, p))
 out["cdf"] = np.asarray(binomial.binomial_cdf(k, n, p))
@@ -108,8 +111,9 @@ def test_production_compile_settings_match_scipy_and_the_suite(tmp_path):
     k, n = data[name + "_k"], data[name + "_n"]
     ref_lower = np.where(k > 0, scipy.stats.beta.ppf(0.025, np.maximum(k, 1), n - k + 1), 0.0)
     ref_upper = np.where(k < n, scipy.stats.beta.isf(0.025, k + 1, np.maximum(n - k, 1)), 1.0)
-    np.testing.assert_allclose(got[name + "_lower"], ref_lower, rtol=1e-10, atol=0)
-    np.testing.assert_allclose(got[name + "_upper"], ref_upper, rtol=1e-10, atol=0)
+    for emitters in ("", "_fusion"):
+      np.testing.assert_allclose(got[name + emitters + "_lower"], ref_lower, rtol=1e-10, atol=0)
+      np.testing.assert_allclose(got[name + emitters + "_upper"], ref_upper, rtol=1e-10, atol=0)
   k, n, p = data["tails_k"], data["tails_n"], data["tails_p"]
   # scipy's own tails go wrong below about 1e-200 (test_binomial.py says where).
   for ours, ref in ((got["sf"], scipy.stats.binom.sf(k - 1, n, p)),
