@@ -68,6 +68,24 @@ def _block(x):
 
 
 MAX_REPEATS = 25
+CALIBRATION_PROGRAM = ("jax.jit(jax.scipy.special.betainc) on 10,000 float64 triples: trace, "
+                       "lower and compile")
+
+
+def calibration_compile_s() -> float:
+  """Seconds to compile a fixed program that is not dpaudit's (:data:`CALIBRATION_PROGRAM`,
+  a fresh function each time, so nothing is cached): the machine's compile speed at the time.
+  Compile times move by 20-50% with the load on this shared machine; a workload's compile time
+  divided by this one (``compile_per_calibration``) moves much less, so runs on a busy and a
+  quiet machine can be compared. The 2 s target is judged on ``compile_s`` alone."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  x = jnp.asarray(np.linspace(0.1, 10.0, 10_000))
+  program = jax.jit(lambda a, b, x: jax.scipy.special.betainc(a, b, x / (1.0 + x)))
+  start = time.perf_counter()
+  program.trace(x, x, x).lower().compile()
+  return time.perf_counter() - start
 """Calls faster than ``--min_timed_s`` in total are repeated beyond ``--repeats``, up to this
 many: the median of three millisecond calls moved by 30-50% from run to run on the shared
 2-core machine, and with 0.25 s (four calls of a million binomial tails) the median caught the
@@ -670,15 +688,22 @@ def main(argv) -> None:
   import jax
   counter = CompileCounter()
   results: list[dict] = []
+  calibrations = [calibration_compile_s()]
   with common.Timer() as timer:
     for group in config["groups"]:
       BENCHES[group](results, config["repeats"], counter)
+      calibrations.append(calibration_compile_s())
+  calibration = statistics.median(calibrations)
+  for entry in results:
+    entry["dpaudit"]["compile_per_calibration"] = entry["dpaudit"]["compile_s"] / calibration
   full_scale = config["scale"] == 1.0
   judged = [r for r in results if r["target_met"] is not None]  # throughput rows have no target
   report = {
       "device": f"{jax.devices()[0].platform}:{jax.devices()[0].device_kind}",
       "cpu_cores": os.cpu_count(), "peers_installed": peers_installed(),
       "compile_target_s": COMPILE_TARGET_S,
+      "calibration": {"program": CALIBRATION_PROGRAM, "compile_s": calibrations,
+                      "median_s": calibration},
       "workloads": results,
       "all_targets_met": (all(r["target_met"] for r in judged) if full_scale and judged
                           else None),

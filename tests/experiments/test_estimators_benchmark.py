@@ -18,6 +18,9 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   assert written["experiment"] == "benchmarks.estimators"
   assert written["config"]["groups"] == ["cp", "one_run"]
   assert written["all_targets_met"] is None  # targets are judged at full scale only
+  calibration = written["calibration"]  # before the first group and after each
+  assert len(calibration["compile_s"]) == 3 and min(calibration["compile_s"]) > 0
+  assert calibration["median_s"] == sorted(calibration["compile_s"])[1]
   names = [w["name"] for w in written["workloads"]]
   assert sum(name.startswith("clopper_pearson") for name in names) == 6
   assert any(name.startswith("one_run_epsilon m=") for name in names)
@@ -25,6 +28,8 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
     ours = w["dpaudit"]
     assert ours["median_s"] > 0 and ours["first_call_s"] > 0 and ours["compile_s"] >= 0
     assert ours["first_call_excess_s"] >= 0
+    relative = ours["compile_s"] / calibration["median_s"]
+    assert abs(ours["compile_per_calibration"] - relative) <= 1e-12 * relative
     assert ours["recompiles_on_new_values"] == 0  # new values of the same shapes compile nothing
     if w["group"] == "cp":
       assert set(w["peers"]) == {"scipy"} and w["fastest_peer"] == "scipy"
