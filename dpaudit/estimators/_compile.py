@@ -17,24 +17,31 @@ A third option is chosen per program. XLA:CPU emits each fused kernel with its M
 emitters by default, or with its older loop emitters (``xla_cpu_use_fusion_emitters=false``),
 which compile faster (0.3-1.3 s per program here). The fusion emitters' kernels run the
 incomplete beta function 1.5-2.7x faster, so the programs built around it (Clopper-Pearson, the
-binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them. The programs whose time
+binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them (two of them only for
+some batch sizes, below). The programs whose time
 goes to sorted scans and a few solver steps on small batches (the score bounds, the one-run
 bounds, the Sison-Glaz intervals and the k-cut bound) take the loop emitters
 (``jit(..., fusion_emitters=False)``): measured side by side
 (``experiments.benchmarks.estimators``, both emitters in one session) they compile 0.4-1.3 s
 faster and their calls take 0.73-1.14x the fusion emitters' time.
 
-Three programs choose by the size of the batch (:class:`Emitters`; measured on 2026-11-24,
-both emitters run alternately in one hour):
+Three programs choose by the size of the batch (:class:`Emitters`). Measured on 2026-11-24, on
+a machine about 30% slower to compile than on earlier days, each first call in a fresh process
+(as a user's script makes it), both emitters alternately, four rounds (medians, ranges):
 
-* ``clopper_pearson`` takes the loop emitters below 65,536 pairs: 1.4-1.7 s of compile against
-  1.9-2.9 s on 1e3 and 1e4 pairs, for calls of at most a few milliseconds either way (1e4 pairs
-  with n up to 1e6: 5-7 ms against 2-3 ms, still 3.9x faster than scipy). Larger batches keep
-  the fusion emitters, whose calls are 2.5x faster on a million pairs.
-* The PANORAMIA and 2-cut bounds take the loop emitters from :data:`LARGE_BATCH` elements on:
-  on 1e6 scores or count pairs their time goes to sorting and page faults, and their calls take
-  0.9-1.05x the fusion emitters' time, while they compile 0.3-0.7 s faster (1.5-1.7 s against
-  1.9-2.4 s). Smaller batches keep the fusion emitters, which run them 1.3-2x faster.
+| program, batch | compile, loop emitters | compile, fusion | call, loop | call, fusion |
+|---|---|---|---|---|
+| ``clopper_pearson``, 1e3 pairs | 1.60 s (1.39-1.75) | 2.14 s (2.04-2.31) | 1.1 ms | 0.7 ms |
+| ``clopper_pearson``, 1e4 pairs | 1.70 s (1.53-1.72) | 2.08 s (2.02-2.39) | 6.8 ms | 2.7 ms |
+| 2-cut, 1e6 count pairs | 1.52 s (1.47-1.61) | 1.97 s (1.86-2.14) | 589 ms | 339 ms |
+| PANORAMIA, 1e6 points | 1.73 s (1.57-2.05) | 2.45 s (2.25-2.96) | 731 ms | 557 ms |
+
+So ``clopper_pearson`` takes the loop emitters below 65,536 pairs, where a call takes a few
+milliseconds either way (still 2.8-7.5x faster than scipy), and the fusion emitters from there
+on, where calls are 2.5x faster (a million pairs, whose target is 10x scipy). The 2-cut and
+PANORAMIA bounds take the loop emitters from :data:`LARGE_BATCH` elements on, where they stay
+1.8-1.9x (PANORAMIA) and 5-7x (2-cut) faster than scipy, and the fusion emitters below (PANORAMIA
+on 1e4 points is only 1.4-1.8x faster than scipy with them, 1.1x with the loop emitters).
 
 The options apply only when the program is compiled for the CPU backend (accelerators compile
 as usual), and only to the estimators' own top-level programs: inside a caller's ``jax.jit``
@@ -59,8 +66,8 @@ CPU_COMPILER_OPTIONS: dict[str, Any] = {
 LOOP_EMITTER_OPTIONS: dict[str, Any] = {**CPU_COMPILER_OPTIONS,
                                         "xla_cpu_use_fusion_emitters": False}
 LARGE_BATCH = 1 << 18
-"""Elements (262,144) from which a batch of scores or counts counts as large for
-:class:`Emitters` (1e6 scores are large, 1e4 are not)."""
+"""Elements (262,144) of the largest argument from which a batch is large for
+:class:`Emitters` (1e6 count pairs or points are large, 1e4 are not)."""
 
 
 def _traced(args, kwargs) -> bool:
@@ -93,7 +100,8 @@ def fusion_from(threshold: int) -> Emitters:
 
 def fusion_below(threshold: int) -> Emitters:
   """The fusion emitters below ``threshold`` elements, the loop emitters from there on (for
-  programs whose large batches spend their time outside the fused arithmetic, in sorts)."""
+  programs whose large batches keep their run-time target with the loop emitters, and whose
+  small ones need the fusion emitters' speed)."""
   return Emitters(threshold, fusion_below=True)
 
 

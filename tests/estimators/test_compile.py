@@ -70,10 +70,14 @@ def test_clopper_pearson_takes_the_fusion_emitters_for_large_batches(size, fusio
 
 
 @pytest.mark.parametrize("program", [renyi_cuts._two_cut, panoramia._panoramia])
-def test_sorting_programs_take_the_loop_emitters_for_large_batches(program):
-  small, large = jnp.zeros((2, 10)), jax.ShapeDtypeStruct((2, 1 << 17), jnp.float64)
-  assert program.options_for(small) == _compile.CPU_COMPILER_OPTIONS
-  assert program.options_for(large) == _compile.LOOP_EMITTER_OPTIONS
+def test_two_cut_and_panoramia_take_the_loop_emitters_for_large_batches(program):
+  # By the largest argument: 2^18 elements (the 2-cut's counts; PANORAMIA's stacked scores,
+  # two rows of 2^17) and more take the loop emitters.
+  small = jnp.zeros((2, 10))
+  below, large = (jax.ShapeDtypeStruct((2, n), jnp.float64) for n in ((1 << 17) - 1, 1 << 17))
+  assert program.options_for(small, small) == _compile.CPU_COMPILER_OPTIONS
+  assert program.options_for(below, small) == _compile.CPU_COMPILER_OPTIONS
+  assert program.options_for(large, small) == _compile.LOOP_EMITTER_OPTIONS
 
 
 def test_emitter_choice_counts_the_largest_argument():
