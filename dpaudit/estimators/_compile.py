@@ -17,7 +17,7 @@ A third option is chosen per program. XLA:CPU emits each fused kernel with its M
 emitters by default, or with its older loop emitters (``xla_cpu_use_fusion_emitters=false``),
 which compile faster (0.3-1.3 s per program here). The fusion emitters' kernels run the
 incomplete beta function 1.5-2.7x faster, so the programs built around it (Clopper-Pearson, the
-binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them (two of them only for
+binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them (three of them only for
 some batch sizes, below). The programs whose time
 goes to sorted scans and a few solver steps on small batches (the score bounds, the one-run
 bounds, the Sison-Glaz intervals and the k-cut bound) take the loop emitters
