@@ -68,16 +68,25 @@ def _block(x):
 
 
 MAX_REPEATS = 25
+"""Calls faster than ``--min_timed_s`` in total are repeated beyond ``--repeats``, up to this
+many: the median of three millisecond calls moved by 30-50% from run to run on the shared
+2-core machine, and with 0.25 s (four calls of a million binomial tails) the median caught the
+first calls after compiling (up to 130 ms against 53-78 ms later: glibc maps XLA's large
+buffers afresh until its allocation thresholds settle, 6,000-16,000 page faults a call) in two
+runs of five."""
+
 CALIBRATION_PROGRAM = ("jax.jit(jax.scipy.special.betainc) on 10,000 float64 triples: trace, "
                        "lower and compile")
 
 
 def calibration_compile_s() -> float:
   """Seconds to compile a fixed program that is not dpaudit's (:data:`CALIBRATION_PROGRAM`,
-  a fresh function each time, so nothing is cached): the machine's compile speed at the time.
-  Compile times move by 20-50% with the load on this shared machine; a workload's compile time
-  divided by this one (``compile_per_calibration``) moves much less, so runs on a busy and a
-  quiet machine can be compared. The 2 s target is judged on ``compile_s`` alone."""
+  a fresh function each time, so XLA compiles it anew): the machine's compile speed at the time.
+  Compile times move by 20-50% with the load on this shared machine; this gauge, taken before
+  the first group and after each, shows how busy it was during a run. It is itself noisy
+  (0.29-0.51 s within one run on 2026-11-24), so ``compile_per_calibration`` (a workload's
+  compile time over the run's median gauge) moves about as much as the compile time. The 2 s
+  target is judged on ``compile_s`` alone."""
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -86,12 +95,6 @@ def calibration_compile_s() -> float:
   start = time.perf_counter()
   program.trace(x, x, x).lower().compile()
   return time.perf_counter() - start
-"""Calls faster than ``--min_timed_s`` in total are repeated beyond ``--repeats``, up to this
-many: the median of three millisecond calls moved by 30-50% from run to run on the shared
-2-core machine, and with 0.25 s (four calls of a million binomial tails) the median caught the
-first calls after compiling (up to 130 ms against 53-78 ms later: glibc maps XLA's large
-buffers afresh until its allocation thresholds settle, 6,000-16,000 page faults a call) in two
-runs of five."""
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any, int]:
