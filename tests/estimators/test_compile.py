@@ -60,8 +60,8 @@ def test_emitters_chosen_per_program():
 @pytest.mark.parametrize("size, fusion", [(1, False), ((1 << 16) - 1, False), (1 << 16, True),
                                           (10**6, True)])
 def test_clopper_pearson_takes_the_fusion_emitters_for_large_batches(size, fusion):
-  # By the largest argument: a scalar significance does not count, broadcast counts do not
-  # either (the arrays passed are what the call compiles for).
+  # By the largest argument as passed (before broadcasting): here the counts; the scalar
+  # significance counts one element.
   k = jax.ShapeDtypeStruct((size,), jnp.float64)
   options = binomial._clopper_pearson.options_for(k, k, jnp.float64(0.05),
                                                   alternative="two-sided")
