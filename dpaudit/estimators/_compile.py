@@ -48,12 +48,15 @@ as usual), and only to the estimators' own top-level programs: inside a caller's
 (where JAX refuses compiler options) the estimator is traced into the caller's program and
 compiled with the caller's options.
 Values are unchanged: no option alters the arithmetic (no fast-math).
+``$DPAUDIT_CPU_EMITTERS`` (``fusion`` or ``loop``; ``auto`` or unset for the choices above)
+forces one kind of emitter on every program (:func:`forced_emitters`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -105,6 +108,23 @@ def fusion_below(threshold: int) -> Emitters:
   return Emitters(threshold, fusion_below=True)
 
 
+EMITTERS_VARIABLE = "DPAUDIT_CPU_EMITTERS"
+EMITTER_CHOICES = ("auto", "fusion", "loop")
+
+
+def forced_emitters() -> str | None:
+  """``"fusion"`` or ``"loop"`` when ``$DPAUDIT_CPU_EMITTERS`` forces one for every estimator
+  program, None for the choice per program and batch size (unset, empty or ``"auto"``). Where
+  run time matters more than compile time (long sweeps, whose programs a persistent
+  compilation cache keeps), ``fusion`` gives every program the faster-running kernels."""
+  value = os.environ.get(EMITTERS_VARIABLE, "").strip().lower()
+  if value in ("", "auto"):
+    return None
+  if value not in EMITTER_CHOICES:
+    raise ValueError(f"${EMITTERS_VARIABLE}={value!r} is not one of {', '.join(EMITTER_CHOICES)}")
+  return value
+
+
 def jit(fun: Callable | None = None, /, *, fusion_emitters: bool | Emitters = True,
         **jit_kwargs) -> Callable:
   """``jax.jit(fun, **jit_kwargs)``, compiled with :data:`CPU_COMPILER_OPTIONS` (loop
@@ -120,7 +140,10 @@ def jit(fun: Callable | None = None, /, *, fusion_emitters: bool | Emitters = Tr
 
   def options_for(*args, **kwargs) -> dict[str, Any]:
     """The compiler options this call's CPU program takes."""
-    if isinstance(fusion_emitters, Emitters):
+    forced = forced_emitters()
+    if forced is not None:
+      chosen = forced == "fusion"
+    elif isinstance(fusion_emitters, Emitters):
       chosen = fusion_emitters.fusion(_largest_size(args, kwargs))
     else:
       chosen = fusion_emitters

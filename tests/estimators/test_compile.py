@@ -87,3 +87,16 @@ def test_emitter_choice_counts_the_largest_argument():
   assert choice.fusion(99) and not choice.fusion(100)
   assert _compile._largest_size((jnp.zeros((3, 4)), 2.0), {"y": np.zeros(5)}) == 12
   assert _compile._largest_size((1.0,), {}) == 0
+
+
+def test_emitters_forced_by_the_environment(monkeypatch):
+  x = jax.ShapeDtypeStruct((10**6,), jnp.float64)
+  monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "loop")
+  assert binomial._clopper_pearson.options_for(x, x, 0.05) == _compile.LOOP_EMITTER_OPTIONS
+  monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "Fusion")
+  assert approx_dp._bonferroni.options_for(x) == _compile.CPU_COMPILER_OPTIONS
+  monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "auto")
+  assert approx_dp._bonferroni.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
+  monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "fastest")
+  with pytest.raises(ValueError, match="DPAUDIT_CPU_EMITTERS='fastest' is not one of auto"):
+    estimators.clopper_pearson(np.array([1.0]), np.array([3.0]), 0.05)
