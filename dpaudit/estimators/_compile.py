@@ -27,7 +27,8 @@ faster and their calls take 0.73-1.14x the fusion emitters' time.
 
 Three programs choose by the size of the batch (:class:`Emitters`). Measured on 2026-11-24, on
 a machine about 30% slower to compile than on earlier days, each first call in a fresh process
-(as a user's script makes it), both emitters alternately, four rounds (medians, ranges):
+(as a user's script makes it), both emitters alternately, four rounds (medians, ranges;
+``python -m experiments.benchmarks.first_calls`` measures every estimator this way):
 
 | program, batch | compile, loop emitters | compile, fusion | call, loop | call, fusion |
 |---|---|---|---|---|
