@@ -35,6 +35,7 @@ from absl import app
 from absl import flags
 
 from experiments import common
+from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("repeats", 3, "Timed calls per measurement (median reported).")
@@ -216,17 +217,6 @@ def _size(n: float) -> int:
 # ----------------------------------------------------------------------------- workloads
 
 
-def count_pairs(rng, size: int, max_trials: float):
-  """k uniform on 0..n; n uniform on 1..max_trials up to 1e3, log-uniform above (so that a
-  range up to 1e9 covers every scale rather than only n ~ 5e8)."""
-  import numpy as np
-  if max_trials <= 1e3:
-    n = rng.integers(1, int(max_trials) + 1, size)
-  else:
-    n = np.maximum(np.round(np.exp(rng.uniform(0.0, math.log(max_trials), size))), 1)
-  return rng.integers(0, n.astype(np.int64) + 1).astype(np.float64), n.astype(np.float64)
-
-
 def scipy_clopper_pearson(k, n, beta):
   import numpy as np
   from scipy import stats
@@ -273,7 +263,7 @@ def bench_binomial(results, repeats, counter):
       def draw(seed, size=size, max_n=max_n):
         rng = np.random.default_rng(FLAGS.seed + seed)
         k, n = count_pairs(rng, size, max_n)
-        return k, n, _tail_probabilities(rng, k, n)
+        return k, n, tail_probabilities(rng, k, n)
 
       def make(seed, draw=draw, ours_fn=ours_fn):
         k, n, p = (jnp.asarray(v) for v in draw(seed))
@@ -550,12 +540,6 @@ def bench_renyi(results, repeats, counter):
              "ratio >= 1 vs statsmodels (per histogram)", 1.0)
 
 
-def _tail_probabilities(rng, k, n):
-  """p near k / n (where binomial tails are neither 0 nor 1), within a few standard deviations."""
-  import numpy as np
-  return np.clip((k + rng.normal(0, 2, k.shape) * np.sqrt(k + 1)) / n, 1e-12, 1 - 1e-12)
-
-
 def _throughput_sizes() -> list[int]:
   return [_size(float(v)) for v in FLAGS.throughput_sizes]
 
@@ -581,7 +565,7 @@ def bench_throughput(results, repeats, counter):
       for seed in (0, 1):
         rng = np.random.default_rng(FLAGS.seed + seed)
         k, n = count_pairs(rng, size, max_n)
-        draws[seed] = (k, n, _tail_probabilities(rng, k, n))
+        draws[seed] = (k, n, tail_probabilities(rng, k, n))
       for precision in FLAGS.throughput_precisions:
         jax.config.update("jax_enable_x64", precision == "float64")
         try:

@@ -15,8 +15,9 @@ emitters on every estimator program (``$DPAUDIT_CPU_EMITTERS``; the estimators' 
 program and batch size otherwise, ``dpaudit/estimators/_compile.py``), so the two can be
 compared.
 
-The workloads are those of ``experiments.benchmarks.estimators`` (same sizes, same random
-draws up to the seed), without the peers.
+The workloads are those of ``experiments.benchmarks.estimators``, without the peers: the same
+sizes and kinds of input (the counts and tail probabilities drawn by the same functions,
+:mod:`experiments.benchmarks.estimator_inputs`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from absl import app
 from absl import flags
 
 from experiments import common
+from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("rounds", 3, "Fresh processes per workload (median and range reported).")
@@ -56,12 +58,6 @@ def _size(count: float) -> int:
   return max(int(count * FLAGS.scale), 10)
 
 
-def _counts(rng, size: int, max_trials: float):
-  import numpy as np
-  n = np.round(np.exp(rng.uniform(0.0, np.log(max_trials), size)))
-  return rng.integers(0, n.astype(np.int64) + 1).astype(float), n
-
-
 def _workloads() -> dict[str, Callable[[Any], Callable[[], Any]]]:
   """Name -> ``build(rng)``, which draws the inputs and returns the call to time."""
   import numpy as np
@@ -69,14 +65,14 @@ def _workloads() -> dict[str, Callable[[Any], Callable[[], Any]]]:
 
   def clopper_pearson(count, max_trials):
     def build(rng):
-      k, n = _counts(rng, _size(count), max_trials)
+      k, n = count_pairs(rng, _size(count), max_trials)
       return lambda: estimators.clopper_pearson(k, n, 0.05)
     return build
 
   def binomial_sf(count, max_trials):
     def build(rng):
-      k, n = _counts(rng, _size(count), max_trials)
-      p = np.clip((k + rng.normal(0, 2, k.shape) * np.sqrt(k + 1)) / n, 1e-12, 1 - 1e-12)
+      k, n = count_pairs(rng, _size(count), max_trials)
+      p = tail_probabilities(rng, k, n)
       return lambda: estimators.binomial_sf(k, n, p)
     return build
 
