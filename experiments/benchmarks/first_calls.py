@@ -4,7 +4,7 @@ r"""Compile time of each public estimator's first call in a fresh process.
 
 ``experiments.benchmarks.estimators`` measures compile times inside one long process, after
 other programs have compiled. A user's script meets an estimator first in a fresh process, where
-its first call also pays what that process has not yet done (about 0.2-0.5 s more for
+its first call also pays what that process has not yet done (about 0.1-0.5 s more for
 ``clopper_pearson`` on 2026-11-24). Here each workload runs in a subprocess of its own, once per
 round, the workloads interleaved round by round so that a busy stretch of the shared machine
 falls on all of them alike. For each workload the JSON gives the compile time JAX reports during
