@@ -167,5 +167,5 @@ def jit(fun: Callable | None = None, /, *, fusion_emitters: bool | Emitters = Tr
       return plain(*args, **kwargs)
 
   call.tuned, call.plain, call.fusion, call.loop = tuned, plain, fusion, loop
-  call.options_for, call.fusion_emitters = options_for, fusion_emitters
+  call.options_for = options_for
   return call

@@ -1,9 +1,14 @@
-"""Random inputs shared by the estimator benchmarks (``experiments.benchmarks.estimators``,
+"""Sizes and random inputs shared by the estimator benchmarks (``experiments.benchmarks.estimators``,
 ``experiments.benchmarks.first_calls``)."""
 
 from __future__ import annotations
 
 import math
+
+
+def scaled_size(count: float, scale: float) -> int:
+  """``count`` times the benchmarks' ``--scale``, at least 4."""
+  return max(int(round(count * scale)), 4)
 
 
 def count_pairs(rng, size: int, max_trials: float):

@@ -35,7 +35,8 @@ from absl import app
 from absl import flags
 
 from experiments import common
-from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
+from experiments.benchmarks.estimator_inputs import (count_pairs, scaled_size,
+                                                     tail_probabilities)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("repeats", 3, "Timed calls per measurement (median reported).")
@@ -114,9 +115,8 @@ class CompileCounter:
   """Counts XLA backend compilations and sums the time JAX spends compiling (tracing to a
   jaxpr, lowering it to StableHLO, XLA's compile; jax.monitoring) while a block runs."""
 
-  BACKEND_EVENT = "/jax/core/compile/backend_compile_duration"
-  COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                    "/jax/core/compile/jaxpr_to_mlir_module_duration", BACKEND_EVENT)
+  BACKEND_EVENT = common.JAX_BACKEND_COMPILE_EVENT
+  COMPILE_EVENTS = common.JAX_COMPILE_EVENTS
 
   def __init__(self):
     import jax
@@ -211,7 +211,7 @@ def record(results: list, name: str, group: str, ours: dict, peers: dict, target
 
 
 def _size(n: float) -> int:
-  return max(int(round(n * FLAGS.scale)), 4)
+  return scaled_size(n, FLAGS.scale)
 
 
 # ----------------------------------------------------------------------------- workloads

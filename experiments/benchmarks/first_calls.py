@@ -34,7 +34,8 @@ from absl import app
 from absl import flags
 
 from experiments import common
-from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
+from experiments.benchmarks.estimator_inputs import (count_pairs, scaled_size,
+                                                     tail_probabilities)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("rounds", 3, "Fresh processes per workload (median and range reported).")
@@ -49,13 +50,10 @@ flags.DEFINE_string("output_dir", "out/benchmarks/first_calls", "Where results.j
 flags.DEFINE_string("worker", "", "Internal: run this one workload and print its JSON line.")
 
 COMPILE_TARGET_S = 2.0
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
 
 
 def _size(count: float) -> int:
-  return max(int(count * FLAGS.scale), 10)
+  return scaled_size(count, FLAGS.scale)
 
 
 def _workloads() -> dict[str, Callable[[Any], Callable[[], Any]]]:
@@ -159,7 +157,7 @@ def run_worker(name: str) -> dict[str, Any]:
 
   def listen(event: str, duration: float, **kwargs) -> None:
     del kwargs
-    if event in COMPILE_EVENTS:
+    if event in common.JAX_COMPILE_EVENTS:
       seconds[0] += duration
 
   call = _workloads()[name](np.random.default_rng(0))
