@@ -717,6 +717,23 @@ def log_binomial_tails(k, n, p, q=None, fast: bool = False,
   vectorised logarithms (faster to run, slower to compile; see :func:`_logs`);
   ``skip_unused`` computes the series or the fraction only where some element takes it (for
   the grouped chunks of :func:`_map_grouped`)."""
+  return log_binomial_tails_and_density(k, n, p, q, fast, skip_unused)[0]
+
+
+def log_binomial_tails_and_density(k, n, p, q=None, fast: bool = False,
+                                   skip_unused: bool = False
+                                   ) -> tuple[LogBinomialTails, jax.Array]:
+  r""":func:`log_binomial_tails` and, from the same evaluation, the log of the Beta(k, n - k + 1)
+  density at p times p q,
+
+  .. math:: D_k = \frac{p^k q^{n-k+1}}{B(k, n-k+1)} = k\,q\Pr[\mathrm{Bin}(n, p) = k]
+     = (n-k+1)\,p\Pr[\mathrm{Bin}(n, p) = k-1] = n\,p\,q\Pr[\mathrm{Bin}(n-1, p) = k-1],
+
+  which is also :math:`p\,q\,\frac{d}{dp}\Pr[\mathrm{Bin}(n, p) \ge k]`. Callers that need
+  a pmf next to the tails (the one-run bound, :mod:`dpaudit.estimators.one_run`) take it from
+  here instead of compiling :func:`binomial_logpmf` beside them. Valid for
+  :math:`1 \le k \le n` and :math:`0 < p < 1`; elsewhere the value is meaningless (callers
+  mask it)."""
   k, n, p = _as_float(k, n, p)
   q = 1.0 - p if q is None else _as_float(q)[0]
   k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
@@ -735,7 +752,7 @@ def log_binomial_tails(k, n, p, q=None, fast: bool = False,
   certain = jnp.logical_or(k <= 0.0, jnp.logical_and(k <= n, q <= 0.0))
   upper = jnp.where(inside, upper, jnp.where(certain, 0.0, -jnp.inf))
   lower = jnp.where(inside, lower, jnp.where(certain, -jnp.inf, 0.0))
-  return LogBinomialTails(upper, lower)
+  return LogBinomialTails(upper, lower), small.log_density
 
 
 def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | None = None

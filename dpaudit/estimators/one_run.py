@@ -86,7 +86,18 @@ evaluates 8 binomial tails per problem, a whole number of SIMD vectors: at 1e4 c
 (60 problems) 7 probes ran 25% faster than 8 and 15% faster than 6, with the same results."""
 
 
-def _beta_and_alpha(num_guesses, num_correct, epsilon, hint=None):
+class _Alpha(NamedTuple):
+  """:func:`_beta_and_alpha`'s results: beta and alpha of Eqs. 8-9, alpha's maximiser i*, and
+  the log densities D_v and D_{v - i*} of :func:`binomial.log_binomial_tails_and_density`
+  (-inf where v - i* < 1), for the p-value's slope."""
+  beta: jax.Array
+  alpha: jax.Array
+  i_star: jax.Array
+  log_density_v: jax.Array
+  log_density_star: jax.Array
+
+
+def _beta_and_alpha(num_guesses, num_correct, epsilon, hint=None) -> _Alpha:
   r"""Eqs. 8-9: :math:`\beta = \Pr[\check W \ge v]` and
   :math:`\alpha = \max_{1 \le i \le m} \frac{2}{i}\Pr[v > \check W \ge v - i]`, at a cost that
   grows like :math:`\log v` (and not at all with m).
@@ -98,8 +109,9 @@ def _beta_and_alpha(num_guesses, num_correct, epsilon, hint=None):
   rise they exceed their running mean, and once one falls below it every later one does too. So
   g increases up to the first i with :math:`s_{i+1} \le g(i)` and never again after it. That i
   is found by a 7-way search (each round probes 7 points of the bracket at once, one
-  vectorised evaluation of the binomial tails, :func:`binomial.log_binomial_tails`, and of the
-  pmf, and keeps the stretch before the first probe that satisfies the condition): 8 rounds for
+  vectorised evaluation of the binomial tails, :func:`binomial.log_binomial_tails_and_density`,
+  whose density gives the pmf :math:`s_{i+1}` without a pmf program of its own, and keeps the
+  stretch before the first probe that satisfies the condition): 8 rounds for
   v = 1e6. The comparison runs on the log scale: far in the tail every probability involved can
   be below the smallest double, and compared as zeros the condition would hold at once. A
   ``hint`` (the maximiser at a nearby epsilon, as in the search for the bound) is probed first
@@ -127,13 +139,19 @@ def _beta_and_alpha(num_guesses, num_correct, epsilon, hint=None):
 
   def probe(lo, hi, first_round):
     i = positions(lo, hi, first_round)
-    tails = binomial.log_binomial_tails(jnp.concatenate([v[..., None], v[..., None] - i], -1),
-                                        r[..., None], q[..., None], one_minus_q[..., None])
+    tails, log_density = binomial.log_binomial_tails_and_density(
+        jnp.concatenate([v[..., None], v[..., None] - i], -1), r[..., None], q[..., None],
+        one_minus_q[..., None])
     tails_v = binomial.LogBinomialTails(tails.upper[..., :1], tails.lower[..., :1])
     tails_j = binomial.LogBinomialTails(tails.upper[..., 1:], tails.lower[..., 1:])
+    log_density_j = log_density[..., 1:]
     log_mean = _log_window(tails_v, tails_j) - jnp.log(jnp.maximum(i, 1.0))
-    log_next = binomial.binomial_logpmf(v[..., None] - i - 1.0, r[..., None], q[..., None],
-                                        one_minus_q[..., None])
+    # Pr[W = v - i - 1] = D_{v-i} / ((r - v + i + 1) q), D of log_binomial_tails_and_density
+    # (no pmf program beside the tails); 0 where v - i - 1 < 0.
+    k = v[..., None] - i
+    log_next = jnp.where(k >= 1.0, log_density_j - jnp.log(jnp.maximum(r[..., None] - k + 1.0,
+                                                                        1.0))
+                         - jnp.log(q[..., None]), -jnp.inf)
     # The condition holds at i = hi (invariant) and, by definition, not at i = lo - 1.
     done = jnp.logical_or(log_next <= log_mean, i >= hi[..., None])
     done = jnp.logical_and(done, i >= lo[..., None])
@@ -145,22 +163,29 @@ def _beta_and_alpha(num_guesses, num_correct, epsilon, hint=None):
     new_hi = jnp.where(found, take(i), hi)
     new_lo = jnp.where(found, before + 1.0, jnp.max(i, axis=-1) + 1.0)
     closed = jnp.logical_and(found, new_lo >= new_hi)
-    return new_lo, new_hi, take(log_mean), jnp.exp(tails_v.upper[..., 0]), closed
+    return (new_lo, new_hi, take(log_mean), jnp.exp(tails_v.upper[..., 0]), closed, found,
+            log_density[..., 0], take(log_density_j))
 
   def body(state):
-    lo, hi, beta, mean, closed, first_round = state
-    new_lo, new_hi, new_mean, new_beta, now_closed = probe(lo, hi, first_round)
+    lo, hi, beta, mean, closed, first_round, density_v, density_hi = state
+    (new_lo, new_hi, new_mean, new_beta, now_closed, found, new_density_v,
+     new_density_j) = probe(lo, hi, first_round)
     keep = closed
+    moved = jnp.logical_and(~keep, found)  # hi is now a probe, whose density is known
     return (jnp.where(keep, lo, new_lo), jnp.where(keep, hi, new_hi),
             jnp.where(keep, beta, new_beta), jnp.where(keep, mean, new_mean),
-            jnp.logical_or(closed, now_closed), jnp.zeros_like(first_round))
+            jnp.logical_or(closed, now_closed), jnp.zeros_like(first_round),
+            jnp.where(keep, density_v, new_density_v),
+            jnp.where(moved, new_density_j, density_hi))
 
-  state = (jnp.ones_like(v), hi0, jnp.zeros_like(v), jnp.zeros_like(v), jnp.zeros(v.shape, bool),
-           jnp.ones(v.shape, bool))
-  _, i_star, beta, log_mean, _, _ = jax.lax.while_loop(
+  zeros = jnp.zeros_like(v)
+  state = (jnp.ones_like(v), hi0, zeros, zeros, jnp.zeros(v.shape, bool),
+           jnp.ones(v.shape, bool), zeros, jnp.full_like(v, -jnp.inf))
+  _, i_star, beta, log_mean, _, _, density_v, density_star = jax.lax.while_loop(
       lambda s: jnp.logical_not(jnp.all(s[4])), body, state)
-  return (jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * jnp.exp(log_mean)),
-          i_star)
+  density_star = jnp.where(v - i_star >= 1.0, density_star, -jnp.inf)
+  return _Alpha(jnp.where(v <= 0.0, 1.0, beta), jnp.where(v <= 0.0, 0.0, 2.0 * jnp.exp(log_mean)),
+                i_star, density_v, density_star)
 
 
 def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, with_delta: bool):
@@ -169,30 +194,27 @@ def _p_value(num_examples, num_guesses, num_correct, epsilon, delta, with_delta:
     tails = binomial.log_binomial_tails(num_correct, num_guesses, jax.nn.sigmoid(epsilon),
                                         jax.nn.sigmoid(-epsilon))
     return jnp.where(num_correct <= 0.0, 1.0, jnp.minimum(jnp.exp(tails.upper), 1.0))
-  beta, alpha, _ = _beta_and_alpha(num_guesses, num_correct, epsilon)
+  beta, alpha = _beta_and_alpha(num_guesses, num_correct, epsilon)[:2]
   return jnp.minimum(beta + alpha * num_examples * delta, 1.0)
 
 
 def _p_value_and_slope(num_examples, num_guesses, num_correct, epsilon, delta, hint):
   r"""The p-value of Eqs. 7-9 and :math:`d\log p/d\epsilon`.
 
-  With :math:`q = \sigma(\epsilon)`, :math:`dq/d\epsilon = q(1-q)` and
-  :math:`\frac{d}{dq}\Pr[\mathrm{Bin}(r, q) \le k] = -r\Pr[\mathrm{Bin}(r-1, q) = k]`:
-  :math:`d\beta/dq = r\,b_{r-1}(v-1)` and, at the maximiser :math:`i^*` of alpha (the
-  derivative of a maximum is that of its maximiser), :math:`d\alpha/dq =
-  \frac{2r}{i^*}(b_{r-1}(v-i^*-1) - b_{r-1}(v-1))`, with :math:`b_n` the Bin(n, q) pmf."""
+  With :math:`q = \sigma(\epsilon)`, :math:`dq/d\epsilon = q(1-q)`, and
+  :math:`q(1-q)\frac{d}{dq}\Pr[\check W \ge k] = D_k` (the density of
+  :func:`binomial.log_binomial_tails_and_density`, which the search for alpha's maximiser has
+  already evaluated): :math:`d\beta/d\epsilon = D_v` and, at the maximiser :math:`i^*` of
+  alpha (the derivative of a maximum is that of its maximiser),
+  :math:`d\alpha/d\epsilon = \frac{2}{i^*}(D_{v-i^*} - D_v)`, with :math:`D_0 = 0`."""
   m, r, v, d = num_examples, num_guesses, num_correct, delta
-  beta, alpha, i_star = _beta_and_alpha(r, v, epsilon, hint)
-  p = jnp.minimum(beta + alpha * m * d, 1.0)
-  q, one_minus_q = jax.nn.sigmoid(epsilon), jax.nn.sigmoid(-epsilon)
-  log_rate = jax.nn.log_sigmoid(epsilon) + jax.nn.log_sigmoid(-epsilon) - jnp.log(p)
-  both = binomial.binomial_logpmf(jnp.stack([v - 1.0, v - i_star - 1.0]), r - 1.0, q,
-                                  one_minus_q)  # one pmf program for both points
-  log_top, log_low = both[0], both[1]
-  scale = 2.0 * m * d / jnp.maximum(i_star, 1.0)
-  slope = r * (jnp.exp(log_top + log_rate)
-               + scale * (jnp.exp(log_low + log_rate) - jnp.exp(log_top + log_rate)))
-  return p, jnp.where(jnp.logical_and(p < 1.0, v > 0.0), slope, 0.0), i_star
+  found = _beta_and_alpha(r, v, epsilon, hint)
+  p = jnp.minimum(found.beta + found.alpha * m * d, 1.0)
+  log_p = jnp.log(p)
+  scale = 2.0 * m * d / jnp.maximum(found.i_star, 1.0)
+  rate_v = jnp.exp(found.log_density_v - log_p)
+  slope = rate_v + scale * (jnp.exp(found.log_density_star - log_p) - rate_v)
+  return p, jnp.where(jnp.logical_and(p < 1.0, v > 0.0), slope, 0.0), found.i_star
 
 
 def _as_float(*xs):

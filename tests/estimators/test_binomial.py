@@ -438,6 +438,23 @@ def test_log_binomial_tails_against_scipy():
   assert -1e6 < float(far.upper) < -1e5 and float(far.lower) == 0.0
 
 
+def test_tail_density_is_the_pmf_identity_against_mpmath():
+  # D_k = p^k q^(n-k+1) / B(k, n-k+1) = (n-k+1) p Pr[Bin(n, p) = k-1], from the tails' own
+  # evaluation; the one-run bound takes its pmf and slope from it.
+  cases = ((100, 1, 0.3), (100, 30, 0.3), (100, 100, 0.3), (10**7, 2, 1e-6),
+           (10**9, 10**9 - 2, 1 - 3e-9), (10**6, 600_000, 0.6), (10**6, 900_000, 0.5),
+           (2000, 1999, 0.999))
+  n, k, p = (np.array(c, float) for c in zip(*cases))
+  tails, log_density = binomial.log_binomial_tails_and_density(k, n, p)
+  np.testing.assert_array_equal(tails.upper, binomial.log_binomial_tails(k, n, p).upper)
+  with mpmath.workdps(50):
+    for (n_i, k_i, p_i), got in zip(cases, np.asarray(log_density)):
+      p_m = mpmath.mpf(p_i)
+      exact = (mpmath.log((n_i - k_i + 1) * p_m) + mpmath.log(mpmath.binomial(n_i, k_i - 1))
+               + (k_i - 1) * mpmath.log(p_m) + (n_i - k_i + 1) * mpmath.log1p(-p_m))
+      assert abs(got - float(exact)) <= 1e-12 * max(1.0, abs(float(exact))), (n_i, k_i, p_i)
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(successes=0, trials=0), r"trials=0 is outside the valid range \[1"),
     (dict(successes=True, trials=4), "successes=True is boolean"),
