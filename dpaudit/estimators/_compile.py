@@ -37,9 +37,16 @@ a machine about 30% slower to compile than on earlier days, each first call in a
 | 2-cut, 1e6 count pairs | 1.52 s (1.47-1.61) | 1.97 s (1.86-2.14) | 589 ms | 339 ms |
 | PANORAMIA, 1e6 points | 1.73 s (1.57-2.05) | 2.45 s (2.25-2.96) | 731 ms | 557 ms |
 
-So ``clopper_pearson`` takes the loop emitters below 65,536 pairs, where a call takes a few
-milliseconds either way (still 2.8-7.5x faster than scipy), and the fusion emitters from there
-on, where calls are 2.5x faster (a million pairs, whose target is 10x scipy). The 2-cut and
+Measured the same way on 2026-11-24 (a second session, a busier machine), four rounds:
+
+| program, batch | compile, loop emitters | compile, fusion | call, loop | call, fusion |
+|---|---|---|---|---|
+| ``clopper_pearson``, 1e5 pairs | 2.12 s (1.73-2.46) | 2.91 s (2.57-3.21) | 50 ms | 31 ms |
+
+So ``clopper_pearson`` takes the loop emitters below :data:`LARGE_BATCH` pairs, where a call
+takes at most tens of milliseconds either way (still 2.7-5.4x faster than scipy up to 1e5 pairs,
+whose target is 1x), and the fusion emitters from there on, where calls are 2-2.5x faster (a
+million pairs, whose target is 10x scipy: 5.4-7.5x with the loop emitters). The 2-cut and
 PANORAMIA bounds take the loop emitters from :data:`LARGE_BATCH` elements on, where they stay
 1.8-1.9x (PANORAMIA) and 5-7x (2-cut) faster than scipy, and the fusion emitters below (PANORAMIA
 on 1e4 points is only 1.4-1.8x faster than scipy with them, 1.1x with the loop emitters).

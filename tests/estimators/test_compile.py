@@ -57,8 +57,9 @@ def test_emitters_chosen_per_program():
                                            "xla_cpu_use_fusion_emitters": False}
 
 
-@pytest.mark.parametrize("size, fusion", [(1, False), ((1 << 16) - 1, False), (1 << 16, True),
-                                          (10**6, True)])
+@pytest.mark.parametrize("size, fusion", [(1, False), (10**5, False),
+                                          (_compile.LARGE_BATCH - 1, False),
+                                          (_compile.LARGE_BATCH, True), (10**6, True)])
 def test_clopper_pearson_takes_the_fusion_emitters_for_large_batches(size, fusion):
   # By the largest argument as passed (before broadcasting): here the counts; the scalar
   # significance counts one element.

@@ -7,7 +7,7 @@ like may differ in the last bits. This test runs the hand-written numerics (the 
 logarithms, the incomplete beta function, binomial tails, Clopper-Pearson limits, in one batch
 and in the CPU's grouped chunks) in a subprocess without those flags, at the tolerances of the
 in-suite tests, and checks that both settings agree closely. The programs compiled with the loop
-emitters (``_compile.jit(fusion_emitters=False)``, and Clopper-Pearson below 65,536 pairs) are
+emitters (``_compile.jit(fusion_emitters=False)``, and Clopper-Pearson below 2^18 pairs) are
 checked there against the same programs compiled with the fusion emitters, or against scipy.
 """
 
@@ -39,7 +39,7 @@ for name in ("pairs", "few"):
   lower, upper = binomial.clopper_pearson(k, n, 0.05)
   out[name + "_lower"], out[name + "_upper"] = np.asarray(lower), np.asarray(upper)
 
-# Batches below 65,536 pairs take the loop emitters; the fusion emitters serve larger ones, which
+# Batches below 2^18 pairs take the loop emitters; the fusion emitters serve larger ones, which
 # always go through the grouped chunks (as the 40,000 pairs do here).
 k, n = data["pairs_k"], data["pairs_n"]
 lower, upper = binomial._clopper_pearson.fusion(k, n, np.float64(0.05), alternative="two-sided")
