@@ -17,8 +17,12 @@ A third option is chosen per program. XLA:CPU emits each fused kernel with its M
 emitters by default, or with its older loop emitters (``xla_cpu_use_fusion_emitters=false``),
 which compile faster (0.3-1.3 s per program here). The fusion emitters' kernels run the
 incomplete beta function 1.5-2.7x faster, so the programs built around it (Clopper-Pearson, the
-binomial tails, the error-count, PANORAMIA and 2-cut bounds) keep them (three of them only for
-some batch sizes, below). The programs whose time
+binomial tails, PANORAMIA and 2-cut bounds) keep them (three of them only for some batch sizes,
+below). The error-count bound takes the loop emitters: measured on 2026-11-24, first calls in
+fresh processes on 1e6 tests compiled in 1.29-2.20 s (median 1.57 s) against 1.75-2.53 s (2.18 s)
+with the fusion emitters, and its calls stay 5.6x (1e4 tests) and 12x (1e6) faster than scipy's
+(``DPAUDIT_CPU_EMITTERS=loop python -m experiments.benchmarks.estimators --only=error_counts``),
+where the fusion emitters were 9.5-12.5x and 12.7-19.2x. The programs whose time
 goes to sorted scans and a few solver steps on small batches (the score bounds, the one-run
 bounds, the Sison-Glaz intervals and the k-cut bound) take the loop emitters
 (``jit(..., fusion_emitters=False)``): measured side by side

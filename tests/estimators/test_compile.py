@@ -44,9 +44,11 @@ def test_other_errors_are_not_swallowed():
 
 
 def test_emitters_chosen_per_program():
-  # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones take the loop
-  # emitters, which compile faster (values: tests/estimators/test_production_compile.py).
-  loop = (approx_dp._bonferroni, approx_dp._split, one_run._epsilon_jit, one_run._from_scores,
+  # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones and the
+  # error-count bound take the loop emitters, which compile faster (values:
+  # tests/estimators/test_production_compile.py).
+  loop = (approx_dp._bonferroni, approx_dp._split, approx_dp._epsilon_from_error_counts,
+          one_run._epsilon_jit, one_run._from_scores,
           multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
   x = jnp.zeros(3)
   for program in loop:
