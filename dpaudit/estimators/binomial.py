@@ -1214,7 +1214,8 @@ def cp_upper_limit(k, n, log_tail):
   return _cp_limits(k, n, log_tail, False, True)[0]
 
 
-@_compile.jit(static_argnames="alternative", fusion_emitters=_compile.fusion_from(_compile.LARGE_BATCH))
+@_compile.jit(static_argnames="alternative",
+              fusion_emitters=_compile.fusion_from(_compile.LARGE_BATCH))
 def _clopper_pearson(k, n, beta, alternative):
   k, n = jnp.broadcast_arrays(k, n)
   if beta.ndim:

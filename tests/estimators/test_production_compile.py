@@ -19,7 +19,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
-from dpaudit.estimators import binomial
+from dpaudit.estimators import approx_dp, binomial
 from tests.conftest import ROOT, TEST_XLA_FLAGS
 
 _TEST_FLAG_NAMES = {f.split("=")[0] for f in TEST_XLA_FLAGS}
@@ -52,6 +52,8 @@ tails = binomial.incomplete_beta_tails(a, b, x)
 out["beta_lower"], out["beta_upper"] = np.asarray(tails.lower), np.asarray(tails.upper)
 out["log"] = np.asarray(_compile.jit(_elementary.log)(data["log_x"]))
 from dpaudit.estimators import approx_dp, one_run
+counts = tuple(data["errors_" + name] for name in ("fp", "neg", "fn", "pos"))
+out["error_counts"] = np.asarray(approx_dp.epsilon_from_error_counts(*counts, 1e-5, 0.05))
 scores = (data["in_scores"], data["out_scores"], np.float64(1e-5), np.float64(0.05))
 counts = tuple(data["one_run_" + name] for name in ("m", "r", "v", "delta", "significance"))
 for name, program, args, static in (("bonferroni", approx_dp._bonferroni, scores, {}),
@@ -83,6 +85,9 @@ def _inputs(rng):
   data["beta_x"] = rng.uniform(0.0, 1.0, 2_000)
   data["log_x"] = np.concatenate([np.exp(rng.uniform(-707.0, 709.0, 50_000)),
                                   rng.uniform(0.3, 3.0, 20_000)])
+  data["errors_neg"], data["errors_pos"] = (rng.integers(100, 100_000, 300) for _ in range(2))
+  data["errors_fp"] = rng.binomial(data["errors_neg"], 0.05)
+  data["errors_fn"] = rng.binomial(data["errors_pos"], 0.3)
   data["in_scores"], data["out_scores"] = rng.normal(0.5, 1.0, 3_000), rng.normal(0, 1.0, 3_000)
   r = np.round(np.exp(rng.uniform(np.log(10.0), np.log(1e5), 200)))
   data["one_run_m"], data["one_run_r"] = np.full(200, 1e6), r
@@ -135,6 +140,12 @@ def test_production_compile_settings_match_scipy_and_the_suite(tmp_path):
   np.testing.assert_allclose(lower, got["pairs_lower"], rtol=1e-13, atol=0)
   np.testing.assert_allclose(upper, got["pairs_upper"], rtol=1e-13, atol=0)
   np.testing.assert_allclose(binomial.binomial_sf(k, n, p), got["sf"], rtol=1e-12, atol=1e-300)
+  # The error-count bound (loop emitters) gives the suite's values, which
+  # tests/estimators/test_approx_dp.py checks against references.
+  errors = tuple(data["errors_" + name] for name in ("fp", "neg", "fn", "pos"))
+  suite = approx_dp.epsilon_from_error_counts(*errors, 1e-5, 0.05)
+  assert np.count_nonzero(got["error_counts"]) >= 0.9 * got["error_counts"].size
+  np.testing.assert_allclose(got["error_counts"], suite, rtol=1e-12, atol=0)
   # The loop emitters change the machine code only: the bounds agree with the fusion emitters'.
   for name in ("bonferroni", "one_run"):
     assert np.count_nonzero(got[name + "_fusion"]) >= 0.75 * got[name + "_fusion"].size
