@@ -8,7 +8,8 @@ logarithms, the incomplete beta function, binomial tails, Clopper-Pearson limits
 and in the CPU's grouped chunks) in a subprocess without those flags, at the tolerances of the
 in-suite tests, and checks that both settings agree closely. The programs compiled with the loop
 emitters (``_compile.jit(fusion_emitters=False)``, and Clopper-Pearson below 2^18 pairs) are
-checked there against the same programs compiled with the fusion emitters, or against scipy.
+checked there against the same programs compiled with the fusion emitters, against scipy, or
+(the error-count bound) against the suite's values.
 """
 
 import os
