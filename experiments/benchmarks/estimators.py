@@ -115,9 +115,6 @@ class CompileCounter:
   """Counts XLA backend compilations and sums the time JAX spends compiling (tracing to a
   jaxpr, lowering it to StableHLO, XLA's compile; jax.monitoring) while a block runs."""
 
-  BACKEND_EVENT = common.JAX_BACKEND_COMPILE_EVENT
-  COMPILE_EVENTS = common.JAX_COMPILE_EVENTS
-
   def __init__(self):
     import jax
     self.count, self.seconds = 0, 0.0
@@ -128,9 +125,9 @@ class CompileCounter:
     del kwargs
     if not self._active:
       return
-    if event in self.COMPILE_EVENTS:
+    if event in common.JAX_COMPILE_EVENTS:
       self.seconds += duration
-    if event == self.BACKEND_EVENT:
+    if event == common.JAX_BACKEND_COMPILE_EVENT:
       self.count += 1
 
   def __enter__(self):
