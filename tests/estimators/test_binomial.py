@@ -290,35 +290,33 @@ def test_clopper_pearson_grouped_chunks_match_scipy(monkeypatch):
 
 
 def test_grouped_order_on_the_host_and_in_the_program_agree(monkeypatch):
-  """The public functions partition large batches on the host (binomial._host_order); inside
-  a caller's jit the program partitions them itself. Both orders put the same rows first
-  (each a permutation, the key's rows ahead in their order), and the limits and tails agree
-  either way to a few units in the last place (two programs, which XLA fuses differently),
-  with batches that are not whole chunks (the last chunk repeats rows of the one before)."""
+  """The public clopper_pearson partitions large batches on the host (binomial._host_order);
+  inside a caller's jit the program partitions them itself. Both put the same pairs first
+  (the host's key is the program's), the order is a permutation with those pairs ahead in
+  their order, and the limits agree either way to a few units in the last place (two
+  programs, which XLA fuses differently), with batches that are not whole chunks (the last
+  chunk repeats pairs of the one before), with one tail for all pairs and a tail per pair."""
   monkeypatch.setattr(binomial, "_cpu_chunk_size", lambda: 1024)
   jax.clear_caches()
   rng = np.random.default_rng(23)
   n = np.maximum(np.round(np.exp(rng.uniform(0.0, np.log(1e9), 5_003))), 1.0)
   k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
-  order = binomial._host_order(binomial._host_cp_key, k, n, 0.025, parts=2)
-  first = binomial._host_cp_key(k, n, 0.025)
-  np.testing.assert_array_equal(np.sort(order), np.arange(k.size))
-  np.testing.assert_array_equal(order[:first.sum()], np.flatnonzero(first))
-  assert 0 < first.sum() < k.size
-  assert binomial._host_order(binomial._host_cp_key, k[:400], n[:400], 0.025, parts=2) is None
   kj, nj = jnp.asarray(k), jnp.asarray(n)
-  for alternative in binomial.ALTERNATIVES:
-    host = binomial.clopper_pearson(k, n, 0.05, alternative)
-    inside = binomial._clopper_pearson(kj, nj, jnp.float64(0.05), alternative)
+  tails = rng.choice([1e-9, 0.025, 0.3], k.size)
+  for tail in (0.025, 1e-9, tails):
+    first = binomial._host_cp_key(k, n, tail)
+    in_program = binomial._cp_key(kj, nj, binomial._normal_quantile(jnp.log(tail)))
+    np.testing.assert_array_equal(first, in_program)
+    assert 0 < first.sum() < k.size
+    order = binomial._host_order(binomial._host_cp_key, k, n, tail, parts=2)
+    np.testing.assert_array_equal(np.sort(order), np.arange(k.size))
+    np.testing.assert_array_equal(order[:first.sum()], np.flatnonzero(first))
+  assert binomial._host_order(binomial._host_cp_key, k[:400], n[:400], 0.025, parts=2) is None
+  for beta, alternative in ((0.05, "two-sided"), (0.05, "greater"), (2.0 * tails, "two-sided")):
+    host = binomial.clopper_pearson(k, n, beta, alternative)
+    inside = binomial._clopper_pearson(kj, nj, jnp.asarray(beta), alternative)
     for ours, theirs in zip(host, inside):
       np.testing.assert_allclose(ours, theirs, rtol=1e-14, atol=0)
-  p = np.clip(k / n + rng.normal(0, 0.01, k.size), 0.0, 1.0)
-  tails = binomial._binomial_tails(kj, nj, jnp.asarray(p))
-  # (atol: tails below the normal range, which XLA:CPU may flush to zero in one program only)
-  np.testing.assert_allclose(binomial.binomial_sf(k, n, p), np.exp(tails.upper), rtol=1e-13,
-                             atol=1e-300)
-  traced = jax.jit(binomial.binomial_sf)(kj, nj, jnp.asarray(p))
-  np.testing.assert_allclose(binomial.binomial_sf(k, n, p), traced, rtol=1e-13, atol=1e-300)
   jax.clear_caches()
 
 
