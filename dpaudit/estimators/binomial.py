@@ -243,8 +243,8 @@ def _host_order(key, *arrays, parts: int = 1):
   or an array is a tracer (inside a caller's ``jax.jit``, where the map forms it itself).
   ``clopper_pearson`` takes this path on large batches: the program then compiles 16 kernels
   fewer (XLA:CPU makes the cumulative sum a tree of reduce-window kernels, each about 20 ms of
-  compile time), and NumPy forms the order in about the time the program took (about 4.5 ms
-  against 5.6 ms for a million pairs with one tail for all)."""
+  compile time), and NumPy forms the order faster than the program did (about 2.7 ms against
+  5.6 ms for a million pairs with one tail for all)."""
   if not _validate.is_concrete(arrays):
     return None
   shape = np.broadcast_shapes(*(np.shape(v) for v in arrays))
@@ -253,7 +253,10 @@ def _host_order(key, *arrays, parts: int = 1):
   # A value shared by all rows stays one value (its key terms are computed once).
   first = key(*(np.asarray(v).reshape(()) if np.size(v) == 1
                 else np.broadcast_to(np.asarray(v), shape).reshape(-1) for v in arrays))
-  return np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)]).astype(np.int32)
+  order = np.empty(first.size, np.int32)
+  ahead = np.count_nonzero(first)
+  order[:ahead], order[ahead:] = np.flatnonzero(first), np.flatnonzero(~first)
+  return order
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1192,13 +1195,14 @@ def _cp_key(k, n, z, xp=jnp):
 
 def _host_cp_key(k, n, tail):
   """:func:`_cp_key` on the host, at the tail probabilities ``tail`` (the quantile by scipy).
-  With one tail for all pairs the key is one threshold on ``min(k, n - k)`` (three passes over
-  the batch instead of six: about 3 ms for a million pairs)."""
+  With one tail for all pairs the key is one threshold on both ``k`` and ``n - k`` (1.3 ms for a
+  million pairs, against 5 ms for the general form: NumPy's ``minimum`` is slow)."""
   dtype = np.result_type(tail)
   tiny, eps = np.finfo(dtype).tiny, np.finfo(dtype).eps
   z = scipy.special.ndtri(np.clip(tail, tiny, 1.0 - eps))
   if np.ndim(z) == 0:
-    return np.minimum(k, n - k) >= max(_SERIES_MIN_SHAPE, z * z / _NEAR_BULK)
+    threshold = max(_SERIES_MIN_SHAPE, z * z / _NEAR_BULK)
+    return np.logical_and(k >= threshold, n - k >= threshold)
   return _cp_key(k, n, z, np)
 
 
