@@ -708,7 +708,7 @@ def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   return jnp.exp(_binomial_tails(k + 1.0, n, p).lower)
 
 
-@_compile.jit
+@_compile.jit(tree_reductions=False)
 def _binomial_tails(k, n, p):
   shape = k.shape
   k, n, p = (v.reshape(-1) for v in (k, n, jnp.clip(p, 0.0, 1.0)))
@@ -1273,7 +1273,7 @@ def cp_upper_limit(k, n, log_tail):
 
 
 @_compile.jit(static_argnames="alternative",
-              fusion_emitters=_compile.fusion_from(_compile.LARGE_BATCH))
+              fusion_emitters=_compile.fusion_from(_compile.LARGE_BATCH), tree_reductions=False)
 def _clopper_pearson(k, n, beta, alternative, order=None):
   """The limits; ``order``: :func:`_host_order` of :func:`_host_cp_key`, or None."""
   k, n = jnp.broadcast_arrays(k, n)

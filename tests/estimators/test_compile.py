@@ -53,10 +53,29 @@ def test_emitters_chosen_per_program():
   x = jnp.zeros(3)
   for program in loop:
     assert program.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
-  for program in (binomial._binomial_tails, one_run._p_value_jit):
-    assert program.options_for(x) == _compile.CPU_COMPILER_OPTIONS
+  assert one_run._p_value_jit.options_for(x) == _compile.CPU_COMPILER_OPTIONS
+  # The binomial tails' only reductions are branch tests: no tree rewriting.
+  assert binomial._binomial_tails.options_for(x) == _compile.without_tree_reductions(
+      _compile.CPU_COMPILER_OPTIONS)
   assert _compile.LOOP_EMITTER_OPTIONS == {**_compile.CPU_COMPILER_OPTIONS,
                                            "xla_cpu_use_fusion_emitters": False}
+
+
+def test_tree_reductions_off_adds_one_disabled_pass_and_keeps_the_values():
+  options = _compile.without_tree_reductions(_compile.LOOP_EMITTER_OPTIONS)
+  assert options["xla_disable_hlo_passes"].split(",")[-1] == _compile.TREE_REDUCTION_PASS
+  assert {**options, "xla_disable_hlo_passes": ""} == {
+      **_compile.LOOP_EMITTER_OPTIONS, "xla_disable_hlo_passes": ""}
+  rng = np.random.default_rng(3)
+  x = jnp.asarray(rng.normal(size=(3, 70_000)) > 2.5)
+
+  def tests(x):
+    return jnp.any(x), jnp.all(x), jnp.any(x, axis=1), jnp.all(~x, axis=1)
+
+  ours = _compile.jit(tests, tree_reductions=False)
+  assert ours.options_for(x) == _compile.without_tree_reductions(_compile.CPU_COMPILER_OPTIONS)
+  for a, b in zip(ours(x), tests(np.asarray(x))):
+    np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("size, fusion", [(1, False), (10**5, False),
@@ -68,8 +87,8 @@ def test_clopper_pearson_takes_the_fusion_emitters_for_large_batches(size, fusio
   k = jax.ShapeDtypeStruct((size,), jnp.float64)
   options = binomial._clopper_pearson.options_for(k, k, jnp.float64(0.05),
                                                   alternative="two-sided")
-  assert (options == _compile.CPU_COMPILER_OPTIONS) == fusion
-  assert (options == _compile.LOOP_EMITTER_OPTIONS) == (not fusion)
+  chosen = _compile.CPU_COMPILER_OPTIONS if fusion else _compile.LOOP_EMITTER_OPTIONS
+  assert options == _compile.without_tree_reductions(chosen)
 
 
 @pytest.mark.parametrize("program", [renyi_cuts._two_cut, panoramia._panoramia])
@@ -95,7 +114,8 @@ def test_emitter_choice_counts_the_largest_argument():
 def test_emitters_forced_by_the_environment(monkeypatch):
   x = jax.ShapeDtypeStruct((10**6,), jnp.float64)
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "loop")
-  assert binomial._clopper_pearson.options_for(x, x, 0.05) == _compile.LOOP_EMITTER_OPTIONS
+  assert binomial._clopper_pearson.options_for(x, x, 0.05) == _compile.without_tree_reductions(
+      _compile.LOOP_EMITTER_OPTIONS)
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "Fusion")
   assert approx_dp._bonferroni.options_for(x) == _compile.CPU_COMPILER_OPTIONS
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "auto")
