@@ -16,7 +16,11 @@ Clopper-Pearson limits (``experiments.benchmarks.estimators``):
 A third option is chosen per program. XLA:CPU emits each fused kernel with its MLIR fusion
 emitters by default, or with its older loop emitters (``xla_cpu_use_fusion_emitters=false``),
 which compile faster (0.3-1.3 s per program here). The fusion emitters' kernels run the
-incomplete beta function 1.5-2.7x faster, so the programs built around it (Clopper-Pearson, the
+incomplete beta function 1.5-2.7x faster (profiled per kernel on 2026-11-24: not in the series
+or the fraction, which run as fast either way, but in the kernels whose output XLA places over
+one of their inputs, the solver's state and the starts; the loop emitters vectorise their
+loops behind a run-time check that output and inputs do not overlap, and these run the scalar
+loop, 7-8x slower), so the programs built around it (Clopper-Pearson, the
 binomial tails, PANORAMIA and 2-cut bounds) keep them (three of them only for some batch sizes,
 below). The error-count bound takes the loop emitters: measured on 2026-11-24, first calls in
 fresh processes on 1e6 tests compiled in 1.29-2.20 s (median 1.57 s) against 1.75-2.53 s (2.18 s)
