@@ -880,16 +880,16 @@ def _normal_quantile(log_tau):
   return jax.scipy.special.ndtri(jnp.clip(tau, jnp.finfo(dtype).tiny, 1.0 - jnp.finfo(dtype).eps))
 
 
+_NEAR_BULK = 0.36
+"""The squared normal quantile, per unit of the smaller parameter, up to which the starts use
+the uniform expansion (:func:`_near_bulk`)."""
+
+
 def _near_bulk(z, min_shape):
   """Where :func:`_initial_logit` starts from the uniform expansion (the normal quantile ``z``
   within 0.6 standard deviations of the smaller parameter; measured: see its docstring). Without
   a square root, so that XLA recomputes it where it is needed rather than storing it."""
   return z * z <= _NEAR_BULK * min_shape
-
-
-_NEAR_BULK = 0.36
-"""The squared normal quantile, per unit of the smaller parameter, up to which the starts use
-the uniform expansion (:func:`_near_bulk`)."""
 
 
 def _initial_logit(a, b, log_tau, z, shape: _BetaShape, skip_unused: bool = False,
