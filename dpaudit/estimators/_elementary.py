@@ -38,6 +38,18 @@ _SQRT2 = 1.4142135623730951
 _TERMS = 12
 
 
+def quotient(x, y):
+  """``x / y`` as ``x`` times the reciprocal of ``y``: at most one rounding more (a relative
+  error of 2.2e-16 in float64 instead of 1.1e-16), for a quotient that several expressions use.
+
+  XLA:CPU never fuses a division of two arrays into its users when it has more than one: the
+  quotient becomes a kernel of its own, and so do the values that the users share with the
+  kernels that follow (about 20 ms of compile time each). A reciprocal, a division of a constant,
+  it fuses into all its users, and so the product. (The incomplete beta function's programs
+  compile about 25 kernels fewer with the quotients below written this way.)"""
+  return x * (1.0 / y)
+
+
 def _fast(x) -> bool:
   return x.dtype == jnp.float64 and jax.default_backend() == "cpu"
 
@@ -55,7 +67,7 @@ def _reduce(x):
 
 def _log_of_reduced(e, f):
   """``e log 2 + log(1 + f)`` for ``|f|`` up to ``sqrt(2) - 1``, by the artanh series."""
-  s = f / (2.0 + f)
+  s = quotient(f, 2.0 + f)
   s2 = s * s
   series = jnp.full_like(s2, 1.0 / (2 * _TERMS + 1))
   for j in range(_TERMS - 1, 0, -1):

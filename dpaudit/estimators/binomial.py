@@ -132,7 +132,7 @@ def _logs(fast: bool):
 def _deviance(k, m, log):
   close = jnp.abs(k - m) < 0.1 * (k + m)
   safe_m = jnp.where(m > 0, m, 1.0)
-  v = jnp.where(close, (k - m) / jnp.where(k + m > 0, k + m, 1.0), 0.0)
+  v = jnp.where(close, _elementary.quotient(k - m, jnp.where(k + m > 0, k + m, 1.0)), 0.0)
   total = (k - m) * v
   term = 2.0 * k * v
   v2 = v * v
@@ -140,7 +140,7 @@ def _deviance(k, m, log):
     term = term * v2
     total = total + term * (1.0 / (2 * j + 1))  # (a product: XLA keeps a division a division)
   safe_k = jnp.where(k > 0, k, 1.0)
-  direct = jnp.where(k > 0, k * log(safe_k / safe_m), 0.0) + m - k
+  direct = jnp.where(k > 0, k * log(_elementary.quotient(safe_k, safe_m)), 0.0) + m - k
   return jnp.where(close, total, direct)
 
 
@@ -449,7 +449,7 @@ def _continued_fraction(o: _Oriented, steps: int) -> jax.Array:
   (One division per step instead of two, by the product of the terms' denominators, made XLA
   keep each step's quotient as a kernel of its own, 24 more kernels to compile, and ran no
   faster.)"""
-  scale = (o.a + 1.0) / (o.lam + 1.0)
+  scale = _elementary.quotient(o.a + 1.0, o.lam + 1.0)
   scale2 = scale * scale
   p = scale * _fraction_beta(o, steps)
   q = jnp.ones_like(p)
@@ -591,24 +591,32 @@ def _log_small_tail(a, b, x, y, shape: _BetaShape, small_shapes: bool = True,
   dtype = x.dtype
   r = a + b
   lam = jnp.where(x <= 0.5, a - r * x, r * y - b)
-  swapped = lam < 0.0
   log, _ = _logs(fast)
   dev = _deviance(a, r * x, log) + _deviance(b, r * y, log)  # symmetric under exchange
-  log_density = shape.half_log_ratio - _HALF_LOG_2PI + shape.log_gamma_star_ratio - dev
-  zeta = -jnp.sqrt(2.0 * dev)
-  use_series = -zeta <= shape.series_reach
+
+  # The branches form what they need from x, y, lam and dev (the arrays they take as operands
+  # under lax.cond): each further array they took would be a kernel of its own on a CPU.
+  def use_series_and_zeta():
+    zeta = -jnp.sqrt(2.0 * dev)
+    return -zeta <= shape.series_reach, zeta
 
   def series():
-    return _uniform_series(jnp.where(use_series, zeta, 0.0),
-                           jnp.where(use_series, jnp.where(swapped, -shape.omega, shape.omega),
-                                     0.0), 1.0 / r)
+    use_series, zeta = use_series_and_zeta()
+    omega = jnp.where(lam < 0.0, -shape.omega, shape.omega)
+    return _uniform_series(jnp.where(use_series, zeta, 0.0), jnp.where(use_series, omega, 0.0),
+                           1.0 / r)
 
   def oriented():
+    swapped = lam < 0.0
     return _Oriented(jnp.where(swapped, b, a), jnp.where(swapped, a, b),
                      jnp.where(swapped, y, x), jnp.where(swapped, x, y), jnp.abs(lam), swapped)
 
   def fixed():
     return _continued_fraction(oriented(), _continued_fraction_steps(dtype))
+
+  swapped = lam < 0.0
+  log_density = shape.half_log_ratio - _HALF_LOG_2PI + shape.log_gamma_star_ratio - dev
+  use_series, _ = use_series_and_zeta()
 
   if small_shapes:  # the series needs min(a, b) >= 20, so these always take the fraction
     slow = shape.min_shape < 1.0
@@ -1247,7 +1255,7 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False, orde
     # series; the others the fraction, which converges at min(a, b) <= 20 at any x).
     w = _beta_quantile_logit(a, b, log_tau, z, fast=fast, skip_unused=skip_unused,
                              bulk_shape=jnp.minimum(a, b - 1.0))
-    t = log_tau / n
+    t = _elementary.quotient(log_tau, n)
     closed = jnp.where(is_upper, -jnp.expm1(t), jnp.exp(t))  # k = n: x^n = tau; k = 0: y^n
     solved = jax.nn.sigmoid(jnp.where(is_upper, -w, w))
     x_lower = jnp.where(k > 0.0, jnp.where(k >= n, closed, solved), 0.0)
