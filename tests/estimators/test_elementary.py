@@ -59,3 +59,27 @@ def test_float32_takes_jax_numpy():
   x = jnp.asarray([0.5, 2.0], jnp.float32)
   np.testing.assert_array_equal(_elementary.log(x), jnp.log(x))
   np.testing.assert_allclose(_elementary.log1mexp(-x), jnp.log(-jnp.expm1(-x)), rtol=1e-6)
+
+
+def test_quotient_within_two_ulps_of_the_division():
+  rng = np.random.default_rng(0)
+  x, y = (rng.normal(size=10_000) * 10.0 ** rng.uniform(-100, 100, 10_000) for _ in range(2))
+  got = np.asarray(jax.jit(_elementary.quotient)(x, y))
+  assert _ulps(got, x / y).max() <= 2.0
+  np.testing.assert_array_equal(_elementary.quotient(jnp.asarray([1.0, -1.0, 0.0]), 0.0),
+                                [np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's fusion")
+def test_a_shared_quotient_fuses_into_its_users_where_a_division_does_not():
+  # Why quotient exists: a division of two arrays with two users becomes a kernel of its own
+  # (with the fusion emitters, which the large batches take; the suite's default is the loop
+  # emitters, tests/conftest.py).
+  options = {**_compile.CPU_COMPILER_OPTIONS, "xla_cpu_use_fusion_emitters": True}
+
+  def kernels(divide):
+    program = jax.jit(lambda x, y: (lambda v: v * v + jnp.exp(v))(divide(x, y)))
+    x = jnp.ones((1000,), jnp.float64)
+    return program.lower(x, x).compile(options).as_text().count(" fusion(")
+  assert kernels(_elementary.quotient) == 1
+  assert kernels(jnp.divide) == 2
