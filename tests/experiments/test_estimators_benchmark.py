@@ -31,6 +31,8 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
     relative = ours["compile_s"] / calibration["median_s"]
     assert abs(ours["compile_per_calibration"] - relative) <= 1e-12 * relative
     assert ours["recompiles_on_new_values"] == 0  # new values of the same shapes compile nothing
+    assert ours["repeats"] == 4  # --repeats before the peers' calls and as many after
+    assert "_after_peers" not in ours
     if w["group"] == "cp":
       assert set(w["peers"]) == {"scipy"} and w["fastest_peer"] == "scipy"
       assert abs(w["ratio"] - w["peers"]["scipy"]["median_s"] / ours["median_s"]) < 1e-9
