@@ -34,3 +34,37 @@ def argsort_descending(x: jax.Array, stable: bool = False) -> jax.Array:
     return jnp.argsort(-x, axis=-1, stable=stable).astype(jnp.int32)
   shape = jax.ShapeDtypeStruct(x.shape, jnp.int32)
   return jax.pure_callback(_host_argsort_descending(stable), shape, x, vmap_method="expand_dims")
+
+
+def _host_descending_cumulative(stable: bool):
+  argsort = _host_argsort_descending(stable)
+
+  def run(x, labels):
+    order = argsort(x)
+    labels = np.asarray(labels)
+    in_order = np.take_along_axis(labels, order, axis=-1)
+    return order, np.cumsum(in_order, axis=-1, dtype=labels.dtype)
+  return run
+
+
+def descending_cumulative(x: jax.Array, labels: jax.Array,
+                          stable: bool = False) -> tuple[jax.Array, jax.Array]:
+  """``(order, cumsum(labels[order]))`` with ``order = argsort_descending(x, stable)``:
+  how many of the highest scores carry each label, the count (or sum) of ``labels`` over
+  the ``k + 1`` highest values of ``x`` at position ``k`` (last axis; ``labels`` numeric, of
+  the shape of ``x``, and the sums in its dtype; booleans are counted as int32).
+
+  On a CPU both come from one NumPy callback. XLA:CPU compiles a cumulative sum over millions
+  of elements as a tree of a dozen reduce-window, pad and slice kernels (about 20 ms of compile
+  time each), where NumPy's takes a few milliseconds after the sort it already does. Elsewhere
+  the device sorts and sums."""
+  labels = jnp.asarray(labels)
+  labels = jnp.broadcast_to(labels.astype(jnp.int32) if labels.dtype == bool else labels, x.shape)
+  if jax.default_backend() != "cpu":
+    order = argsort_descending(x, stable)
+    return order, jnp.cumsum(jnp.take_along_axis(labels, order, axis=-1), axis=-1,
+                             dtype=labels.dtype)
+  shapes = (jax.ShapeDtypeStruct(x.shape, jnp.int32),
+            jax.ShapeDtypeStruct(x.shape, labels.dtype))
+  return jax.pure_callback(_host_descending_cumulative(stable), shapes, x, labels,
+                           vmap_method="expand_dims")

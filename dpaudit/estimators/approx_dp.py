@@ -24,7 +24,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
-from dpaudit.estimators._sorting import argsort_descending
+from dpaudit.estimators._sorting import argsort_descending, descending_cumulative
 
 
 def _float(x):
@@ -118,11 +118,11 @@ def threshold_counts(in_scores, out_scores) -> ThresholdCounts:
   scores = jnp.concatenate([in_scores, out_scores]).astype(jnp.result_type(float))
   is_in = jnp.concatenate([jnp.ones(in_scores.shape, jnp.int32),
                            jnp.zeros(out_scores.shape, jnp.int32)])
-  order = argsort_descending(scores)  # ties in any order: only their group ends are thresholds
+  # Ties in any order: only their group ends are thresholds.
+  order, in_top = descending_cumulative(scores, is_in)
   sorted_scores = scores[order]
-  sorted_in = is_in[order]
   zero = jnp.zeros((1,), jnp.int32)
-  true_positives = jnp.concatenate([zero, jnp.cumsum(sorted_in)])
+  true_positives = jnp.concatenate([zero, in_top])
   predicted = jnp.arange(scores.shape[0] + 1)
   false_positives = predicted - true_positives
   false_negatives = in_scores.shape[0] - true_positives

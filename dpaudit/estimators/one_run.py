@@ -30,7 +30,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
-from dpaudit.estimators._sorting import argsort_descending
+from dpaudit.estimators._sorting import descending_cumulative
 
 MODES = ("symmetric", "top")
 CORRECTIONS = ("bonferroni", "none")
@@ -458,9 +458,9 @@ def _correct_counts(scores, is_member, grid: np.ndarray, mode: str):
   dtype = _float_dtype()
   scores = jnp.asarray(scores)
   m = scores.shape[-1]
-  order = argsort_descending(scores, stable=True)  # ties: lower index first
-  members = jnp.asarray(is_member)[order].astype(dtype)
-  top_members = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(members)])  # in top k
+  # Ties: lower index first. top_members[k]: members among the k highest scores.
+  _, in_top = descending_cumulative(scores, jnp.asarray(is_member).astype(dtype), stable=True)
+  top_members = jnp.concatenate([jnp.zeros(in_top.shape[:-1] + (1,), dtype), in_top], axis=-1)
   if mode == "top":
     return top_members[grid]
   n_top = (grid + 1) // 2

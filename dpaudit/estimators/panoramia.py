@@ -32,7 +32,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
-from dpaudit.estimators._sorting import argsort_descending
+from dpaudit.estimators._sorting import descending_cumulative
 
 TAILS = ("binomial", "hoeffding")
 CORRECTIONS = ("bonferroni", "none")
@@ -126,9 +126,8 @@ def _sorted_counts(scores, is_member, min_predictions) -> _SortedCounts:
   """One sort and cumulative counts: position k predicts "member" for the top k + 1 points
   (ties broken by index); it is a threshold when it ends its group of tied scores."""
   m = scores.shape[0]
-  order = argsort_descending(scores, stable=True)
+  order, tp = descending_cumulative(scores, is_member, stable=True)
   sorted_scores = scores[order]
-  tp = jnp.cumsum(is_member[order])
   r = jnp.arange(1, m + 1, dtype=scores.dtype)
   # Position k ends a tie group when the next score is strictly smaller (or k is last).
   last = jnp.ones((min(m, 1),), bool)
