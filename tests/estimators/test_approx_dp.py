@@ -213,3 +213,23 @@ def test_tree_search_on_short_lists_with_ties():
     eps, threshold = _scipy_sweep(in_scores, out_scores, delta, corrected)
     assert float(got.epsilon) == pytest.approx(eps, rel=1e-9, abs=1e-12), draw
     assert float(got.threshold) == threshold, draw
+
+
+def test_descending_cumulative_matches_numpy_under_jit_and_vmap():
+  from dpaudit.estimators._sorting import descending_cumulative
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(3, 500))
+  x[:, ::5] = 0.25  # ties
+  labels = (rng.uniform(size=500) < 0.4).astype(np.float64)
+  for stable in (False, True):
+    order, top = jax.jit(jax.vmap(lambda s, stable=stable: descending_cumulative(
+        s, jnp.asarray(labels), stable)))(jnp.asarray(x))
+    order, top = np.asarray(order), np.asarray(top)
+    assert order.dtype == np.int32 and top.dtype == np.float64
+    for row in range(3):
+      assert np.all(np.diff(x[row][order[row]]) <= 0)  # descending
+      if stable:
+        np.testing.assert_array_equal(order[row], np.argsort(-x[row], kind="stable"))
+      np.testing.assert_array_equal(top[row], np.cumsum(labels[order[row]]))
+  _, counts = descending_cumulative(jnp.asarray(x[0]), jnp.asarray(labels > 0))
+  assert counts.dtype == jnp.int32 and int(counts[-1]) == int(labels.sum())
