@@ -40,9 +40,11 @@ def _host_descending_cumulative(stable: bool):
   argsort = _host_argsort_descending(stable)
 
   def run(x, labels):
-    order = argsort(x)
-    labels = np.asarray(labels)
-    in_order = np.take_along_axis(labels, order, axis=-1)
+    # Under vmap either may carry a batch axis the other has as 1 (vmap_method="expand_dims").
+    x, labels = np.asarray(x), np.asarray(labels)
+    shape = np.broadcast_shapes(x.shape, labels.shape)
+    order = np.ascontiguousarray(np.broadcast_to(argsort(x), shape))
+    in_order = np.take_along_axis(np.broadcast_to(labels, shape), order, axis=-1)
     return order, np.cumsum(in_order, axis=-1, dtype=labels.dtype)
   return run
 

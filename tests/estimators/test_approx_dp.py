@@ -231,5 +231,14 @@ def test_descending_cumulative_matches_numpy_under_jit_and_vmap():
       if stable:
         np.testing.assert_array_equal(order[row], np.argsort(-x[row], kind="stable"))
       np.testing.assert_array_equal(top[row], np.cumsum(labels[order[row]]))
+  # Labels batched and scores not (a coverage study's vmap over membership draws).
+  draws = rng.uniform(size=(4, 500)) < 0.5
+  order, top = jax.vmap(lambda m: descending_cumulative(jnp.asarray(x[0]), m, True))(
+      jnp.asarray(draws.astype(np.float64)))
+  assert order.shape == top.shape == (4, 500)
+  expected = np.argsort(-x[0], kind="stable")
+  for row in range(4):
+    np.testing.assert_array_equal(np.asarray(order[row]), expected)
+    np.testing.assert_array_equal(np.asarray(top[row]), np.cumsum(draws[row][expected]))
   _, counts = descending_cumulative(jnp.asarray(x[0]), jnp.asarray(labels > 0))
   assert counts.dtype == jnp.int32 and int(counts[-1]) == int(labels.sum())
