@@ -53,8 +53,8 @@ def descending_cumulative(x: jax.Array, labels: jax.Array,
                           stable: bool = False) -> tuple[jax.Array, jax.Array]:
   """``(order, cumsum(labels[order]))`` with ``order = argsort_descending(x, stable)``:
   how many of the highest scores carry each label, the count (or sum) of ``labels`` over
-  the ``k + 1`` highest values of ``x`` at position ``k`` (last axis; ``labels`` numeric, of
-  the shape of ``x``, and the sums in its dtype; booleans are counted as int32).
+  the ``k + 1`` highest values of ``x`` at position ``k`` (last axis; ``labels`` numeric and
+  broadcast to the shape of ``x``, the sums in its dtype; booleans are counted as int32).
 
   On a CPU both come from one NumPy callback. XLA:CPU compiles a cumulative sum over millions
   of elements as a tree of a dozen reduce-window, pad and slice kernels (about 20 ms of compile
