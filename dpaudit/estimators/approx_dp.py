@@ -24,7 +24,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit.estimators import _compile
 from dpaudit.estimators import binomial
-from dpaudit.estimators._sorting import argsort_descending, descending_cumulative
+from dpaudit.estimators._sorting import descending_cumulative
 
 
 def _float(x):
@@ -214,9 +214,8 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   for 1e4 scores per list and 9 for 1e6, against 4e4 and 4e6 limits for a full sweep; on scores
   with no signal, 2 and 11 steps.
 
-  ``evaluation = (fp_eval, fn_eval, n_out_eval, n_in_eval)``, functions of a threshold position
-  giving the error counts of the evaluation half there (the split method), has the bound on the
-  evaluation counts solved in one last step, at the chosen threshold.
+  ``evaluation = (eval_out, eval_in)``, the scores of the evaluation half (the split method),
+  has the bound on the evaluation counts solved in one last step, at the chosen threshold.
   """
   dtype = log_tail.dtype
   size = counts.false_positives.shape[0]
@@ -230,9 +229,10 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   def evaluation_jobs(state):
     """The split method's evaluation counts at the best threshold so far (used in the last
     step, when the stack is empty)."""
-    fp_eval, fn_eval, n_out_eval, n_in_eval = evaluation
-    k = jnp.stack([fp_eval(state.best_index), fn_eval(state.best_index)]).astype(dtype)
-    return k, jnp.asarray([n_out_eval, n_in_eval], dtype)
+    eval_out, eval_in = evaluation
+    threshold = counts.thresholds[jnp.minimum(state.best_index, size - 1)]
+    k = jnp.stack(_evaluation_counts(eval_out, eval_in, threshold)).astype(dtype)
+    return k, jnp.asarray([eval_out.shape[0], eval_in.shape[0]], dtype)
 
   def body(state):
     take = jnp.minimum(state.top, _GROUP)
@@ -271,14 +271,15 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
     # Push the children that are runs of positions and can still hold the best bound.
     push = jnp.logical_and(jnp.logical_and(inside, (child > 1)[:, None]),
                            _better(child_ceiling, pos, best_eps, best_index)).reshape(-1)
-    order = jnp.nonzero(push, size=_GROUP * _BRANCH, fill_value=0)[0]
+    # The pushed children first, in their order (one stable sort: XLA:CPU compiles
+    # jnp.nonzero as cumulative sums and a scatter loop, a dozen kernels).
     child_sizes = jnp.broadcast_to(child[:, None], pos.shape).reshape(-1)
-    starts = jax.lax.dynamic_update_slice(state.starts, flat_pos[order].astype(jnp.int32),
-                                          (base,))
-    sizes = jax.lax.dynamic_update_slice(state.sizes, child_sizes[order].astype(jnp.int32),
-                                         (base,))
-    ceilings = jax.lax.dynamic_update_slice(state.ceilings, child_ceiling.reshape(-1)[order],
-                                            (base,))
+    _, pushed_starts, pushed_sizes, pushed_ceilings = jax.lax.sort(
+        (jnp.where(push, 0, 1), flat_pos.astype(jnp.int32), child_sizes.astype(jnp.int32),
+         child_ceiling.reshape(-1)), num_keys=1, is_stable=True)
+    starts = jax.lax.dynamic_update_slice(state.starts, pushed_starts, (base,))
+    sizes = jax.lax.dynamic_update_slice(state.sizes, pushed_sizes, (base,))
+    ceilings = jax.lax.dynamic_update_slice(state.ceilings, pushed_ceilings, (base,))
     evaluating = state.top == 0
     best_evaluation = state.best_evaluation
     if evaluation is not None:
@@ -309,7 +310,7 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   return _Search(state.best_index, state.best_eps, state.best_evaluation)
 
 
-@_compile.jit(fusion_emitters=False)
+@_compile.jit(fusion_emitters=False, tree_reductions=False)
 def _bonferroni(in_scores, out_scores, delta, significance):
   n_in, n_out = in_scores.shape[0], out_scores.shape[0]
   corrected = 2.0 * significance / (n_in + n_out + 2)
@@ -320,31 +321,22 @@ def _bonferroni(in_scores, out_scores, delta, significance):
                       counts.false_negatives[best.index], jnp.asarray(n_in), corrected)
 
 
-def _sorted_ascending(x):
-  return x[argsort_descending(x)][::-1]
+def _evaluation_counts(eval_out, eval_in, threshold):
+  """Error counts of "score >= threshold means D'" on the evaluation half: negatives at or
+  above the threshold, positives below it. Counted directly: a sort of the half would cost
+  more than the few counts the search asks for."""
+  return jnp.sum(eval_out >= threshold), jnp.sum(eval_in < threshold)
 
 
-@_compile.jit(fusion_emitters=False)
+@_compile.jit(fusion_emitters=False, tree_reductions=False)
 def _split(in_scores, out_scores, delta, significance):
   sel_in, eval_in = in_scores[0::2], in_scores[1::2]
   sel_out, eval_out = out_scores[0::2], out_scores[1::2]
   counts = threshold_counts(sel_in, sel_out)
-  sorted_out, sorted_in = _sorted_ascending(eval_out), _sorted_ascending(eval_in)
-
-  def fp_eval(positions):  # evaluation negatives scoring >= the threshold
-    t = counts.thresholds[jnp.minimum(positions, counts.thresholds.shape[0] - 1)]
-    return eval_out.shape[0] - jnp.searchsorted(sorted_out, t, side="left")
-
-  def fn_eval(positions):  # evaluation positives scoring < the threshold
-    t = counts.thresholds[jnp.minimum(positions, counts.thresholds.shape[0] - 1)]
-    return jnp.searchsorted(sorted_in, t, side="left")
-
   best = _best_threshold(counts, sel_out.shape[0], sel_in.shape[0], delta,
-                         jnp.log(significance / 2.0),
-                         (fp_eval, fn_eval, eval_out.shape[0], eval_in.shape[0]))
+                         jnp.log(significance / 2.0), (eval_out, eval_in))
   threshold = counts.thresholds[best.index]
-  false_positives = jnp.sum(eval_out >= threshold)
-  false_negatives = jnp.sum(eval_in < threshold)
+  false_positives, false_negatives = _evaluation_counts(eval_out, eval_in, threshold)
   return ScoreEpsilon(best.evaluation_epsilon, threshold, false_positives,
                       jnp.asarray(eval_out.shape[0]), false_negatives,
                       jnp.asarray(eval_in.shape[0]), significance)
