@@ -195,7 +195,7 @@ def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=
   rows in their order), so that most chunks hold rows of one kind and the ``lax.cond`` branches
   in ``fn`` skip what none of a chunk's rows needs. ``order`` is that permutation of the rows
   (32-bit indices, :func:`_host_order`) when the caller computed it on the host; else it is
-  formed here by one cumulative sum and one scatter. Each chunk gathers its rows and scatters
+  formed here (:func:`_grouping_order`). Each chunk gathers its rows and scatters
   its results to their places in the outputs; the last chunk ends at the last row (it repeats
   rows of the one before, which compute the same values), so there is no padding. So nothing of
   the batch's size is formed but the indices, and XLA's temporary memory stays small: above
@@ -216,11 +216,7 @@ def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=
   if order is None and first is None:
     order = jnp.arange(size, dtype=jnp.int32)
   elif order is None:
-    ahead = jnp.cumsum(first.astype(jnp.int32))
-    index = jnp.arange(size, dtype=jnp.int32)
-    position = jnp.where(first, ahead - 1, ahead[-1] + index - ahead)
-    order = jnp.zeros((size,), jnp.int32).at[position].set(
-        index, unique_indices=True, mode="promise_in_bounds")
+    order = _grouping_order(first)
 
   def run(c, outs):
     start = jnp.minimum(c * chunk, size - chunk)
@@ -235,15 +231,30 @@ def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=
                            tuple([zeros() for _ in range(parts)] for _ in range(results)))
 
 
+def _host_grouping_order(first):
+  # A stable sort of booleans: NumPy counts them (a batch axis under vmap sorts row by row).
+  return np.argsort(np.logical_not(first), axis=-1, kind="stable").astype(np.int32)
+
+
+def _grouping_order(first: jax.Array) -> jax.Array:
+  """The rows where ``first`` holds, then the others, each in their order (int32): the
+  permutation of :func:`_map_grouped` inside a program, from one NumPy callback (chunks are
+  formed only on a CPU). XLA:CPU compiled the cumulative sum and scatter that form it on the
+  device as a tree of a dozen reduce-window, slice and scatter kernels (about 20 ms of compile
+  time each)."""
+  return jax.pure_callback(_host_grouping_order, jax.ShapeDtypeStruct(first.shape, jnp.int32),
+                           first, vmap_method="expand_dims")
+
+
 def _host_order(key, *arrays, parts: int = 1):
   """The permutation of :func:`_map_grouped` computed on the host with NumPy: the indices of
   the rows where ``key(*arrays)`` holds (the arrays as NumPy arrays, broadcast and flattened
   but for single values), then the others (int32); or None where the map takes no chunks
   (accelerators, small batches) or an array is a tracer (inside a caller's ``jax.jit``, where
-  the map forms it itself). ``clopper_pearson`` takes this path on large batches: the program
-  then compiles 16 kernels fewer (XLA:CPU makes the cumulative sum a tree of reduce-window
-  kernels, each about 20 ms of compile time), and NumPy forms the order faster than the
-  program did (3.1 ms against 5.6 ms for a million pairs with one tail for all)."""
+  the map forms it itself). ``clopper_pearson`` takes this path on large batches: the
+  program then forms neither the key nor the order (:func:`_grouping_order`), and NumPy forms
+  the order faster than a program's cumulative sum did (3.1 ms against 5.6 ms for a million
+  pairs with one tail for all)."""
   if not _validate.is_concrete(arrays):
     return None
   shape = np.broadcast_shapes(*(np.shape(v) for v in arrays))

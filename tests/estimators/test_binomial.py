@@ -320,6 +320,21 @@ def test_grouped_order_on_the_host_and_in_the_program_agree(monkeypatch):
   jax.clear_caches()
 
 
+def test_grouping_order_in_the_program_puts_the_first_rows_ahead_under_jit_and_vmap():
+  """binomial._grouping_order (the in-program permutation, from a host callback): the rows
+  where ``first`` holds, then the others, each in their order, for one batch and a vmapped
+  batch of them."""
+  rng = np.random.default_rng(5)
+  first = rng.random((3, 2_001)) < rng.random((3, 1))
+  batched = jax.jit(jax.vmap(binomial._grouping_order))(jnp.asarray(first))
+  single = jax.jit(binomial._grouping_order)(jnp.asarray(first[0]))
+  np.testing.assert_array_equal(single, batched[0])
+  for row, order in zip(first, np.asarray(batched)):
+    assert order.dtype == np.int32
+    np.testing.assert_array_equal(order, np.concatenate([np.flatnonzero(row),
+                                                         np.flatnonzero(~row)]))
+
+
 @pytest.mark.parametrize("chunk", [None, 1024])
 def test_clopper_pearson_pairs_at_the_series_threshold(monkeypatch, chunk):
   """Pairs with min(k, n - k) from 17 to 22, around the grouping key's threshold of 20: below
