@@ -81,7 +81,7 @@ def epsilon_from_error_counts(false_positives, negatives, false_negatives, posit
                                                           significance)))
 
 
-@_compile.jit(fusion_emitters=False)
+@_compile.jit(fusion_emitters=False, tree_reductions=False)
 def _epsilon_from_error_counts(false_positives, negatives, false_negatives, positives, delta,
                                significance):
   # The upper end of a two-sided interval at beta is the one-sided upper limit at beta / 2; both

@@ -544,7 +544,8 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   return OneRunResult(*out, optimistic=correction == "none")
 
 
-@_compile.jit(static_argnames=("grid", "mode", "with_delta"), fusion_emitters=False)
+@_compile.jit(static_argnames=("grid", "mode", "with_delta"), fusion_emitters=False,
+              tree_reductions=False)
 def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, with_delta: bool):
   dtype = per_test.dtype
   grid = np.asarray(grid, np.int64)

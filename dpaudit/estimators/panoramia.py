@@ -136,7 +136,7 @@ def _sorted_counts(scores, is_member, min_predictions) -> _SortedCounts:
 
 
 @_compile.jit(static_argnames=("tail",),
-              fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH))
+              fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH), tree_reductions=False)
 def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
   """``scores`` stacks the baseline and MIA scores, (2, m); both curves share one solver call."""
   dtype = scores.dtype

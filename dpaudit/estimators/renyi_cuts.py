@@ -128,7 +128,8 @@ def renyi_two_cut_lower_bound(counts_p, trials_p, counts_q, trials_q, orders,
                   alpha)
 
 
-@_compile.jit(fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH))
+@_compile.jit(fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH),
+              tree_reductions=False)
 def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
   counts_p, trials_p, counts_q, trials_q = jnp.broadcast_arrays(counts_p, trials_p, counts_q,
                                                                 trials_q)

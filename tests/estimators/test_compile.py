@@ -47,12 +47,17 @@ def test_emitters_chosen_per_program():
   # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones and the
   # error-count bound take the loop emitters, which compile faster (values:
   # tests/estimators/test_production_compile.py).
-  loop = (approx_dp._bonferroni, approx_dp._split, approx_dp._epsilon_from_error_counts,
-          one_run._epsilon_jit, one_run._from_scores,
-          multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
+  loop = (one_run._epsilon_jit, multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
   x = jnp.zeros(3)
   for program in loop:
     assert program.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
+  # Those whose reductions are branch tests, integer counts, maxima and minima also leave out
+  # the tree rewriting of reductions.
+  exact = (approx_dp._bonferroni, approx_dp._split, approx_dp._epsilon_from_error_counts,
+           one_run._from_scores)
+  for program in exact:
+    assert program.options_for(x) == _compile.without_tree_reductions(
+        _compile.LOOP_EMITTER_OPTIONS)
   assert one_run._p_value_jit.options_for(x) == _compile.CPU_COMPILER_OPTIONS
   # The binomial tails' only reductions are branch tests: no tree rewriting.
   assert binomial._binomial_tails.options_for(x) == _compile.without_tree_reductions(
@@ -97,9 +102,11 @@ def test_two_cut_and_panoramia_take_the_loop_emitters_for_large_batches(program)
   # two rows of 2^17) and more take the loop emitters.
   small = jnp.zeros((2, 10))
   below, large = (jax.ShapeDtypeStruct((2, n), jnp.float64) for n in ((1 << 17) - 1, 1 << 17))
-  assert program.options_for(small, small) == _compile.CPU_COMPILER_OPTIONS
-  assert program.options_for(below, small) == _compile.CPU_COMPILER_OPTIONS
-  assert program.options_for(large, small) == _compile.LOOP_EMITTER_OPTIONS
+  fusion, loop = (_compile.without_tree_reductions(options) for options in (
+      _compile.CPU_COMPILER_OPTIONS, _compile.LOOP_EMITTER_OPTIONS))
+  assert program.options_for(small, small) == fusion
+  assert program.options_for(below, small) == fusion
+  assert program.options_for(large, small) == loop
 
 
 def test_emitter_choice_counts_the_largest_argument():
@@ -117,9 +124,11 @@ def test_emitters_forced_by_the_environment(monkeypatch):
   assert binomial._clopper_pearson.options_for(x, x, 0.05) == _compile.without_tree_reductions(
       _compile.LOOP_EMITTER_OPTIONS)
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "Fusion")
-  assert approx_dp._bonferroni.options_for(x) == _compile.CPU_COMPILER_OPTIONS
+  assert approx_dp._bonferroni.options_for(x) == _compile.without_tree_reductions(
+      _compile.CPU_COMPILER_OPTIONS)
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "auto")
-  assert approx_dp._bonferroni.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
+  assert approx_dp._bonferroni.options_for(x) == _compile.without_tree_reductions(
+      _compile.LOOP_EMITTER_OPTIONS)
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "fastest")
   with pytest.raises(ValueError, match="DPAUDIT_CPU_EMITTERS='fastest' is not one of auto"):
     estimators.clopper_pearson(np.array([1.0]), np.array([3.0]), 0.05)
