@@ -70,6 +70,12 @@ median against 2.20 s; calls on a million pairs as fast, and bit-identical. The 
 count, PANORAMIA, one-run (from scores) and 2-cut bounds do the same: besides those tests they
 reduce only integer counts and take maxima and minima, whose values no order of reduction
 changes (2-cut on a million count pairs: 95 kernels -> 83; PANORAMIA on 1e4 points: 91 -> 76).
+The Sison-Glaz intervals and the k-cut bound built on them do it too (113 kernels -> 101 for
+the k-cut bound on 100 rows of 10 cells). They also sum at most 64 Poisson weights per window,
+whose order of summation then changes: on 40 random batches of 1-11 rows, 2-7 cells and totals
+of 5 to 1,000, 410 of 2,658 interval ends moved, by at most 6.7e-15 relative, and 65 of 789
+k-cut bounds, by at most 7.4e-14; on 40 batches of 50 rows of up to 29 cells with totals up to
+1e7 nothing moved.
 
 Two ways of writing the programs keep their kernels few, on the same grounds: XLA:CPU fuses an
 expensive operation into its users only when it can fuse it into all of them, and a division

@@ -530,7 +530,7 @@ def _sison_glaz_search(n, total, beta):
   return lo, nu_lo, nu_hi
 
 
-@_compile.jit(fusion_emitters=False)
+@_compile.jit(fusion_emitters=False, tree_reductions=False)
 def _sison_glaz_core(n, beta):
   total = jnp.sum(n, axis=-1, keepdims=True)
   c, nu_c, nu_c1 = _sison_glaz_search(n, total, beta)

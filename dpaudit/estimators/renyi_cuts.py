@@ -235,7 +235,7 @@ def renyi_k_cut_lower_bound(counts_p, counts_q, orders, significance: float = 0.
                             _float(significance), method=method)
 
 
-@_compile.jit(static_argnames="method", fusion_emitters=False)
+@_compile.jit(static_argnames="method", fusion_emitters=False, tree_reductions=False)
 def _k_cut_lower_bound(counts_p, counts_q, orders, significance, method):
   # One program (run eagerly, the divergence's few operations compiled about 25 programs of
   # their own on the first call, 0.85 s), with one copy of the intervals: the rows of both

@@ -47,15 +47,13 @@ def test_emitters_chosen_per_program():
   # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones and the
   # error-count bound take the loop emitters, which compile faster (values:
   # tests/estimators/test_production_compile.py).
-  loop = (one_run._epsilon_jit, multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
   x = jnp.zeros(3)
-  for program in loop:
-    assert program.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
-  # Those whose reductions are branch tests, integer counts, maxima and minima also leave out
-  # the tree rewriting of reductions.
-  exact = (approx_dp._bonferroni, approx_dp._split, approx_dp._epsilon_from_error_counts,
-           one_run._from_scores)
-  for program in exact:
+  assert one_run._epsilon_jit.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
+  # Those whose reductions are branch tests, integer counts, maxima, minima (and the
+  # Sison-Glaz intervals' short sums) also leave out the tree rewriting of reductions.
+  untreed = (approx_dp._bonferroni, approx_dp._split, approx_dp._epsilon_from_error_counts,
+             one_run._from_scores, multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
+  for program in untreed:
     assert program.options_for(x) == _compile.without_tree_reductions(
         _compile.LOOP_EMITTER_OPTIONS)
   assert one_run._p_value_jit.options_for(x) == _compile.CPU_COMPILER_OPTIONS
