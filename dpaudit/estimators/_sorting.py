@@ -70,4 +70,3 @@ def descending_cumulative(x: jax.Array, labels: jax.Array,
             jax.ShapeDtypeStruct(x.shape, labels.dtype))
   return jax.pure_callback(_host_descending_cumulative(stable), shapes, x, labels,
                            vmap_method="expand_dims")
-
