@@ -103,6 +103,7 @@ import os
 from typing import Any, Callable, NamedTuple
 
 import jax
+import numpy as np
 
 CPU_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_cpu_prefer_vector_width": 512,
@@ -162,6 +163,18 @@ def fusion_below(threshold: int) -> Emitters:
 
 EMITTERS_VARIABLE = "DPAUDIT_CPU_EMITTERS"
 EMITTER_CHOICES = ("auto", "fusion", "loop")
+
+
+def argument(x, dtype=None):
+  """``x`` as an argument of a compiled estimator program: a JAX array (a tracer included) as
+  it is (cast to ``dtype`` if given), anything else as a NumPy array. The program's call moves
+  NumPy arguments to the device with the others in one step, where ``jnp.asarray`` dispatches
+  a conversion of each first: measured on 2026-11-25, a small program's call with two arrays of
+  1e4 floats and two scalars took 268 us with ``jnp.asarray`` arguments and 35 us with NumPy
+  ones, against estimator calls of 0.3-3 ms on 1e3-1e4 elements."""
+  if isinstance(x, jax.Array):
+    return x if dtype is None else x.astype(dtype)
+  return np.asarray(x) if dtype is None else np.asarray(x, dtype)
 
 
 def forced_emitters() -> str | None:

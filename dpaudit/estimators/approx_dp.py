@@ -28,7 +28,7 @@ from dpaudit.estimators._sorting import descending_cumulative
 
 
 def _float(x):
-  return jnp.asarray(x, jnp.result_type(float))
+  return _compile.argument(x, jnp.result_type(float))
 
 
 def _epsilon_from_rate_bounds(fpr_upper, fnr_upper, delta):
@@ -379,8 +379,8 @@ def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance:
   _validate.check_choice("method", method, METHODS)
   _validate.check_significance(significance)
   _validate.check_delta(delta)
-  in_scores = jnp.asarray(in_scores)
-  out_scores = jnp.asarray(out_scores)
+  in_scores = _compile.argument(in_scores)
+  out_scores = _compile.argument(out_scores)
   for name, s in (("in_scores", in_scores), ("out_scores", out_scores)):
     if s.ndim != 1:
       raise ValueError(f"{name} must be 1-D, got shape {s.shape}")

@@ -716,13 +716,31 @@ def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   exponentiated: shapes ``k, n - k + 1 >= 1``, so the fixed-cost series and fraction serve every
   element (no adaptive loop in the program).
   """
-  return jnp.exp(_binomial_tails(*jnp.broadcast_arrays(*_as_float(k, n, p))).upper)
+  return _binomial_sf(*_arguments(k, n, p))
 
 
 def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   r""":math:`\Pr[\mathrm{Bin}(n, p) \le k] = \Pr[\mathrm{Bin}(n, p) < k + 1]`, accurate in
   relative terms in the lower tail (see :func:`binomial_sf`)."""
-  k, n, p = jnp.broadcast_arrays(*_as_float(k, n, p))
+  return _binomial_cdf(*_arguments(k, n, p))
+
+
+def _arguments(*xs):
+  """Float arguments of a program (:func:`dpaudit.estimators._compile.argument`)."""
+  dtype = _float_dtype()
+  return tuple(_compile.argument(x, dtype) for x in xs)
+
+
+# The broadcasting and the exponential are in the tails' programs: run eagerly around them,
+# each was a dispatch of its own at every call and a program of its own to compile at the first.
+@_compile.jit(tree_reductions=False)
+def _binomial_sf(k, n, p):
+  return jnp.exp(_binomial_tails(*jnp.broadcast_arrays(k, n, p)).upper)
+
+
+@_compile.jit(tree_reductions=False)
+def _binomial_cdf(k, n, p):
+  k, n, p = jnp.broadcast_arrays(k, n, p)
   return jnp.exp(_binomial_tails(k + 1.0, n, p).lower)
 
 
@@ -1196,7 +1214,7 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   _validate.check_significance(significance)
   _validate.check_counts("successes", successes, trials, "trials")
   _validate.check_range("trials", trials, 1)
-  k, n, beta = _as_float(successes, trials, significance)
+  k, n, beta = _arguments(successes, trials, significance)
   two_sided = alternative == "two-sided"
   order = _host_order(functools.partial(_host_cp_key, halve=two_sided), k, n, beta,
                       parts=1 + two_sided)

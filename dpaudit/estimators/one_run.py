@@ -223,6 +223,12 @@ def _as_float(*xs):
   return tuple(jnp.asarray(x, dtype) for x in xs)
 
 
+def _arguments(*xs):
+  """Float arguments of a program (:func:`dpaudit.estimators._compile.argument`)."""
+  dtype = _float_dtype()
+  return tuple(_compile.argument(x, dtype) for x in xs)
+
+
 def _broadcast_float(*xs):
   dtype = _float_dtype()
   return jnp.broadcast_arrays(*(jnp.asarray(x, dtype) for x in xs))
@@ -342,7 +348,7 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_range("epsilon", epsilon, 0.0)
   _validate.check_delta(delta)
-  return _p_value_jit(*_as_float(num_examples, num_guesses, num_correct, epsilon, delta),
+  return _p_value_jit(*_arguments(num_examples, num_guesses, num_correct, epsilon, delta),
                       with_delta=not _delta_is_zero(delta))
 
 
@@ -384,7 +390,7 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_delta(delta)
   _validate.check_significance(significance)
-  return _epsilon_jit(*_as_float(num_examples, num_guesses, num_correct, delta, significance),
+  return _epsilon_jit(*_arguments(num_examples, num_guesses, num_correct, delta, significance),
                       with_delta=not _delta_is_zero(delta))
 
 
@@ -535,11 +541,12 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
     grid = np.unique(np.asarray(num_guesses).astype(np.int64))
 
   dtype = _float_dtype()
-  per_test = jnp.asarray(significance, dtype)
+  per_test = _compile.argument(significance, dtype)
   if correction == "bonferroni":
     per_test = per_test / len(grid)
-  out = _from_scores(jnp.asarray(scores), jnp.asarray(is_member), jnp.asarray(delta, dtype),
-                     per_test, grid=tuple(int(r) for r in grid), mode=mode,
+  out = _from_scores(_compile.argument(scores), _compile.argument(is_member),
+                     _compile.argument(delta, dtype), per_test,
+                     grid=tuple(int(r) for r in grid), mode=mode,
                      with_delta=not _delta_is_zero(delta))
   return OneRunResult(*out, optimistic=correction == "none")
 

@@ -237,8 +237,9 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
     if values.dtype.kind not in "biuf" or not np.all((values == 0) | (values == 1)):
       raise ValueError(f"is_member must be boolean or 0/1, got values {np.unique(values)[:5]!r}")
   dtype = _float_dtype()
-  scores = jnp.stack([jnp.asarray(baseline_scores, dtype), jnp.asarray(mia_scores, dtype)])
-  out = _panoramia(scores, jnp.asarray(is_member, dtype), jnp.asarray(significance, dtype),
-                   jnp.asarray(correction == "bonferroni"),
-                   jnp.asarray(min_predictions, dtype), tail=tail)
+  curves = [_compile.argument(v, dtype) for v in (baseline_scores, mia_scores)]
+  stack = np.stack if all(isinstance(v, np.ndarray) for v in curves) else jnp.stack
+  out = _panoramia(stack(curves), _compile.argument(is_member, dtype),
+                   _compile.argument(significance, dtype), np.asarray(correction == "bonferroni"),
+                   _compile.argument(min_predictions, dtype), tail=tail)
   return out._replace(optimistic=correction == "none")

@@ -27,7 +27,7 @@ from dpaudit.estimators import binomial, multinomial
 
 
 def _float(x):
-  return jnp.asarray(x, jnp.result_type(float))
+  return _compile.argument(x, jnp.result_type(float))
 
 
 def _orders_last(orders):

@@ -58,8 +58,9 @@ def test_emitters_chosen_per_program():
         _compile.LOOP_EMITTER_OPTIONS)
   assert one_run._p_value_jit.options_for(x) == _compile.CPU_COMPILER_OPTIONS
   # The binomial tails' only reductions are branch tests: no tree rewriting.
-  assert binomial._binomial_tails.options_for(x) == _compile.without_tree_reductions(
-      _compile.CPU_COMPILER_OPTIONS)
+  for program in (binomial._binomial_tails, binomial._binomial_sf, binomial._binomial_cdf):
+    assert program.options_for(x) == _compile.without_tree_reductions(
+        _compile.CPU_COMPILER_OPTIONS)
   assert _compile.LOOP_EMITTER_OPTIONS == {**_compile.CPU_COMPILER_OPTIONS,
                                            "xla_cpu_use_fusion_emitters": False}
 
@@ -130,3 +131,21 @@ def test_emitters_forced_by_the_environment(monkeypatch):
   monkeypatch.setenv(_compile.EMITTERS_VARIABLE, "fastest")
   with pytest.raises(ValueError, match="DPAUDIT_CPU_EMITTERS='fastest' is not one of auto"):
     estimators.clopper_pearson(np.array([1.0]), np.array([3.0]), 0.05)
+
+
+def test_program_arguments_stay_on_the_host_until_the_call():
+  """_compile.argument: host values become NumPy arrays (cast to the dtype asked for), JAX
+  arrays stay JAX arrays, and tracers pass through, so the estimators' programs take their
+  host inputs in one transfer at the call."""
+  for value in (0.05, [1, 2, 3], np.arange(4), np.float32(2.0), True):
+    out = _compile.argument(value, jnp.float64)
+    assert type(out) is np.ndarray and out.dtype == np.float64
+    np.testing.assert_array_equal(out, np.asarray(value, np.float64))
+  assert type(_compile.argument([1, 2])) is np.ndarray
+  device = jnp.arange(3)
+  assert _compile.argument(device) is device
+  cast = _compile.argument(device, jnp.float64)
+  assert isinstance(cast, jax.Array) and cast.dtype == jnp.float64
+  seen = []
+  jax.jit(lambda t: seen.append(_compile.argument(t, jnp.float64)) or t)(jnp.zeros(2))
+  assert isinstance(seen[0], jax.core.Tracer) and seen[0].dtype == jnp.float64
