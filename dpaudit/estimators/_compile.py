@@ -103,6 +103,7 @@ import os
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 CPU_COMPILER_OPTIONS: dict[str, Any] = {
@@ -175,6 +176,13 @@ def argument(x, dtype=None):
   if isinstance(x, jax.Array):
     return x if dtype is None else x.astype(dtype)
   return np.asarray(x) if dtype is None else np.asarray(x, dtype)
+
+
+def float_arguments(*xs) -> tuple:
+  """:func:`argument` of each of ``xs`` in the default float dtype (float64 with
+  ``jax_enable_x64``, else float32)."""
+  dtype = jnp.result_type(float)
+  return tuple(argument(x, dtype) for x in xs)
 
 
 def forced_emitters() -> str | None:

@@ -28,7 +28,7 @@ from dpaudit.estimators._sorting import descending_cumulative
 
 
 def _float(x):
-  return _compile.argument(x, jnp.result_type(float))
+  return _compile.float_arguments(x)[0]
 
 
 def _epsilon_from_rate_bounds(fpr_upper, fnr_upper, delta):
@@ -253,8 +253,9 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
     ns = [jnp.full((_GROUP * _BRANCH,), n_out, dtype),
           jnp.full((_GROUP * (_BRANCH + 1),), n_in, dtype)]
     if evaluation is not None:
-      ks.append(evaluation_jobs(state)[0])
-      ns.append(evaluation_jobs(state)[1])
+      k_eval, n_eval = evaluation_jobs(state)
+      ks.append(k_eval)
+      ns.append(n_eval)
     limits = binomial.cp_upper_limit(jnp.concatenate(ks), jnp.concatenate(ns), log_tail)
     fp_terms = _rate_terms(limits[:_GROUP * _BRANCH].reshape(_GROUP, _BRANCH), delta)
     fn_terms = _rate_terms(

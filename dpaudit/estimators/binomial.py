@@ -716,19 +716,13 @@ def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   exponentiated: shapes ``k, n - k + 1 >= 1``, so the fixed-cost series and fraction serve every
   element (no adaptive loop in the program).
   """
-  return _binomial_sf(*_arguments(k, n, p))
+  return _binomial_sf(*_compile.float_arguments(k, n, p))
 
 
 def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   r""":math:`\Pr[\mathrm{Bin}(n, p) \le k] = \Pr[\mathrm{Bin}(n, p) < k + 1]`, accurate in
   relative terms in the lower tail (see :func:`binomial_sf`)."""
-  return _binomial_cdf(*_arguments(k, n, p))
-
-
-def _arguments(*xs):
-  """Float arguments of a program (:func:`dpaudit.estimators._compile.argument`)."""
-  dtype = _float_dtype()
-  return tuple(_compile.argument(x, dtype) for x in xs)
+  return _binomial_cdf(*_compile.float_arguments(k, n, p))
 
 
 # The broadcasting and the exponential are in the tails' programs: run eagerly around them,
@@ -1214,7 +1208,7 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   _validate.check_significance(significance)
   _validate.check_counts("successes", successes, trials, "trials")
   _validate.check_range("trials", trials, 1)
-  k, n, beta = _arguments(successes, trials, significance)
+  k, n, beta = _compile.float_arguments(successes, trials, significance)
   two_sided = alternative == "two-sided"
   order = _host_order(functools.partial(_host_cp_key, halve=two_sided), k, n, beta,
                       parts=1 + two_sided)

@@ -223,12 +223,6 @@ def _as_float(*xs):
   return tuple(jnp.asarray(x, dtype) for x in xs)
 
 
-def _arguments(*xs):
-  """Float arguments of a program (:func:`dpaudit.estimators._compile.argument`)."""
-  dtype = _float_dtype()
-  return tuple(_compile.argument(x, dtype) for x in xs)
-
-
 def _broadcast_float(*xs):
   dtype = _float_dtype()
   return jnp.broadcast_arrays(*(jnp.asarray(x, dtype) for x in xs))
@@ -348,8 +342,8 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_range("epsilon", epsilon, 0.0)
   _validate.check_delta(delta)
-  return _p_value_jit(*_arguments(num_examples, num_guesses, num_correct, epsilon, delta),
-                      with_delta=not _delta_is_zero(delta))
+  args = _compile.float_arguments(num_examples, num_guesses, num_correct, epsilon, delta)
+  return _p_value_jit(*args, with_delta=not _delta_is_zero(delta))
 
 
 def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
@@ -390,8 +384,8 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_delta(delta)
   _validate.check_significance(significance)
-  return _epsilon_jit(*_arguments(num_examples, num_guesses, num_correct, delta, significance),
-                      with_delta=not _delta_is_zero(delta))
+  args = _compile.float_arguments(num_examples, num_guesses, num_correct, delta, significance)
+  return _epsilon_jit(*args, with_delta=not _delta_is_zero(delta))
 
 
 def one_run_epsilon_ceiling(num_examples, num_guesses, delta=0.0,

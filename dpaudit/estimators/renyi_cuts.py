@@ -27,7 +27,7 @@ from dpaudit.estimators import binomial, multinomial
 
 
 def _float(x):
-  return _compile.argument(x, jnp.result_type(float))
+  return _compile.float_arguments(x)[0]
 
 
 def _orders_last(orders):
