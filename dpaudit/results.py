@@ -119,6 +119,52 @@ def load_arrays(path: str | None, fingerprint: str) -> dict[str, np.ndarray] | N
     return None
 
 
+def spread(values: Any) -> dict[str, Any]:
+  """The summary of one quantity measured in independent repetitions (seeds): ``n``,
+  ``median``, ``min``, ``max``, the quartiles ``q25`` and ``q75``, ``mean``, ``std`` (ddof 1;
+  NaN for one value) and the ``values`` themselves, in repetition order. This is the one rule
+  by which every experiment reports repetitions (shown by :func:`format_spread`).
+
+  NaN values (a repetition that measured nothing) are kept in ``values`` and counted in
+  ``n_nan`` but left out of the statistics; with no finite-or-infinite value left every
+  statistic is NaN. ValueError for an empty or non-numeric ``values``.
+
+  >>> s = spread([0.2, 0.0, 0.1])
+  >>> s["median"], s["min"], s["max"], s["n"]
+  (0.1, 0.0, 0.2, 3)
+  """
+  array = np.asarray(values)
+  if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "biuf":
+    raise ValueError(f"values={values!r} must be a non-empty 1-D sequence of numbers")
+  array = array.astype(np.float64)
+  kept = array[~np.isnan(array)]
+  out: dict[str, Any] = {"n": int(array.size), "n_nan": int(array.size - kept.size)}
+  if kept.size:
+    finite_spread = kept.size > 1 and np.all(np.isfinite(kept))
+    out.update(median=float(np.median(kept)), min=float(kept.min()), max=float(kept.max()),
+               q25=float(np.quantile(kept, 0.25)), q75=float(np.quantile(kept, 0.75)),
+               mean=float(kept.mean()),
+               std=float(kept.std(ddof=1)) if finite_spread else math.nan)
+  else:
+    out.update({k: math.nan for k in ("median", "min", "max", "q25", "q75", "mean", "std")})
+  out["values"] = [float(v) for v in array]
+  return out
+
+
+def format_spread(summary: Mapping[str, Any], digits: int = 3) -> str:
+  """``median [min, max]`` of a :func:`spread` summary, e.g. ``0.100 [0.000, 0.200]``; a
+  single repetition shows its value alone.
+
+  >>> format_spread(spread([0.2, 0.0, 0.1]), 2)
+  '0.10 [0.00, 0.20]'
+  """
+  show = lambda v: "nan" if math.isnan(v) else (  # noqa: E731
+      ("inf" if v > 0 else "-inf") if math.isinf(v) else f"{v:.{digits}f}")
+  if summary["n"] - summary.get("n_nan", 0) <= 1:
+    return show(summary["median"])
+  return f"{show(summary['median'])} [{show(summary['min'])}, {show(summary['max'])}]"
+
+
 def read_json(path: str) -> Any:
   """Reads a file written by :func:`write_json` (or any strict JSON file)."""
   with open(path) as f:

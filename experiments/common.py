@@ -133,6 +133,28 @@ def parse_ints(name: str, values: Sequence[str]) -> tuple[int, ...]:
                      ) from None
 
 
+def define_repetitions_flag(what: str) -> None:
+  """Defines ``--repetitions``, the one flag by which every experiment repeats itself: N
+  independent repetitions of ``what``, reported as the median and range over them
+  (:func:`dpaudit.results.spread`). Each experiment's help says how repetition i derives its
+  seed; a single run at that seed reproduces it."""
+  flags.DEFINE_integer(
+      "repetitions", 1,
+      f"Independent repetitions of {what} (>= 1); tables show the median [min, max] over them "
+      "and results.json each repetition and its spread.")
+
+
+def repetition_seeds(seed: int, repetitions: int) -> tuple[int, ...]:
+  """Seeds ``seed, seed + 1, ..., seed + repetitions - 1``: repetition i is the run at
+  ``--seed=seed+i``. ValueError for ``repetitions < 1`` or a seed outside [0, 2^63)."""
+  if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
+    raise ValueError(f"--repetitions={repetitions!r} must be an integer >= 1")
+  if not 0 <= seed or seed + repetitions > 2**63:
+    raise ValueError(f"--seed={seed} with --repetitions={repetitions} is outside the valid "
+                     "range: seeds must lie in [0, 2^63)")
+  return tuple(seed + i for i in range(repetitions))
+
+
 def versions() -> dict[str, str]:
   out = {"python": platform.python_version()}
   for package in ("dpaudit", "jax", "jaxlib", "numpy", "scipy", "dp-accounting", "flax",
