@@ -14,6 +14,8 @@ interrupted run loses only the cells in progress and a rerun computes only what 
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import math
@@ -163,6 +165,74 @@ def format_spread(summary: Mapping[str, Any], digits: int = 3) -> str:
   if summary["n"] - summary.get("n_nan", 0) <= 1:
     return show(summary["median"])
   return f"{show(summary['median'])} [{show(summary['min'])}, {show(summary['max'])}]"
+
+
+LOCK_FILE = ".lock"
+_HELD_LOCKS: dict[str, int] = {}
+
+
+class DirectoryInUseError(ValueError):
+  """Another live process holds the directory (:func:`lock_directory`)."""
+
+
+def lock_directory(directory: str) -> str:
+  """Claims ``directory`` for this process until it exits: an exclusive ``flock`` on
+  ``directory/.lock``, which also records this process's id. The kernel drops the lock when
+  the process ends in any way (``kill -9`` included), so a stale lock never blocks a rerun.
+  Claiming a directory this process already holds is a no-op. Creates the directory.
+
+  Raises :class:`DirectoryInUseError` (a ValueError) naming the holder's process id when
+  another live process holds it; OSError when the directory cannot be created or written.
+  Returns the absolute path of the directory."""
+  path = os.path.abspath(directory)
+  if path in _HELD_LOCKS:
+    return path
+  os.makedirs(path, exist_ok=True)
+  fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError as error:
+    os.close(fd)
+    if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+      raise
+    holder = directory_holder(path)
+    raise DirectoryInUseError(
+        f"{directory} is in use by another process"
+        + (f" (pid {holder})" if holder else "")
+        + "; wait for it to finish, stop it, or use another directory") from None
+  os.ftruncate(fd, 0)
+  os.write(fd, f"{os.getpid()}\n".encode())
+  _HELD_LOCKS[path] = fd
+  return path
+
+
+def unlock_directory(directory: str) -> None:
+  """Releases a claim of :func:`lock_directory` made by this process (no-op otherwise)."""
+  fd = _HELD_LOCKS.pop(os.path.abspath(directory), None)
+  if fd is not None:
+    os.close(fd)
+
+
+def directory_holder(directory: str) -> int | None:
+  """The process id of the live process that holds ``directory`` (:func:`lock_directory`),
+  or None when no process does (no lock file, or its lock was released)."""
+  path = os.path.join(os.path.abspath(directory), LOCK_FILE)
+  if os.path.abspath(directory) in _HELD_LOCKS:
+    return os.getpid()
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return None
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+      text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+      return int(text) if text.isdigit() else -1
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
 
 
 def read_json(path: str) -> Any:
