@@ -10,26 +10,47 @@ and lists.
 A grid experiment keeps each finished cell in a :class:`CellStore`: one file per cell, named by
 a stable hash of the cell's configuration, written atomically when the cell finishes, so an
 interrupted run loses only the cells in progress and a rerun computes only what is missing.
+
+What is guaranteed about results on disk:
+
+* a stored cell is reused only when it is whole: strict JSON of the current cell format whose
+  key and configuration are the ones asked for, whose result matches the SHA-256 digest stored
+  next to it, and which passes the caller's ``validate`` (the result type's own checks of keys,
+  shapes and invariants). Anything else (a truncated, edited, emptied or foreign file, a cell
+  of the older digest-less format, a directory or unreadable file in its place) is recomputed
+  and overwritten, with one :class:`DamagedCellWarning` line naming the file and the reason;
+* :func:`load_arrays` returns None (recompute) for a missing, foreign, truncated, empty or
+  garbage ``.npz`` checkpoint, or a directory in its place; :func:`save_arrays` and
+  :func:`write_json` replace files atomically (a reader sees the old file or the new one);
+* :meth:`CellStore.scratch_dir` and :meth:`CellStore.save` tolerate another process removing
+  or recreating a cell's scratch directory at the same time (two processes on one directory
+  should still be prevented by :func:`lock_directory`, which the command-line tools take).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
 import json
 import math
 import os
+import pickle
 import shutil
+import struct
 import sys
 import tempfile
+import warnings
+import zipfile
+import zlib
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _DECODE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
-CELL_FORMAT = "dpaudit-cell/1"
+CELL_FORMAT = "dpaudit-cell/2"  # /1 had no digest of the result
 
 
 def to_json_value(value: Any) -> Any:
@@ -88,36 +109,65 @@ def write_json(path: str, value: Any) -> str:
   directory = os.path.dirname(path)
   if directory:
     os.makedirs(directory, exist_ok=True)
+  text = dumps(value)
   tmp = f"{path}.tmp.{os.getpid()}"
-  with open(tmp, "w") as f:
-    f.write(dumps(value))
-  os.replace(tmp, path)
+  try:
+    with open(tmp, "w") as f:
+      f.write(text)
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
   return path
 
 
 def save_arrays(path: str, fingerprint: str, arrays: Mapping[str, Any]) -> None:
   """Writes ``arrays`` (and the ``fingerprint`` of the inputs that produced them) to an
-  ``.npz`` file atomically: a checkpoint that :func:`load_arrays` returns only to a caller
-  with the same fingerprint."""
+  ``.npz`` file atomically (a temporary file in the same directory, then a rename; the
+  temporary file is removed if writing fails): a checkpoint that :func:`load_arrays` returns
+  only to a caller with the same fingerprint. A directory in ``path``'s place is replaced."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
-  with os.fdopen(fd, "wb") as f:
-    np.savez(f, fingerprint=np.asarray(fingerprint), **arrays)
-  os.replace(tmp, path)
+  try:
+    with os.fdopen(fd, "wb") as f:
+      np.savez(f, fingerprint=np.asarray(fingerprint), **arrays)
+    _clear_directory_in_place(path)
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
+def _clear_directory_in_place(path: str) -> None:
+  """Removes a directory (not a symbolic link to one) where a file is about to be written."""
+  if os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# Everything np.load and reading a member of a damaged or foreign .npz can raise: truncated or
+# empty zip (BadZipFile, EOFError), corrupt members (zlib.error, BadZipFile on a CRC mismatch),
+# garbage (ValueError: not a zip, pickled data refused; UnpicklingError), a directory or an
+# unreadable file in its place (OSError), a missing member (KeyError), bad headers (struct.error).
+_UNREADABLE_ARRAYS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+                      pickle.UnpicklingError, struct.error, TypeError, IndexError)
 
 
 def load_arrays(path: str | None, fingerprint: str) -> dict[str, np.ndarray] | None:
   """The arrays :func:`save_arrays` wrote at ``path`` for this ``fingerprint``; None when there
-  is no such file, it holds another fingerprint, or it cannot be read (recompute then)."""
+  is no such file, it holds another fingerprint, or it cannot be read: truncated, empty,
+  garbage, pickled objects, a directory in its place (recompute then). Never raises for a
+  damaged file."""
   if path is None or not os.path.exists(path):
     return None
   try:
-    with np.load(path) as stored:
+    with np.load(path, allow_pickle=False) as stored:
       if str(stored["fingerprint"]) != fingerprint:
         return None
-      return {name: stored[name] for name in stored.files if name != "fingerprint"}
-  except (OSError, ValueError, KeyError):
+      return {name: np.asarray(stored[name]) for name in stored.files if name != "fingerprint"}
+  except _UNREADABLE_ARRAYS:
     return None
 
 
@@ -241,13 +291,80 @@ def read_json(path: str) -> Any:
     return loads(f.read())
 
 
+def canonical_json(value: Any) -> str:
+  """The canonical strict JSON text of ``value``: keys sorted, no spaces, tuples as lists,
+  non-finite numbers encoded (:func:`to_json_value`); equal values give equal text in every
+  process and Python version."""
+  return json.dumps(to_json_value(value), sort_keys=True, separators=(",", ":"),
+                    allow_nan=False)
+
+
 def config_key(config: Mapping[str, Any]) -> str:
   """A stable 16-hex-digit name for a configuration: the SHA-256 of its canonical strict JSON
-  (keys sorted, tuples as lists, non-finite numbers encoded), so the same settings give the
-  same name in every process and Python version."""
-  canonical = json.dumps(to_json_value(config), sort_keys=True, separators=(",", ":"),
-                         allow_nan=False)
-  return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+  (:func:`canonical_json`), so the same settings give the same name in every process and
+  Python version."""
+  return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
+
+
+def result_digest(result: Any) -> str:
+  """The full SHA-256 (64 hex digits) of ``result``'s :func:`canonical_json`: stored next to a
+  cell's result, so that a result edited or damaged on disk is told from the one computed."""
+  return hashlib.sha256(canonical_json(result).encode()).hexdigest()
+
+
+class DamagedCellWarning(UserWarning):
+  """A stored cell was not whole (see :meth:`CellStore.load`) and is recomputed. Shown as one
+  line, ``warning: PATH: REASON; recomputing it``."""
+
+
+_formatwarning = warnings.formatwarning
+
+
+def _format_damaged_cell_warning(message, category, filename, lineno, line=None) -> str:
+  if isinstance(category, type) and issubclass(category, DamagedCellWarning):
+    return f"warning: {message}\n"
+  return _formatwarning(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _format_damaged_cell_warning
+
+# What a validator raises for a result that is not whole (AttributeError: e.g. a list where a
+# dict belongs).
+VALIDATION_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+_NUMBER_TYPES = (int, float, np.integer, np.floating)
+
+
+def check_fields(what: str, value: Any, fields: Mapping[str, Any]) -> Mapping[str, Any]:
+  """Checks that ``value`` is a mapping holding every key of ``fields`` with a value of the
+  given type, for validators of stored results (:meth:`CellStore.load`). A type is ``float``
+  (any real number: int or float, not bool), ``int`` (not bool), ``bool``, ``str``, ``list``,
+  ``dict``, ``None``, or a tuple of these. Raises TypeError (not a mapping, wrong type) or
+  KeyError (missing key) naming ``what`` and the field; returns ``value``."""
+  if not isinstance(value, Mapping):
+    raise TypeError(f"{what} must be a dict, got {type(value).__name__}")
+  for name, kinds in fields.items():
+    if name not in value:
+      raise KeyError(f"{what} has no {name!r}")
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not any(_is_kind(value[name], kind) for kind in kinds):
+      names = " or ".join("None" if k is None else k.__name__ for k in kinds)
+      raise TypeError(f"{what}[{name!r}]={value[name]!r} must be {names}")
+  return value
+
+
+def _is_kind(item: Any, kind: Any) -> bool:
+  if kind is None:
+    return item is None
+  if isinstance(item, (bool, np.bool_)):
+    return kind is bool
+  if kind is float:
+    return isinstance(item, _NUMBER_TYPES)
+  if kind is int:
+    return isinstance(item, (int, np.integer))
+  if kind is dict:
+    return isinstance(item, Mapping)
+  return isinstance(item, kind)
 
 
 class CellStore:
@@ -255,11 +372,16 @@ class CellStore:
 
   A cell is named ``<label>-<key>.json`` where ``key`` is :func:`config_key` of the cell's
   configuration (every setting that changes its result, seed included) and ``label`` a short
-  human-readable prefix. The file holds ``{"format", "key", "config", "result"}`` and is
-  written atomically once the cell has finished. A stored cell is reused only when its format,
-  key and configuration all match the one asked for: a half-written file (from a crash during
-  the rename's predecessor), a file from another configuration under the same name, or an
-  unreadable one is recomputed and overwritten, never reused.
+  human-readable prefix. The file holds ``{"format", "key", "config", "result",
+  "result_sha256"}`` and is written atomically once the cell has finished.
+
+  A stored cell is reused only when it is whole (:meth:`load`): its format, key and
+  configuration match the one asked for, its result matches its digest
+  (:func:`result_digest`), and the caller's ``validate(result)`` accepts it. A damaged cell (bad
+  JSON, another format or configuration, a digest mismatch, a result ``validate`` refuses, a
+  directory or an unreadable file in its place) is recomputed and overwritten, with one
+  :class:`DamagedCellWarning` naming the file and the reason; a cell written before digests
+  existed (format ``dpaudit-cell/1``) is recomputed once the same way.
 
   ``resume=False`` recomputes every cell it is asked for (and overwrites the stored ones).
   :meth:`scratch_dir` gives a cell a directory for its own checkpoints, removed by :meth:`save`.
@@ -275,50 +397,116 @@ class CellStore:
 
   def scratch_dir(self, config: Mapping[str, Any], label: str = "cell") -> str:
     """A directory for the cell's partial state (checkpoints) while it runs; call it once per
-    cell and run. With ``resume=False`` it starts empty."""
+    cell and run. With ``resume=False`` it starts empty. Does not fail when another process
+    removes or recreates the directory at the same time (a file in its place is removed)."""
     path = self.path(config, label)[:-len(".json")] + ".partial"
-    if not self.resume and os.path.isdir(path):
-      shutil.rmtree(path)
-    os.makedirs(path, exist_ok=True)
+    for _ in range(5):
+      if os.path.lexists(path) and not os.path.isdir(path):
+        with contextlib.suppress(FileNotFoundError):
+          os.remove(path)
+      elif not self.resume and os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+      try:
+        os.makedirs(path, exist_ok=True)
+      except (FileExistsError, FileNotFoundError):
+        continue  # replaced or removed in between: look again
+      if os.path.isdir(path):
+        return path
+    os.makedirs(path, exist_ok=True)  # the last word: raises OSError if it still cannot
     return path
 
-  def load(self, config: Mapping[str, Any], label: str = "cell") -> Any | None:
-    """The stored result of this exact configuration, or None (also when ``resume=False``)."""
+  def load(self, config: Mapping[str, Any], label: str = "cell",
+           validate: Callable[[Any], Any] | None = None) -> Any | None:
+    """The stored result of this exact configuration when it is whole, or None (also when
+    ``resume=False`` or when there is no stored cell).
+
+    ``validate(result)`` is called on the decoded stored result and must raise (ValueError,
+    TypeError, KeyError, IndexError) when it is not a whole result of its type, e.g.
+    ``lambda d: SomeResult.from_dict(d)``. A damaged cell gives None and one
+    :class:`DamagedCellWarning` (:meth:`damage` names the reason)."""
     if not self.resume:
       return None
     path = self.path(config, label)
+    cell, reason = self._read(path, config, validate)
+    if reason is not None:
+      warnings.warn(DamagedCellWarning(f"{path}: {reason}; recomputing it"), stacklevel=2)
+      return None
+    return cell
+
+  def damage(self, config: Mapping[str, Any], label: str = "cell",
+             validate: Callable[[Any], Any] | None = None) -> str | None:
+    """Why the stored cell of ``config`` would not be reused (None when it is whole or absent)."""
+    return self._read(self.path(config, label), config, validate)[1]
+
+  def _read(self, path: str, config: Mapping[str, Any],
+            validate: Callable[[Any], Any] | None) -> tuple[Any | None, str | None]:
+    """``(result, None)`` for a whole cell, ``(None, reason)`` for a damaged one and
+    ``(None, None)`` when there is none."""
+    if not os.path.lexists(path):
+      return None, None
+    if os.path.isdir(path):
+      return None, "a directory is in the cell's place"
     try:
       cell = read_json(path)
-    except (OSError, ValueError):
-      return None
-    if not isinstance(cell, dict) or cell.get("format") != CELL_FORMAT:
-      return None
-    if cell.get("key") != config_key(config) or cell.get("config") != loads(dumps(config)):
-      return None
-    return cell.get("result")
+    except OSError as e:
+      return None, f"unreadable ({e.strerror or e})"
+    except ValueError as e:  # also UnicodeDecodeError
+      return None, f"not strict JSON ({_one_line(e)})"
+    if not isinstance(cell, dict):
+      return None, f"holds a JSON {type(cell).__name__}, not a cell"
+    if cell.get("format") == "dpaudit-cell/1":
+      return None, "written by an older dpaudit (format dpaudit-cell/1, no digest)"
+    if cell.get("format") != CELL_FORMAT:
+      return None, f"format {cell.get('format')!r} is not {CELL_FORMAT!r}"
+    if (cell.get("key") != config_key(config)
+        or canonical_json(cell.get("config")) != canonical_json(config)):
+      return None, "holds the cell of another configuration"
+    if "result" not in cell or not isinstance(cell.get("result_sha256"), str):
+      return None, "has no result or no digest"
+    result = cell["result"]
+    if result_digest(result) != cell["result_sha256"]:
+      return None, "its result does not match its digest (edited or damaged)"
+    if validate is not None:
+      try:
+        validate(result)
+      except VALIDATION_ERRORS as e:
+        return None, f"its result is not whole ({type(e).__name__}: {_one_line(e)})"
+    return result, None
 
   def save(self, config: Mapping[str, Any], result: Any, label: str = "cell") -> str:
-    """Stores a finished cell atomically and removes its scratch directory. In a
-    multi-process run (``jax.distributed``) only process 0 writes; the others, which computed
-    the same cell, return the path it is written to."""
+    """Stores a finished cell (its result and the result's digest) atomically, replacing
+    whatever is in its place, and removes its scratch directory. In a multi-process run
+    (``jax.distributed``) only process 0 writes; the others, which computed the same cell,
+    return the path it is written to."""
+    path = self.path(config, label)
     if not _is_writer():
-      return self.path(config, label)
-    path = write_json(self.path(config, label), {"format": CELL_FORMAT,
-                                                 "key": config_key(config),
-                                                 "config": config, "result": result})
+      return path
+    _clear_directory_in_place(path)
+    write_json(path, {"format": CELL_FORMAT, "key": config_key(config), "config": config,
+                      "result": result, "result_sha256": result_digest(result)})
     scratch = path[:-len(".json")] + ".partial"
-    if os.path.isdir(scratch):
-      shutil.rmtree(scratch)
+    if os.path.isdir(scratch) and not os.path.islink(scratch):
+      shutil.rmtree(scratch, ignore_errors=True)  # may be gone already (another process)
     return path
 
   def get_or_compute(self, config: Mapping[str, Any], compute: Callable[[], Any],
-                     label: str = "cell") -> tuple[Any, bool]:
-    """``(result, reused)``: the stored result, or ``compute()`` stored as it finishes. The
-    returned result is what a later :meth:`load` gives (strict-JSON round trip)."""
-    stored = self.load(config, label)
+                     label: str = "cell", validate: Callable[[Any], Any] | None = None
+                     ) -> tuple[Any, bool]:
+    """``(result, reused)``: the stored result when whole (:meth:`load` with ``validate``),
+    or ``compute()`` stored as it finishes. The returned result is what a later :meth:`load`
+    gives (strict-JSON round trip). A freshly computed result that ``validate`` refuses is a
+    bug: RuntimeError, and nothing is stored."""
+    stored = self.load(config, label, validate)
     if stored is not None:
       return stored, True
     result = loads(dumps(compute()))
+    if validate is not None:
+      try:
+        validate(result)
+      except VALIDATION_ERRORS as e:
+        raise RuntimeError(f"the result just computed for {self.path(config, label)} fails "
+                           f"its own validation ({type(e).__name__}: {e}); this is a bug"
+                           ) from e
     self.save(config, result, label)
     return result, False
 
@@ -331,3 +519,8 @@ def _is_writer() -> bool:
 
 def _safe(label: str) -> str:
   return "".join(c if c.isalnum() or c in "._=+" else "_" for c in str(label))[:80] or "cell"
+
+
+def _one_line(error: BaseException) -> str:
+  text = " ".join(str(error).split())
+  return text if len(text) <= 200 else text[:197] + "..."
