@@ -3,12 +3,16 @@
 import json
 import math
 import os
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from dpaudit import results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _strict(text):
@@ -60,15 +64,18 @@ def test_cell_store_reuses_only_finished_matching_cells(tmp_path):
   # A half-written file is recomputed, not reused.
   with open(path, "w") as f:
     f.write('{"format": "dpaudit-cell/1", "key"')
-  assert store.load(config, "s1") is None
-  store.get_or_compute(config, compute, "s1")
+  with pytest.warns(results.DamagedCellWarning, match="not strict JSON"):
+    assert store.load(config, "s1") is None
+  with pytest.warns(results.DamagedCellWarning):
+    store.get_or_compute(config, compute, "s1")
   assert len(calls) == 2
   # A foreign cell under the same name (another config's content) is not reused.
   other = json.loads(open(path).read())
   other["config"]["seed"] = 5
   with open(path, "w") as f:
     json.dump(other, f)
-  assert store.load(config, "s1") is None
+  with pytest.warns(results.DamagedCellWarning, match="another configuration"):
+    assert store.load(config, "s1") is None
   # resume=False recomputes and overwrites; the scratch directory starts empty and goes.
   fresh = results.CellStore(str(tmp_path / "cells"), resume=False)
   scratch = fresh.scratch_dir(config, "s1")
@@ -76,3 +83,193 @@ def test_cell_store_reuses_only_finished_matching_cells(tmp_path):
   assert fresh.get_or_compute(config, compute, "s1")[1] is False and len(calls) == 3
   assert not os.path.exists(scratch)
   assert store.load(config, "s1") == {"value": math.inf}
+
+
+# ------------------------------------------------------------------------ damaged cells
+
+
+def _whole(result):
+  """A validator: a dict with a finite value not above its ceiling."""
+  results.check_fields("cell", result, {"value": float, "ceiling": float})
+  if not math.isfinite(result["value"]) or result["value"] > result["ceiling"]:
+    raise ValueError(f"value={result['value']} must be finite and <= ceiling")
+
+
+def _rewrite(path, edit):
+  cell = json.loads(open(path).read())
+  edit(cell)
+  with open(path, "w") as f:
+    json.dump(cell, f)
+
+
+def _damaged_store(tmp_path):
+  store = results.CellStore(str(tmp_path / "cells"))
+  config = {"sigma": 2.0, "seed": 3}
+  calls = []
+
+  def compute():
+    calls.append(1)
+    return {"value": 0.5, "ceiling": 1.0}
+
+  store.get_or_compute(config, compute, "c", validate=_whole)
+  return store, config, compute, calls
+
+
+def _set_result(value, digest=False):
+  def edit(cell):
+    cell["result"] = value
+    if digest:
+      cell["result_sha256"] = results.result_digest(value)
+  return edit
+
+
+DAMAGE = {
+    "empty result": (_set_result({}), "does not match its digest"),
+    "edited number": (lambda c: c["result"].update(value=2.5), "does not match its digest"),
+    "invalid, digest matches": (_set_result({"value": 2.5, "ceiling": 1.0}, digest=True),
+                                "not whole (ValueError: value=2.5"),
+    "emptied, digest matches": (_set_result({}, digest=True), "not whole (KeyError"),
+    "list, digest matches": (_set_result([1], digest=True), "not whole (TypeError"),
+    "old format": (lambda c: (c.update(format="dpaudit-cell/1"), c.pop("result_sha256")),
+                   "older dpaudit"),
+    "no digest": (lambda c: c.pop("result_sha256"), "no digest"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_cell_is_recomputed_with_one_warning(tmp_path, damage):
+  store, config, compute, calls = _damaged_store(tmp_path)
+  path = store.path(config, "c")
+  whole = open(path).read()
+  edit, reason = DAMAGE[damage]
+  _rewrite(path, edit)
+  assert store.damage(config, "c", _whole) is not None
+  with pytest.warns(results.DamagedCellWarning) as caught:
+    assert store.get_or_compute(config, compute, "c", validate=_whole) == (
+        {"value": 0.5, "ceiling": 1.0}, False)
+  assert len(caught) == 1 and path in str(caught[0].message), [str(w.message) for w in caught]
+  assert reason in str(caught[0].message)
+  assert len(calls) == 2 and open(path).read() == whole  # overwritten: as if never damaged
+  assert store.get_or_compute(config, compute, "c", validate=_whole)[1] is True
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "garbage", "directory", "array"])
+def test_unreadable_cell_is_recomputed(tmp_path, damage):
+  store, config, compute, calls = _damaged_store(tmp_path)
+  path = store.path(config, "c")
+  whole = open(path).read()
+  os.remove(path)
+  if damage == "directory":
+    os.makedirs(os.path.join(path, "inside"))
+  else:
+    text = {"truncated": whole[:len(whole) // 2], "empty": "", "garbage": "\x00\xff{{",
+            "array": "[1, 2]"}[damage]
+    with open(path, "w", errors="surrogateescape") as f:
+      f.write(text)
+  with pytest.warns(results.DamagedCellWarning, match="recomputing it"):
+    assert store.load(config, "c", _whole) is None
+  with pytest.warns(results.DamagedCellWarning):
+    assert store.get_or_compute(config, compute, "c", _whole)[1] is False
+  assert os.path.isfile(path) and open(path).read() == whole
+
+
+def test_fresh_result_that_fails_validation_is_a_bug_and_not_stored(tmp_path):
+  store = results.CellStore(str(tmp_path / "cells"))
+  with pytest.raises(RuntimeError, match="fails its own validation.*this is a bug"):
+    store.get_or_compute({"a": 1}, lambda: {"value": math.nan, "ceiling": 1.0}, "c", _whole)
+  assert not os.path.exists(store.path({"a": 1}, "c"))
+
+
+def test_damaged_cell_warning_is_one_line_in_a_cli(tmp_path):
+  store, config, _, _ = _damaged_store(tmp_path)
+  _rewrite(store.path(config, "c"), _set_result({}))
+  code = ("import sys; from dpaudit import results; "
+          f"s = results.CellStore({str(tmp_path / 'cells')!r}); "
+          f"assert s.load({config!r}, 'c') is None")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+  assert out.returncode == 0, out.stderr
+  assert out.stderr == (f"warning: {store.path(config, 'c')}: its result does not match its "
+                        "digest (edited or damaged); recomputing it\n")
+
+
+def test_recovered_cells_equal_an_uninterrupted_run(tmp_path):
+  """Three cells, one damaged in each way between two runs: the second run's cells and
+  results equal those of a run that never saw damage."""
+  configs = [{"sigma": s} for s in (1.0, 2.0, 3.0, 4.0)]
+
+  def compute(config):
+    return lambda: {"value": 1.0 / config["sigma"], "ceiling": 1.0}
+
+  def run(directory):
+    store = results.CellStore(directory)
+    return [store.get_or_compute(c, compute(c), "c", _whole)[0] for c in configs]
+
+  clean = run(str(tmp_path / "clean"))
+  run(str(tmp_path / "damaged"))
+  store = results.CellStore(str(tmp_path / "damaged"))
+  paths = [store.path(c, "c") for c in configs]
+  _rewrite(paths[0], _set_result({}))
+  _rewrite(paths[1], _set_result({"value": 9.0, "ceiling": 1.0}, digest=True))
+  with open(paths[2], "w") as f:
+    f.write("{")
+  os.remove(paths[3])
+  os.makedirs(paths[3])
+  with pytest.warns(results.DamagedCellWarning) as caught:
+    again = run(str(tmp_path / "damaged"))
+  assert len(caught) == 4
+  assert results.dumps(again) == results.dumps(clean)
+  for config in configs:
+    assert (open(store.path(config, "c")).read()
+            == open(results.CellStore(str(tmp_path / "clean")).path(config, "c")).read())
+
+
+def test_scratch_dir_survives_concurrent_removal(tmp_path, monkeypatch):
+  store = results.CellStore(str(tmp_path / "cells"), resume=False)
+  config = {"a": 1}
+  scratch = store.path(config, "c")[:-len(".json")] + ".partial"
+  os.makedirs(os.path.join(scratch, "deep"))
+  real_rmtree = results.shutil.rmtree
+
+  def racing_rmtree(path, ignore_errors=False, **kwargs):  # another process got there first
+    real_rmtree(path)
+    real_rmtree(path, ignore_errors=ignore_errors, **kwargs)
+
+  monkeypatch.setattr(results.shutil, "rmtree", racing_rmtree)
+  assert store.scratch_dir(config, "c") == scratch and os.listdir(scratch) == []
+  with open(scratch + ".tmp", "w"):
+    pass
+  os.rmdir(scratch)
+  with open(scratch, "w") as f:  # a file in its place
+    f.write("x")
+  assert os.path.isdir(store.scratch_dir(config, "c"))
+  store.save(config, {"value": 0.0, "ceiling": 1.0}, "c")  # removes it; already gone is fine
+  assert not os.path.exists(scratch)
+  store.save(config, {"value": 0.0, "ceiling": 1.0}, "c")
+
+
+NPZ_DAMAGE = {
+    "truncated": lambda p, whole: open(p, "wb").write(whole[:len(whole) // 2]),
+    "cut at the end": lambda p, whole: open(p, "wb").write(whole[:-10]),
+    "empty": lambda p, whole: open(p, "wb").close(),
+    "garbage": lambda p, whole: open(p, "wb").write(b"PK\x03\x04" + bytes(range(256)) * 4),
+    "corrupt member": lambda p, whole: open(p, "wb").write(
+        whole[:60] + bytes(b ^ 0xFF for b in whole[60:90]) + whole[90:]),
+    "directory": lambda p, whole: (os.remove(p), os.makedirs(p)),
+    "pickled": lambda p, whole: np.savez(open(p, "wb"), fingerprint=np.asarray("f"),
+                                         counts=np.asarray([{"a": 1}], dtype=object)),
+    "missing fingerprint": lambda p, whole: np.savez(open(p, "wb"), counts=np.arange(3)),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(NPZ_DAMAGE))
+def test_load_arrays_returns_none_for_a_damaged_checkpoint(tmp_path, damage):
+  path = str(tmp_path / "checkpoint.npz")
+  results.save_arrays(path, "f", {"counts": np.arange(1000), "done": np.int64(3)})
+  whole = open(path, "rb").read()
+  assert results.load_arrays(path, "f")["counts"].tolist() == list(range(1000))
+  NPZ_DAMAGE[damage](path, whole)
+  assert results.load_arrays(path, "f") is None
+  results.save_arrays(path, "f", {"counts": np.arange(4)})  # replaces it, directory included
+  assert results.load_arrays(path, "f")["counts"].tolist() == [0, 1, 2, 3]
+  assert os.listdir(tmp_path) == ["checkpoint.npz"]  # no temporary file left
