@@ -168,12 +168,31 @@ def _fingerprint(key: jax.Array, plan: Plan, num_outcomes: int, tag: str) -> str
   return hashlib.sha256(key_bytes + payload.encode()).hexdigest()
 
 
-def load_checkpoint(path: str, fingerprint: str) -> Checkpoint | None:
-  """The checkpoint at ``path`` if it belongs to this run, else None."""
+def load_checkpoint(path: str, fingerprint: str, plan: Plan | None = None,
+                    num_outcomes: int | None = None) -> Checkpoint | None:
+  """The checkpoint at ``path`` if it belongs to this run and is whole, else None (recompute).
+
+  Whole: readable (:func:`dpaudit.results.load_arrays`), with an integer ``chunks_done`` and
+  a 1-D integer ``counts``; given the run's ``plan`` and ``num_outcomes``, also ``chunks_done``
+  in ``[0, num_chunks]``, ``num_outcomes + 1`` non-negative counts and as many trials counted
+  as the finished chunks hold."""
   stored = results.load_arrays(path, fingerprint)
   if stored is None:
     return None
-  return Checkpoint(fingerprint, int(stored["chunks_done"]), stored["counts"].astype(np.int64))
+  try:
+    done, counts = stored["chunks_done"], stored["counts"]
+  except KeyError:
+    return None
+  if (done.shape != () or done.dtype.kind not in "iu" or counts.ndim != 1
+      or counts.dtype.kind not in "iu" or np.any(counts < 0) or int(done) < 0):
+    return None
+  checkpoint = Checkpoint(fingerprint, int(done), counts.astype(np.int64))
+  if plan is not None and num_outcomes is not None:
+    trials = min(plan.num_trials, checkpoint.chunks_done * plan.chunk_size)
+    if (checkpoint.chunks_done > plan.num_chunks or counts.shape != (num_outcomes + 1,)
+        or int(checkpoint.counts.sum()) != trials):
+      return None
+  return checkpoint
 
 
 def save_checkpoint(path: str, checkpoint: Checkpoint) -> None:
@@ -228,7 +247,7 @@ def count_outcomes(sample_fn: SampleFn, key: jax.Array, num_trials: int, num_out
   counts = np.zeros(num_outcomes + 1, np.int64)
   chunks_done = 0
   if checkpoint_path:
-    saved = load_checkpoint(checkpoint_path, fingerprint)
+    saved = load_checkpoint(checkpoint_path, fingerprint, plan, num_outcomes)
     if saved is not None:
       counts, chunks_done = saved.counts, saved.chunks_done
   round_fn = _compile_round(sample_fn, plan, num_outcomes, tuple(devices))

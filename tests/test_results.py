@@ -273,3 +273,31 @@ def test_load_arrays_returns_none_for_a_damaged_checkpoint(tmp_path, damage):
   results.save_arrays(path, "f", {"counts": np.arange(4)})  # replaces it, directory included
   assert results.load_arrays(path, "f")["counts"].tolist() == [0, 1, 2, 3]
   assert os.listdir(tmp_path) == ["checkpoint.npz"]  # no temporary file left
+
+
+def test_monte_carlo_ignores_a_damaged_or_inconsistent_checkpoint(tmp_path):
+  """montecarlo.count_outcomes through a checkpoint that was truncated, or whose counts do not
+  add up to its finished chunks, gives the counts of an uninterrupted run."""
+  import jax
+  from dpaudit import montecarlo
+  from dpaudit.mechanisms import noisy_argmax
+  key, path = jax.random.key(5), str(tmp_path / "mc.npz")
+  kwargs = dict(args=(jnp.array([3.0, 2.0, 1.0]), 1.0), chunk_size=512)
+  full = montecarlo.count_outcomes(noisy_argmax, key, 2000, 3, **kwargs)
+  montecarlo.count_outcomes(noisy_argmax, key, 2000, 3, checkpoint_path=path, **kwargs)
+  plan = montecarlo.make_plan(2000, 512, 1, None)
+  fingerprint = montecarlo._fingerprint(key, plan, 3, "")  # pylint: disable=protected-access
+  assert montecarlo.load_checkpoint(path, fingerprint, plan, 3).chunks_done == plan.num_chunks
+  for chunks_done, counts in ((1, [600, 0, 0, 0]), (9, [2000, 0, 0, 0]), (1, [512, 0, 0]),
+                              (1, [-1, 513, 0, 0])):
+    results.save_arrays(path, fingerprint, {"chunks_done": np.int64(chunks_done),
+                                            "counts": np.asarray(counts, np.int64)})
+    assert montecarlo.load_checkpoint(path, fingerprint, plan, 3) is None
+    np.testing.assert_array_equal(
+        montecarlo.count_outcomes(noisy_argmax, key, 2000, 3, checkpoint_path=path, **kwargs),
+        full)
+  whole = open(path, "rb").read()
+  with open(path, "wb") as f:
+    f.write(whole[:len(whole) // 3])
+  np.testing.assert_array_equal(
+      montecarlo.count_outcomes(noisy_argmax, key, 2000, 3, checkpoint_path=path, **kwargs), full)
