@@ -10,10 +10,16 @@ allows, the accountant's epsilon and the test accuracy: the rows of Table IV / F
 UniAud, and with :func:`plot` the utility/auditing trade-off of its Fig. 9.
 
 Every cell uses the key ``dpaudit.prng.make_key(seed, prng_impl)`` (common random numbers
-across cells). A cell is stored in a :class:`dpaudit.results.CellStore` as soon as it
-finishes, so an interrupted grid loses only the cell in progress and a rerun reuses the
-finished ones. A cell the data cannot support (e.g. more real canaries than the held-out pool
-holds) is recorded as ``skipped`` with the reason instead of stopping the grid.
+across cells). With ``repetitions`` = N > 1 the whole grid is played N times, repetition i
+exactly as a single run at ``seed + i`` (its data split and every game's key), and every grid
+point is summarised by :func:`dpaudit.results.spread` over the repetitions (:func:`summarise`):
+a single run's eps_L is fragile (reruns of the UniAud table differed by up to 0.13).
+
+A cell is stored in a :class:`dpaudit.results.CellStore` as soon as it finishes, so an
+interrupted grid loses only the cell in progress and a rerun reuses the finished ones; its key
+holds the seed but not ``repetitions``, so repetition i reuses the cells of an earlier run at
+``seed + i`` and vice versa. A cell the data cannot support (e.g. more real canaries than the
+held-out pool holds) is recorded as ``skipped`` with the reason instead of stopping the grid.
 
 Data (:func:`prepare_data`): the data set is split (stratified, ``seed``) into a test set
 (``test_fraction``) and the rest, which is split (``seed + 1``) into the training set D and a
@@ -66,7 +72,10 @@ class DPSGDGridConfig:
     num_runs ... chunk_size: as in :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`, shared by
       every cell.
     test_fraction, pool_fraction: shares in (0, 1) of the test set and of the canary pool.
-    seed: integer in [0, 2^63): the data split and every game's key.
+    seed: integer in [0, 2^63): the data split and every game's key (of the first
+      repetition).
+    repetitions: N >= 1 plays of the grid, repetition i at ``seed + i`` (``seed + N`` must
+      not exceed 2^63); not part of a cell's key.
     prng_impl: one of :data:`dpaudit.prng.PRNG_IMPLS`.
     data_dir: tfds data directory (None: ``$DPAUDIT_DATA_DIR`` or the default); where the data
       is read from, not what it is, so it is not part of :meth:`to_dict` or of a cell's key.
@@ -99,6 +108,7 @@ class DPSGDGridConfig:
   seed: int = 0
   prng_impl: str = "threefry2x32"
   data_dir: str | None = None
+  repetitions: int = 1
 
   def __post_init__(self):
     set_ = functools.partial(object.__setattr__, self)  # the dataclass is frozen
@@ -115,6 +125,11 @@ class DPSGDGridConfig:
     if (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
         or not 0 <= self.seed < 2**63):
       raise ValueError(f"seed={self.seed!r} is outside the valid range [0, 2^63)")
+    _validate.check_integer("repetitions", self.repetitions, 1)
+    if self.seed + self.repetitions > 2**63:
+      raise ValueError(f"seed={self.seed} with repetitions={self.repetitions} is outside the "
+                       "valid range: the seeds seed, ..., seed + repetitions - 1 must lie in "
+                       "[0, 2^63)")
     _validate.check_choice("prng_impl", self.prng_impl, prng.PRNG_IMPLS)
     self.cell_configs()  # validates every cell's settings
     _validate.check_range("test_fraction", self.test_fraction, 0.0, 1.0, low_open=True,
@@ -146,13 +161,26 @@ class DPSGDGridConfig:
     return tuple(configs)
 
   def cell_key(self, config: audit.DPSGDAuditConfig) -> dict[str, Any]:
-    """Everything the result of cell ``config`` depends on: its name in the cell store."""
+    """Everything the result of cell ``config`` depends on: its name in the cell store (the
+    seed included, ``repetitions`` not: see :meth:`repetition`)."""
     return {**dataclasses.asdict(config), **self.data_settings()}
+
+  def seeds(self) -> tuple[int, ...]:
+    """The seeds of the repetitions: ``seed, seed + 1, ..., seed + repetitions - 1``."""
+    return tuple(self.seed + i for i in range(self.repetitions))
+
+  def repetition(self, index: int) -> DPSGDGridConfig:
+    """Repetition ``index`` (0-based): this grid as a single run at ``seed + index``, whose
+    cells (and cell keys) are exactly those of that run."""
+    if (isinstance(index, bool) or not isinstance(index, (int, np.integer))
+        or not 0 <= index < self.repetitions):
+      raise ValueError(f"index={index!r} is outside the valid range [0, {self.repetitions})")
+    return dataclasses.replace(self, seed=self.seed + index, repetitions=1)
 
   def to_dict(self) -> dict[str, Any]:
     """The run configuration ``results.json`` records: the shared and the data settings (the
-    grid axes are in each cell's ``config``)."""
-    return {**self.shared_settings(), **self.data_settings()}
+    grid axes are in each cell's ``config``) and ``repetitions``."""
+    return {**self.shared_settings(), **self.data_settings(), "repetitions": self.repetitions}
 
 
 def _pairs(audits: Any) -> tuple[tuple[str, str], ...]:
@@ -190,11 +218,13 @@ class DPSGDGridResult:
 
   Attributes:
     config: the grid.
-    cells: one dict per cell, in grid order: ``status`` (``"done"`` or ``"skipped"``),
-      ``config`` (the cell's :class:`~dpaudit.audits.dpsgd.DPSGDAuditConfig` as a dict),
-      ``result`` (:meth:`~dpaudit.audits.dpsgd.DPSGDAuditResult.to_dict`) or ``reason``, and
-      ``reused`` (read from the cell store rather than computed).
-    num_train, num_pool, num_test: sizes of D, of the canary pool and of the test set.
+    cells: one dict per cell and repetition, in grid order within each repetition and
+      repetition after repetition: ``status`` (``"done"`` or ``"skipped"``), ``config`` (the
+      cell's :class:`~dpaudit.audits.dpsgd.DPSGDAuditConfig` as a dict), ``result``
+      (:meth:`~dpaudit.audits.dpsgd.DPSGDAuditResult.to_dict`) or ``reason``, ``reused`` (read
+      from the cell store rather than computed), ``repetition`` (0-based) and its ``seed``.
+    num_train, num_pool, num_test: sizes of D, of the canary pool and of the test set (the
+      same at every seed: the splits are stratified).
     example_shape: shape of one example's features.
   """
   config: DPSGDGridConfig
@@ -205,13 +235,17 @@ class DPSGDGridResult:
   example_shape: tuple[int, ...]
 
   def table(self) -> str:
-    """The summary table, one row per cell (:func:`table`)."""
+    """The summary table, one row per grid point (:func:`table`)."""
     return table(self.cells)
 
+  def summary(self) -> list[dict[str, Any]]:
+    """One dict per grid point: its spread over the repetitions (:func:`summarise`)."""
+    return summarise(self.cells)
+
   def to_dict(self) -> dict[str, Any]:
-    """``{"cells": [...], "data": {...}}`` in plain Python values (infinite floats kept;
-    :func:`dpaudit.results.write_json` encodes them)."""
-    return {"cells": [dict(cell) for cell in self.cells],
+    """``{"cells": [...], "summary": [...], "data": {...}}`` in plain Python values (infinite
+    floats kept; :func:`dpaudit.results.write_json` encodes them)."""
+    return {"cells": [dict(cell) for cell in self.cells], "summary": self.summary(),
             "data": {"num_train": self.num_train, "num_pool": self.num_pool,
                      "num_test": self.num_test, "example_shape": list(self.example_shape)}}
 
@@ -263,13 +297,17 @@ def run_cell(config: audit.DPSGDAuditConfig, grid: DPSGDGridConfig, data: audit.
 
   if store is None:
     return {**results.loads(results.dumps(compute())), "reused": False}
-  cell, reused = store.get_or_compute(grid.cell_key(config), compute, cell_label(config))
+  cell, reused = store.get_or_compute(grid.cell_key(config), compute, cell_label(config),
+                                      functools.partial(audit.check_grid_cell, config=config))
   return {**cell, "reused": reused}
 
 
 def run(config: DPSGDGridConfig, cells_dir: str | None = None, resume: bool = True,
         progress_stream: TextIO | None = None) -> DPSGDGridResult:
-  """Plays every cell of ``config`` and collects them.
+  """Plays every cell of ``config``, in every repetition, and collects them.
+
+  Repetition i is :meth:`DPSGDGridConfig.repetition` ``(i)``: the grid at ``seed + i``, its
+  data split prepared once and its cells stored under the keys a single run at that seed uses.
 
   Args:
     config: the grid.
@@ -281,20 +319,26 @@ def run(config: DPSGDGridConfig, cells_dir: str | None = None, resume: bool = Tr
       ``sys.stderr``).
   """
   stream = progress_stream or sys.stderr
-  data = prepare_data(config.dataset, config.test_fraction, config.pool_fraction, config.seed,
-                      config.data_dir)
   store = results.CellStore(cells_dir, resume) if cells_dir else None
   configs = config.cell_configs()
-  cells = []
-  for i, cell_config in enumerate(configs):
-    cell = run_cell(cell_config, config, data, store)
-    cells.append(cell)
-    print(progress_line(i, len(configs), cell_config, cell), file=stream, flush=True)
-    for line in (cell.get("result") or {}).get("warnings", []):
-      print(f"  warning: {line}", file=stream, flush=True)
-  return DPSGDGridResult(config, tuple(cells), int(data.train_features.shape[0]),
-                         int(data.pool_features.shape[0]), int(data.test_features.shape[0]),
-                         tuple(int(d) for d in data.train_features.shape[1:]))
+  cells, sizes = [], None
+  for index in range(config.repetitions):
+    single = config.repetition(index)
+    data = prepare_data(single.dataset, single.test_fraction, single.pool_fraction, single.seed,
+                        single.data_dir)
+    if sizes is None:
+      sizes = (int(data.train_features.shape[0]), int(data.pool_features.shape[0]),
+               int(data.test_features.shape[0]),
+               tuple(int(d) for d in data.train_features.shape[1:]))
+    for i, cell_config in enumerate(configs):
+      cell = {**run_cell(cell_config, single, data, store), "repetition": index,
+              "seed": single.seed}
+      cells.append(cell)
+      print(progress_line(i, len(configs), cell_config, cell,
+                          (index, config.repetitions, single.seed)), file=stream, flush=True)
+      for line in (cell.get("result") or {}).get("warnings", []):
+        print(f"  warning: {line}", file=stream, flush=True)
+  return DPSGDGridResult(config, tuple(cells), *sizes)
 
 
 # --------------------------------------------------------------------------------- reporting
@@ -310,10 +354,53 @@ def _num(value, width: int = 6, digits: int = 2) -> str:
   return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}s}"
 
 
+# Result numbers summarised per grid point besides the reported epsilon (the table's columns).
+SPREAD_FIELDS = ("epsilon_ceiling", "epsilon_theory", "test_accuracy", "noise_multiplier",
+                 "num_steps")
+
+
+def summarise(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+  """One dict per grid point (cells with the same ``config``), in the order the points first
+  appear: ``config``, ``repetitions`` (its cells), ``seeds``, ``status`` (``"done"`` when any
+  repetition finished, else ``"skipped"`` with the first ``reason``), ``skipped`` (the
+  ``{"seed", "reason"}`` of skipped repetitions) and, when done, ``optimistic`` and ``spread``:
+  a :func:`dpaudit.results.spread` over the finished repetitions of the reported epsilon (under
+  its result key, ``epsilon_lower_bound`` or ``epsilon_optimistic``, so that
+  :func:`reported_epsilon` reads it) and of every field of ``SPREAD_FIELDS``."""
+  groups: dict[str, list[Mapping[str, Any]]] = {}
+  for cell in cells:
+    groups.setdefault(results.dumps(cell["config"], indent=None), []).append(cell)
+  points = []
+  for members in groups.values():
+    done = [c["result"] for c in members if c["status"] == "done"]
+    skipped = [c for c in members if c["status"] != "done"]
+    point: dict[str, Any] = {
+        "config": dict(members[0]["config"]), "repetitions": len(members),
+        "seeds": [c.get("seed") for c in members], "status": "done" if done else "skipped",
+        "skipped": [{"seed": c.get("seed"), "reason": c.get("reason")} for c in skipped]}
+    if not done:
+      point["reason"] = skipped[0].get("reason")
+      points.append(point)
+      continue
+    optimistic = any(r.get("optimistic") for r in done)
+    eps_key = "epsilon_optimistic" if optimistic else "epsilon_lower_bound"
+    bounds = [reported_epsilon(r) for r in done]
+    point["optimistic"] = optimistic
+    with np.errstate(invalid="ignore"):  # numpy's quantile of all-inf values (eps=inf) warns
+      point["spread"] = {
+          eps_key: results.spread([math.nan if b is None else b for b in bounds]),
+          **{name: results.spread([r.get(name, math.nan) for r in done])
+             for name in SPREAD_FIELDS}}
+    points.append(point)
+  return points
+
+
 def progress_line(index: int, total: int, config: audit.DPSGDAuditConfig,
-                  cell: Mapping[str, Any]) -> str:
+                  cell: Mapping[str, Any],
+                  repetition: tuple[int, int, int] | None = None) -> str:
   """``[i/n] game:canary eps=.. m=.. status summary`` for cell ``index`` (0-based) of
-  ``total``; an optimistic bound is starred."""
+  ``total``; an optimistic bound is starred. ``repetition`` = ``(index, repetitions, seed)``
+  adds ``rep i/N (seed s)`` after ``[i/n]`` when there are several."""
   status = "reused" if cell["reused"] else cell["status"]
   summary = ""
   if cell["status"] == "done":
@@ -322,20 +409,59 @@ def progress_line(index: int, total: int, config: audit.DPSGDAuditConfig,
                f"eps_O={_num(r['epsilon_ceiling'], 0, 3)} "
                f"eps={_num(r['epsilon_theory'], 0, 3)} "
                f"acc={_num(r['test_accuracy'], 0, 3)} ({r['wall_time_s']:.1f} s)")
-  return (f"[{index + 1}/{total}] {config.game}:{config.canary} eps={config.epsilon:g} "
+  rep = ""
+  if repetition is not None and repetition[1] > 1:
+    rep = f"rep {repetition[0] + 1}/{repetition[1]} (seed {repetition[2]}) "
+  return (f"[{index + 1}/{total}] {rep}{config.game}:{config.canary} eps={config.epsilon:g} "
           f"m={config.num_canaries} {status} {summary}")
+
+
+def _head(c: Mapping[str, Any]) -> str:
+  return (f"{c['game'] + ':' + c['canary']:28s} {c['epsilon']:5g} {c['num_canaries']:6d} "
+          f"{c['tag_weight']:6g}")
 
 
 def table(cells: Iterable[Mapping[str, Any]]) -> str:
   """The summary table of ``cells`` (dicts as in :attr:`DPSGDGridResult.cells`): audit,
   target epsilon, m, lambda, eps_L, eps_O, the accountant's epsilon, test accuracy, noise
-  multiplier and steps; a skipped cell shows its reason."""
+  multiplier and steps; a skipped cell shows its reason.
+
+  When a grid point has several repetitions, one row per point: eps_L and test accuracy as
+  ``median [min, max]`` (:func:`dpaudit.results.format_spread`), the other columns as medians,
+  under a line saying how many repetitions (seeds) there are."""
+  cells = list(cells)
+  points = summarise(cells)
+  if all(p["repetitions"] == 1 for p in points):
+    return _single_table(cells)
+  seeds = sorted({c["seed"] for c in cells if c.get("seed") is not None})
+  lines = [f"{max(p['repetitions'] for p in points)} repetitions"
+           + (f" (seeds {', '.join(map(str, seeds))})" if seeds else "")
+           + ": eps_L and test_acc are median [min, max] over them, the other columns medians",
+           f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>18s} {'eps_O':>6s} "
+           f"{'eps_theory':>10s} {'test_acc':>21s} {'sigma':>6s} {'steps':>6s}"]
+  for point in points:
+    head = _head(point["config"])
+    if point["status"] != "done":
+      lines.append(f"{head}  skipped: {point['reason']}")
+      continue
+    spread = point["spread"]
+    note = (f"  ({len(point['skipped'])} of {point['repetitions']} skipped: "
+            f"{point['skipped'][0]['reason']})" if point["skipped"] else "")
+    lines.append(f"{head} {results.format_spread(reported_epsilon(spread), 2):>18s} "
+                 f"{_num(spread['epsilon_ceiling']['median'])} "
+                 f"{_num(spread['epsilon_theory']['median'], 10)} "
+                 f"{results.format_spread(spread['test_accuracy'], 3):>21s} "
+                 f"{_num(spread['noise_multiplier']['median'])} "
+                 f"{spread['num_steps']['median']:6.0f}{note}")
+  return "\n".join(lines)
+
+
+def _single_table(cells: list[Mapping[str, Any]]) -> str:
+  """:func:`table` of a grid played once: one row per cell."""
   lines = [f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>6s} {'eps_O':>6s} "
            f"{'eps_theory':>10s} {'test_acc':>8s} {'sigma':>6s} {'steps':>6s}"]
   for cell in cells:
-    c = cell["config"]
-    head = (f"{c['game'] + ':' + c['canary']:28s} {c['epsilon']:5g} {c['num_canaries']:6d} "
-            f"{c['tag_weight']:6g}")
+    head = _head(cell["config"])
     if cell["status"] != "done":
       lines.append(f"{head}  skipped: {cell['reason']}")
       continue
@@ -347,38 +473,52 @@ def table(cells: Iterable[Mapping[str, Any]]) -> str:
 
 
 def plot(result: DPSGDGridResult, path: str) -> None:
-  """Writes a PNG: the lower bounds (solid) and ceilings (dotted) of the finished cells
+  """Writes a PNG: the lower bounds (solid) and ceilings (dotted) of the finished grid points
   against the target epsilon (``inf`` drawn right of the largest finite one), and the bounds
-  against test accuracy (the utility/auditing trade-off of Fig. 9 of UniAud)."""
+  against test accuracy (the utility/auditing trade-off of Fig. 9 of UniAud). With several
+  repetitions each point is the median, its bars the min and max over them."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  done = [c for c in result.cells if c["status"] == "done"]
+  done = [p for p in summarise(result.cells) if p["status"] == "done"]
+  repeated = any(p["spread"]["test_accuracy"]["n"] > 1 for p in done)
   fig, (ax_eps, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
   groups: dict[tuple, list] = {}
-  for cell in done:
-    c = cell["config"]
+  for point in done:
+    c = point["config"]
     key = (c["game"], c["canary"], c["num_canaries"] if c["game"] != "many_run" else None)
-    groups.setdefault(key, []).append(cell)
-  finite = sorted({c["config"]["epsilon"] for c in done if math.isfinite(c["config"]["epsilon"])})
+    groups.setdefault(key, []).append(point)
+  finite = sorted({p["config"]["epsilon"] for p in done if math.isfinite(p["config"]["epsilon"])})
   inf_x = (max(finite) * 2 if finite else 1.0)
+
+  def median_and_bar(summaries):
+    medians = [s["median"] for s in summaries]
+    bars = [[s["median"] - s["min"] for s in summaries],
+            [s["max"] - s["median"] for s in summaries]]
+    return medians, (np.nan_to_num(np.asarray(bars, float), nan=0.0, posinf=0.0)
+                     if repeated else None)
+
   for i, (key, members) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
-    members.sort(key=lambda c: c["config"]["epsilon"])
-    xs = [c["config"]["epsilon"] if math.isfinite(c["config"]["epsilon"]) else inf_x
-          for c in members]
+    members.sort(key=lambda p: p["config"]["epsilon"])
+    xs = [p["config"]["epsilon"] if math.isfinite(p["config"]["epsilon"]) else inf_x
+          for p in members]
     label = f"{key[0]}:{key[1]}" + (f", m={key[2]}" if key[2] else "")
-    bounds = [reported_epsilon(c["result"]) for c in members]
-    ax_eps.plot(xs, bounds, "o-", color=f"C{i}", label=label)
-    ax_eps.plot(xs, [c["result"]["epsilon_ceiling"] for c in members], ":", color=f"C{i}")
-    ax_acc.plot([c["result"]["test_accuracy"] for c in members], bounds, "o", color=f"C{i}",
-                label=label)
+    bounds, bound_bars = median_and_bar([reported_epsilon(p["spread"]) for p in members])
+    accuracies, accuracy_bars = median_and_bar([p["spread"]["test_accuracy"] for p in members])
+    ax_eps.errorbar(xs, bounds, yerr=bound_bars, fmt="o-", color=f"C{i}", capsize=3,
+                    label=label)
+    ax_eps.plot(xs, [p["spread"]["epsilon_ceiling"]["median"] for p in members], ":",
+                color=f"C{i}")
+    ax_acc.errorbar(accuracies, bounds, xerr=accuracy_bars, yerr=bound_bars, fmt="o",
+                    color=f"C{i}", capsize=3, label=label)
   if finite:
     ax_eps.plot(finite, finite, "k--", label="theory (target eps)")
+  over = f", median [min, max] of {result.config.repetitions} seeds" if repeated else ""
   ax_eps.set(xlabel="target epsilon (rightmost: inf)", ylabel="epsilon lower bound",
-             title="Audit bounds (dotted: ceiling eps_O)")
+             title=f"Audit bounds (dotted: ceiling eps_O){over}")
   ax_acc.set(xlabel="test accuracy", ylabel="epsilon lower bound",
-             title="Utility / auditing trade-off")
+             title=f"Utility / auditing trade-off{over}")
   for ax in (ax_eps, ax_acc):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)

@@ -1,6 +1,8 @@
 """The grid of DP-SGD audits as a library call, without absl: the cells of a grid, a tiny run
-that stores, skips and reuses cells, the summary table, and loud failures on bad settings."""
+that stores, skips and reuses cells, repetitions at consecutive seeds, the summary table, and
+loud failures on bad settings."""
 
+import dataclasses
 import io
 import math
 import os
@@ -42,7 +44,7 @@ def test_config_records_shared_and_data_settings_and_normalises_numbers():
   assert config.epochs == 2.0 and isinstance(config.epochs, float)
   assert config.epsilons == (4.0,)
   recorded = config.to_dict()
-  assert list(recorded) == list(grid.SHARED_FIELDS) + list(grid.DATA_FIELDS)
+  assert list(recorded) == list(grid.SHARED_FIELDS) + list(grid.DATA_FIELDS) + ["repetitions"]
   assert "data_dir" not in recorded and "audits" not in recorded
   # 2 and 2.0 name the same cell (its key is a hash of the strict JSON).
   same = grid.DPSGDGridConfig(epochs=2.0, epsilons=(4.0,))
@@ -51,14 +53,38 @@ def test_config_records_shared_and_data_settings_and_normalises_numbers():
       same.cell_key(same.cell_configs()[0]))
 
 
-def test_run_stores_skips_and_reuses_cells(tmp_path, data_dir):
-  # Non-private (no accounting) and half an epoch: the time goes to compiling the game.
-  config = grid.DPSGDGridConfig(audits=(("one_run", "in_distribution"),), epsilons=(INF,),
-                                num_canaries=(5000, 40), epochs=0.5, batch_size=64,
-                                hidden_sizes=(8,), data_dir=data_dir)
-  cells_dir = str(tmp_path / "cells")
+def test_repetitions_are_not_part_of_a_cell_key():
+  # Repetition i is the single run at seed + i, cell for cell, key for key.
+  config = grid.DPSGDGridConfig(seed=3, repetitions=4)
+  assert config.seeds() == (3, 4, 5, 6)
+  second = config.repetition(1)
+  assert second == grid.DPSGDGridConfig(seed=4)
+  cell, = config.cell_configs()
+  assert second.cell_configs() == (cell,)
+  assert second.cell_key(cell) == grid.DPSGDGridConfig(seed=4).cell_key(cell)
+  assert config.cell_key(cell) == grid.DPSGDGridConfig(seed=3).cell_key(cell)
+  assert "repetitions" not in config.cell_key(cell)
+  with pytest.raises(ValueError, match=r"index=4 is outside the valid range \[0, 4\)"):
+    config.repetition(4)
+
+
+# Non-private (no accounting) and half an epoch: the time goes to compiling the game.
+TINY = dict(audits=(("one_run", "in_distribution"),), epsilons=(INF,), num_canaries=(5000, 40),
+            epochs=0.5, batch_size=64, hidden_sizes=(8,))
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory, data_dir):
+  """One tiny grid played once at seed 0: (config, cells_dir, result, progress text)."""
+  config = grid.DPSGDGridConfig(**TINY, data_dir=data_dir)
+  cells_dir = str(tmp_path_factory.mktemp("grid") / "cells")
   progress = io.StringIO()
   result = grid.run(config, cells_dir, progress_stream=progress)
+  return config, cells_dir, result, progress.getvalue()
+
+
+def test_run_stores_skips_and_reuses_cells(tmp_path, played):
+  config, cells_dir, result, progress = played
   skipped, done = result.cells
   assert skipped["status"] == "skipped" and "num_canaries=5000" in skipped["reason"]
   assert done["status"] == "done" and not done["reused"]
@@ -68,7 +94,8 @@ def test_run_stores_skips_and_reuses_cells(tmp_path, data_dir):
   assert r["num_observations"] == 40 and 0.0 <= r["test_accuracy"] <= 1.0
   assert result.num_train + result.num_pool + result.num_test == 1797
   assert result.example_shape == (8, 8, 1)
-  lines = progress.getvalue().splitlines()
+  assert (done["repetition"], done["seed"]) == (0, 0)
+  lines = progress.splitlines()
   assert lines[0].startswith("[1/2] one_run:in_distribution eps=inf m=5000 skipped")
   assert lines[1].startswith("[2/2] one_run:in_distribution eps=inf m=40 done eps_L=")
   names = sorted(os.listdir(cells_dir))
@@ -79,13 +106,62 @@ def test_run_stores_skips_and_reuses_cells(tmp_path, data_dir):
   assert plain["data"]["example_shape"] == [8, 8, 1]
   rows = result.table().splitlines()
   assert len(rows) == 3 and "skipped: num_canaries=5000" in rows[1]
+  assert rows[0].split() == ["audit", "eps", "m", "lambda", "eps_L", "eps_O", "eps_theory",
+                             "test_acc", "sigma", "steps"]
+  assert "[" not in result.table()  # one repetition: plain numbers, no spread
   assert float(rows[2].split()[4]) == pytest.approx(r["epsilon_lower_bound"], abs=0.005)
+  assert float(rows[2].split()[7]) == pytest.approx(r["test_accuracy"], abs=0.0005)
+  point = result.summary()[1]
+  assert point["spread"]["test_accuracy"]["values"] == [r["test_accuracy"]]
   grid.plot(result, str(tmp_path / "audit.png"))
   assert (tmp_path / "audit.png").stat().st_size > 0
 
   again = grid.run(config, cells_dir, progress_stream=io.StringIO())
   assert [c["reused"] for c in again.cells] == [True, True]
   assert again.cells[1]["result"] == r
+
+
+def test_repetitions_play_consecutive_seeds_and_share_cells_with_single_runs(tmp_path, played):
+  config, cells_dir, once, _ = played
+  twice = dataclasses.replace(config, repetitions=2)
+  progress = io.StringIO()
+  result = grid.run(twice, cells_dir, progress_stream=progress)
+  assert [(c["repetition"], c["seed"], c["status"]) for c in result.cells] == [
+      (0, 0, "skipped"), (0, 0, "done"), (1, 1, "skipped"), (1, 1, "done")]
+  # Repetition 0 is the single run at seed 0 (reused from its store), repetition 1 is new.
+  assert [c["reused"] for c in result.cells] == [True, True, False, False]
+  assert result.cells[1]["result"] == once.cells[1]["result"]
+  lines = progress.getvalue().splitlines()
+  assert lines[3].startswith("[2/2] rep 2/2 (seed 1) one_run:in_distribution eps=inf m=40 done")
+  # ... and the single run at seed 1 is repetition 1, read back without training.
+  at_seed_1 = grid.run(dataclasses.replace(config, seed=1), cells_dir,
+                       progress_stream=io.StringIO())
+  assert [c["reused"] for c in at_seed_1.cells] == [True, True]
+  assert at_seed_1.cells[1]["result"] == result.cells[3]["result"]
+  again = grid.run(twice, cells_dir, progress_stream=io.StringIO())
+  assert all(c["reused"] for c in again.cells)
+
+  skipped, point = result.summary()
+  assert skipped["status"] == "skipped" and "num_canaries=5000" in skipped["reason"]
+  assert point["status"] == "done" and point["seeds"] == [0, 1] and not point["optimistic"]
+  first, second = (c["result"] for c in result.cells[1::2])
+  for name in ("epsilon_lower_bound", "test_accuracy"):
+    spread = point["spread"][name]
+    assert spread["values"] == [first[name], second[name]] and spread["n"] == 2
+    assert min(first[name], second[name]) <= spread["median"] <= max(first[name], second[name])
+  assert grid.reported_epsilon(point["spread"]) is point["spread"]["epsilon_lower_bound"]
+
+  rows = result.table().splitlines()
+  assert rows[0].startswith("2 repetitions (seeds 0, 1): eps_L and test_acc are median [min, ")
+  assert len(rows) == 4 and "skipped: num_canaries=5000" in rows[2]
+  assert results.format_spread(point["spread"]["test_accuracy"], 3) in rows[3]
+  assert results.format_spread(point["spread"]["epsilon_lower_bound"], 2) in rows[3]
+  assert "[" in rows[3]
+  plain = results.loads(results.dumps(result.to_dict()))
+  assert len(plain["cells"]) == 4 and plain["summary"][1]["spread"]["test_accuracy"][
+      "values"] == [first["test_accuracy"], second["test_accuracy"]]
+  grid.plot(result, str(tmp_path / "audit.png"))
+  assert (tmp_path / "audit.png").stat().st_size > 0
 
 
 def test_optimistic_cells_are_reported_by_their_own_key():
@@ -115,6 +191,9 @@ def test_optimistic_cells_are_reported_by_their_own_key():
      "canary='mislabelled' is not valid for game='uniaud'"),
     (dict(audits=("one_run",)), "must be a (game, canary) pair"),
     (dict(seed=-1), "seed=-1 is outside the valid range [0, 2^63)"),
+    (dict(repetitions=0), "repetitions=0 must be an integer >= 1"),
+    (dict(repetitions=2.0), "repetitions=2.0 must be an integer >= 1"),
+    (dict(seed=2**63 - 1, repetitions=2), "with repetitions=2 is outside the valid range"),
     (dict(dataset="imagenet"), "dataset='imagenet' is not one of"),
     (dict(prng_impl="mt19937"), "prng_impl='mt19937' is not one of"),
 ])
