@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 
-from absl import app
 from absl import flags
 
 from experiments import common
@@ -138,4 +137,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

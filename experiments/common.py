@@ -1,4 +1,30 @@
-"""Shared plumbing for experiment entry points (flags in, results.json out, clean errors)."""
+"""Shared plumbing for experiment entry points (flags in, results.json out, clean errors).
+
+Every experiment and benchmark ends in ``common.run(main)`` (:func:`run`), which parses the
+flags and calls ``main`` through :func:`cli`. The rule for how a command ends:
+
+* exit 0: it finished;
+* exit 2, ONE line ``error: ...`` on stderr and no traceback: the command was refused or
+  stopped because of what it was given or where it ran - a flag absl cannot parse or an
+  unknown flag, a flag value outside its valid range (ValueError; the line names the flag, its
+  value and the valid range), a path that cannot be created, read or written (OSError; the
+  line names the path and the reason: an ``--output_dir`` that is a file or lies under one, a
+  missing data file, a full disk), running out of memory (MemoryError or XLA
+  RESOURCE_EXHAUSTED; the line names the size flags to lower), or an ``--output_dir`` that
+  another live process holds;
+* exit 130, one line: interrupted (Ctrl-C);
+* exit 1 with a traceback: anything else, which is a bug to report.
+
+Flags are checked before anything is written: each experiment validates its flags and builds
+its configuration, then claims ``--output_dir`` with :func:`claim_output_dir` and only then
+starts work. The claim is an exclusive lock on ``--output_dir/.lock`` held for the process's
+lifetime (:func:`dpaudit.results.lock_directory`; the kernel releases it when the process ends
+in any way, so a stale lock never blocks a rerun). A second run on the same directory while
+the first is alive exits 2 with one line naming the first one's process id. In a multi-process
+run only process 0 (the one that writes) claims it. A run that fails with one of the errors
+above before writing anything removes the output directory it created, so a refused command
+leaves nothing behind.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +33,7 @@ import importlib.metadata
 import logging
 import os
 import platform
+import shutil
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -45,6 +72,8 @@ flags.DEFINE_enum(
 
 DISTRIBUTED_ENV = ("DPAUDIT_COORDINATOR_ADDRESS", "DPAUDIT_NUM_PROCESSES", "DPAUDIT_PROCESS_ID")
 
+_process_index = 0  # set by initialize_distributed; read by claim_output_dir (no backend start)
+
 
 def initialize_distributed() -> int:
   """Joins a multi-process run when this process was started as part of one; returns the
@@ -64,7 +93,9 @@ def initialize_distributed() -> int:
   elif "JAX_COORDINATOR_ADDRESS" in env or int(env.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize()  # reads the JAX_* variables or Slurm's own
-  return jax.process_index()
+  global _process_index
+  _process_index = jax.process_index()
+  return _process_index
 
 
 def is_main_process() -> bool:
@@ -183,22 +214,270 @@ def write_results(output_dir: str, name: str, config: dict[str, Any], result: di
   return results.write_json(os.path.join(output_dir, "results.json"), payload)
 
 
-def cli(main: Callable[[Sequence[str]], None]) -> Callable[[Sequence[str]], None]:
-  """Turns ValueError (bad user input) into one line on stderr and exit status 2."""
+# ------------------------------------------------------------------ clean failures, entry point
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+MAX_MESSAGE_CHARS = 1000
+
+MAX_COUNT = 2**40
+"""Largest count (trials, runs, models, resamples...) any experiment accepts: about 1.1e12, a
+day of Monte Carlo at 10^7 trials per second. Counts that are held in memory are also checked
+against the machine's memory (:func:`check_memory`)."""
+
+
+def one_line(message: str) -> str:
+  """``message`` on one line (newlines and runs of spaces become single spaces), at most
+  :data:`MAX_MESSAGE_CHARS` characters."""
+  text = " ".join(str(message).split())
+  return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def fail(message: str, code: int = EXIT_USER_ERROR):
+  """Prints ``error: <message>`` as one line on stderr and exits with ``code``."""
+  sys.stdout.flush()
+  print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
+  sys.exit(code)
+
+
+def parse_flags(argv: Sequence[str]) -> list[str]:
+  """absl's flag parser for :func:`absl.app.run`, but a flag that cannot be parsed (unknown
+  flag, ``--num_trials=abc`` for an integer, a value a flag's own validator rejects) is one line
+  on stderr and exit status 2, instead of absl's two-line "FATAL Flags parsing error". ``--help``
+  and its relatives work as usual."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as error:
+    fail(f"{error}; see --help")
+
+
+def describe_os_error(error: OSError) -> str:
+  """An OSError as "<reason>: <path>" (both paths of a rename or copy)."""
+  reason = error.strerror or type(error).__name__
+  if error.filename is None:
+    return f"{reason}" if not str(error) else f"{error}"
+  paths = f"{error.filename}" + (f" -> {error.filename2}" if error.filename2 else "")
+  return f"{reason}: {paths}"
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+  """MemoryError (NumPy's failed allocations included), or an XLA runtime error that reports
+  exhausted memory (RESOURCE_EXHAUSTED, "Out of memory", a failed allocation)."""
+  if isinstance(error, MemoryError):
+    return True
+  runtime_errors = tuple(getattr(jax.errors, name) for name in ("JaxRuntimeError",)
+                         if hasattr(jax.errors, name))
+  if not (isinstance(error, runtime_errors) or type(error).__name__ in ("XlaRuntimeError",
+                                                                          "JaxRuntimeError")):
+    return False
+  text = str(error)
+  return any(marker in text for marker in ("RESOURCE_EXHAUSTED", "Out of memory",
+                                           "out of memory", "llocat"))
+
+
+def size_flags(module_name: str | None = None) -> list[str]:
+  """The numeric and list flags to lower when a run runs out of memory: those given on the
+  command line (``--name=value``), else every integer flag of the experiment's module."""
+  given, defined = [], []
+  module = sys.modules.get(module_name or "__main__")
+  try:
+    module_flags = flags.FLAGS.get_key_flags_for_module(module) if module else []
+  except Exception:  # pylint: disable=broad-except
+    module_flags = []
+  for flag in module_flags:
+    if flag.name == "seed" or not isinstance(flag.value, (int, float, list)) or isinstance(
+        flag.value, bool):
+      continue
+    if flag.present:
+      shown = ",".join(flag.value) if isinstance(flag.value, list) else flag.value
+      given.append(f"--{flag.name}={shown}")
+    elif isinstance(flag.value, int):
+      defined.append(f"--{flag.name}")
+  return given or defined
+
+
+def out_of_memory_message(error: BaseException, module_name: str | None = None) -> str:
+  names = size_flags(module_name)
+  hint = (f"lower {', '.join(names[:8])}" if names else "lower the sizes of the run")
+  first = one_line(str(error))[:200]
+  return f"out of memory: {hint} (or a --chunk_size where there is one) [{first}]"
+
+
+# Output directories this process claimed: (absolute path, topmost directory the claim created
+# or None when it existed before).
+_claimed_dirs: list[tuple[str, str | None]] = []
+
+
+def claim_output_dir(path: str, flag: str = "output_dir") -> str | None:
+  """Claims ``path`` (``--output_dir``) for this process's lifetime, creating it: an exclusive
+  lock on ``path/.lock`` (:func:`dpaudit.results.lock_directory`). Call it after the flags are
+  validated and before any work. Raises ValueError (exit 2, one line) when ``path`` is empty or
+  a file, or when another live process holds the directory (naming its process id); OSError when
+  it cannot be created. In a multi-process run only process 0 claims it (returns None
+  elsewhere): it alone writes results. Returns the absolute path."""
+  from dpaudit import results
+  if not path:
+    raise ValueError(f"--{flag} is empty; give a directory")
+  if _process_index != 0:
+    return None
+  absolute = os.path.abspath(os.path.expanduser(path))
+  if os.path.exists(absolute) and not os.path.isdir(absolute):
+    raise ValueError(f"--{flag}={path} is a file, not a directory")
+  top = None
+  probe = absolute
+  while not os.path.lexists(probe):
+    top, probe = probe, os.path.dirname(probe)
+  if os.path.lexists(probe) and not os.path.isdir(probe):
+    raise ValueError(f"--{flag}={path} lies under {probe}, which is a file, not a directory")
+  if any(absolute == claimed for claimed, _ in _claimed_dirs):
+    return absolute
+  results.lock_directory(absolute)
+  _claimed_dirs.append((absolute, top))
+  return absolute
+
+
+def _remove_empty_claims() -> None:
+  """After a clean failure: removes the output directories this process's claims created if
+  nothing but the lock file (and empty directories) was written there."""
+  from dpaudit import results
+  while _claimed_dirs:
+    path, top = _claimed_dirs.pop()
+    if top is None:
+      continue
+    written = [os.path.join(root, name) for root, _, names in os.walk(top) for name in names]
+    if written and written != [os.path.join(path, results.LOCK_FILE)]:
+      continue
+    results.unlock_directory(path)
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def cli(main: Callable[[Sequence[str]], Any]) -> Callable[[Sequence[str]], Any]:
+  """Wraps an experiment's ``main`` so that what the user caused ends in one line and exit
+  status 2 (ValueError, OSError, out of memory; see the module docstring) and Ctrl-C in one
+  line and exit status 130. Other exceptions (bugs) keep their traceback. :func:`run` applies
+  it; decorating ``main`` with it as well is harmless."""
+  if getattr(main, "_dpaudit_cli", False):
+    return main
 
   @functools.wraps(main)
   def wrapped(argv):
     if len(argv) > 1:
-      print(f"error: unexpected positional arguments {argv[1:]}; use --flag=value",
-            file=sys.stderr)
-      sys.exit(2)
+      fail(f"unexpected positional arguments {argv[1:]}; use --flag=value")
     try:
-      main(argv)
-    except ValueError as e:
-      print(f"error: {e}", file=sys.stderr)
-      sys.exit(2)
+      return main(argv)
+    except KeyboardInterrupt:
+      _remove_empty_claims()
+      fail("interrupted", EXIT_INTERRUPTED)
+    except ValueError as error:  # DirectoryInUseError included
+      message = str(error)
+    except OSError as error:
+      message = describe_os_error(error)
+    except Exception as error:  # pylint: disable=broad-except
+      if not is_out_of_memory(error):
+        raise
+      message = out_of_memory_message(error, getattr(main, "__module__", None))
+    _remove_empty_claims()
+    fail(message)
 
+  wrapped._dpaudit_cli = True  # pylint: disable=protected-access
   return wrapped
+
+
+def run(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | None = None) -> None:
+  """The entry point of every experiment and benchmark: ``absl.app.run`` with :func:`cli`
+  around ``main`` and the one-line flag parser :func:`parse_flags`. ``argv`` (default
+  ``sys.argv``) lets a test drive a CLI in-process exactly as its command line does."""
+  from absl import app
+  app.run(cli(main), argv=None if argv is None else list(argv), flags_parser=parse_flags)
+
+
+def check_count(flag: str, value: int, low: int = 1, high: int = MAX_COUNT) -> int:
+  """``--flag`` is an integer in [low, high] (ValueError naming the flag and the range)."""
+  if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    raise ValueError(f"--{flag}={value} is outside the valid range [{low}, {high}]")
+  return value
+
+
+def check_counts(flag: str, values: Sequence[int], low: int = 1, high: int = MAX_COUNT
+                 ) -> tuple[int, ...]:
+  """A non-empty list flag of integers, each in [low, high]."""
+  if not values:
+    raise ValueError(f"--{flag} is empty; give at least one value")
+  for value in values:
+    if not low <= value <= high:
+      raise ValueError(f"--{flag} contains {value}, outside the valid range [{low}, {high}]")
+  return tuple(values)
+
+
+def check_float(flag: str, value: float, low: float | None = None, high: float | None = None,
+                *, low_open: bool = False, high_open: bool = False,
+                allow_inf: bool = False) -> float:
+  """``--flag`` is a number in the interval (NaN never; +-inf only with ``allow_inf`` and when
+  the interval contains it)."""
+  import math
+  ok = not math.isnan(value) and (allow_inf or math.isfinite(value))
+  if ok and low is not None:
+    ok = value > low if low_open else value >= low
+  if ok and high is not None:
+    ok = value < high if high_open else value <= high
+  if not ok:
+    lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
+    hi = ("inf" + ("]" if allow_inf else ")")) if high is None else (
+        f"{high:g}" + (")" if high_open else "]"))
+    raise ValueError(f"--{flag}={value} is outside the valid range {lo}, {hi}")
+  return value
+
+
+def check_floats(flag: str, values: Sequence[float], low: float | None = None,
+                 high: float | None = None, *, low_open: bool = False, high_open: bool = False,
+                 allow_inf: bool = False) -> tuple[float, ...]:
+  """A non-empty list flag of numbers, each as :func:`check_float`."""
+  if not values:
+    raise ValueError(f"--{flag} is empty; give at least one value")
+  for value in values:
+    check_float(flag, value, low, high, low_open=low_open, high_open=high_open,
+                allow_inf=allow_inf)
+  return tuple(values)
+
+
+def check_significance(value: float, flag: str = "significance") -> float:
+  return check_float(flag, value, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def check_delta(value: float, flag: str = "delta") -> float:
+  return check_float(flag, value, 0.0, 1.0, high_open=True)
+
+
+def physical_memory_bytes() -> int:
+  """The machine's physical memory (``os.sysconf``); 2^40 bytes when it cannot be read."""
+  try:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+  except (ValueError, OSError, AttributeError):
+    return 2**40
+
+
+def _bytes(n: float) -> str:
+  for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+    if n < 1024 or unit == "EiB":
+      return f"{n:.3g} {unit}"
+    n /= 1024
+  return f"{n:.3g} EiB"
+
+
+def check_memory(flag: str, value: int, bytes_each: float, low: int = 1,
+                 what: str = "") -> int:
+  """``--flag`` in [low, largest value whose ``value * bytes_each`` bytes fit in the machine's
+  physical memory]: an upfront refusal of sizes that cannot fit, instead of an allocation
+  failure deep in the run. ``bytes_each`` is a lower estimate of the memory per unit."""
+  memory = physical_memory_bytes()
+  high = max(low, int(memory // max(bytes_each, 1e-300)))
+  if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    need = ""
+    if isinstance(value, int) and value > high:
+      need = (f": it would need at least {_bytes(value * bytes_each)}"
+              f"{' for ' + what if what else ''}, more than this machine's {_bytes(memory)}")
+    raise ValueError(f"--{flag}={value} is outside the valid range [{low}, {high}]{need}")
+  return value
 
 
 JAX_BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"

@@ -38,7 +38,6 @@ import math
 import os
 import sys
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -446,4 +445,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

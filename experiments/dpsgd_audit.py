@@ -35,7 +35,6 @@ import dataclasses
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from dpaudit.audits import dpsgd_grid as grid
@@ -141,4 +140,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -24,7 +24,6 @@ import math
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from dpaudit import results
@@ -153,4 +152,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 
-from absl import app
 from absl import flags
 
 from dpaudit.audits import lm_reconstruction as lmr
@@ -109,4 +108,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

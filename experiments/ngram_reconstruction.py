@@ -18,7 +18,6 @@ import dataclasses
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from dpaudit import results
@@ -164,4 +163,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 
-from absl import app
 from absl import flags
 
 from experiments import common
@@ -158,4 +157,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -29,7 +29,6 @@ import math
 import os
 import sys
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -323,4 +322,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -31,7 +31,6 @@ import functools
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from dpaudit import results
@@ -380,4 +379,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

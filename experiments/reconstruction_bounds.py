@@ -27,7 +27,6 @@ import os
 import sys
 from typing import Sequence
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -164,4 +163,4 @@ def main(argv: Sequence[str]) -> None:
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  common.run(main)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from dpaudit.audits import tightness
@@ -119,4 +118,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

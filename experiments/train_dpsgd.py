@@ -31,7 +31,6 @@ import math
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from dpaudit.dpsgd import tradeoff
@@ -158,4 +157,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 import optax
@@ -186,4 +186,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

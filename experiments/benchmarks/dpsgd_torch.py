@@ -41,7 +41,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from absl import app
 from absl import flags
 
 from experiments import common
@@ -273,14 +272,5 @@ def main(argv):
   print(json.dumps(report))
 
 
-def _parse_flags(argv):
-  """absl's parser, but a bad flag value is one line on stderr and exit status 2."""
-  try:
-    return FLAGS(argv)
-  except flags.Error as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == "__main__":
-  app.run(common.cli(main), flags_parser=_parse_flags)
+  common.run(main)

@@ -32,7 +32,6 @@ import sys
 import time
 from typing import Any, Callable
 
-from absl import app
 from absl import flags
 
 from experiments import common
@@ -733,4 +732,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

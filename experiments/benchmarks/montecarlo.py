@@ -22,10 +22,10 @@ import subprocess
 import sys
 import time
 
-from absl import app
 from absl import flags
 
 from dpaudit import results
+from experiments import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_classes", 10, "Classes C of the noisy argmax.")
@@ -58,7 +58,6 @@ def _engine_worker(num_trials, repeats):
   from dpaudit import montecarlo
   from dpaudit.mechanisms import noisy_argmax
 
-  from experiments import common
   hist = jnp.asarray(_histogram(FLAGS.num_classes), jnp.float32)
   key = common.make_key(0, FLAGS.prng_impl)
 
@@ -179,4 +178,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 
@@ -139,4 +139,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -20,7 +20,6 @@ import statistics
 import sys
 import time
 
-from absl import app
 from absl import flags
 
 from experiments import common
@@ -219,4 +218,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)
