@@ -11,8 +11,12 @@ which a library user calls with a ``DPSGDGridConfig``): every audit of ``--audit
 Each cell reports the epsilon lower bound (1 - ``--significance`` confidence), the ceiling
 :math:`\epsilon_O` for its number of observations, the accountant's epsilon and the test
 accuracy, and is saved in ``--output_dir/cells`` as soon as it finishes; a rerun reuses
-finished cells (``--noresume`` recomputes them). ``results.json`` collects the cells and
-``audit.png`` plots the lower bounds against the target epsilon and against test accuracy
+finished cells (``--noresume`` recomputes them). ``--repetitions=N`` plays the whole grid N
+times, repetition i exactly as the run at ``--seed`` + i (its data split and every game's key,
+so its cells are shared with that run's and reused from ``--output_dir/cells``); the table then
+shows eps_L and the test accuracy as median [min, max] over the repetitions. ``results.json``
+collects the cells of every repetition and, per grid point, their spread
+(:func:`dpaudit.results.spread`), and ``audit.png`` plots the lower bounds against the target epsilon and against test accuracy
 (the utility/auditing trade-off of UniAud's Fig. 9).
 
 Data: ``--dataset`` is split (stratified, ``--seed``) into a test set (``--test_fraction``)
@@ -27,6 +31,9 @@ The UniAud table of the README (the shape of Fig. 3 / Table IV of Liu & Xiong):
     --num_canaries=2000,10000 --epochs=100 --learning_rate=0.5 \
     --audits=one_run:in_distribution,one_run:mislabelled,uniaud:gaussian,uniaud:orthogonal \
     --output_dir=out/dpsgd_audit_table
+
+and with ``--repetitions=3`` the same table as median [min, max] over seeds 0, 1, 2 (the cells
+of seed 0 from the command above are reused).
 """
 
 from __future__ import annotations
@@ -82,7 +89,11 @@ flags.DEFINE_enum("method", "split", ["split", "bonferroni"],
 flags.DEFINE_integer("chunk_size", 0, "many_run: runs per vmapped call (0: all at once).")
 flags.DEFINE_float("test_fraction", 0.2, "Test share of the dataset.")
 flags.DEFINE_float("pool_fraction", 0.5, "Share of the non-test data held out as canary pool.")
-flags.DEFINE_integer("seed", 0, "Seed of the split and of every game's key.")
+flags.DEFINE_integer("seed", 0, "Seed of the split and of every game's key (of the first "
+                     "repetition).")
+common.define_repetitions_flag(
+    "the grid; repetition i is the run at --seed + i (its data split and every game's key; "
+    "its cells are reused from and by that run)")
 flags.DEFINE_enum("prng_impl", "threefry2x32", list(common.PRNG_IMPLS), "PRNG of the games.")
 flags.DEFINE_string("data_dir", None, "tfds data directory (default: $DPAUDIT_DATA_DIR or "
                     "~/.cache/dpaudit/tensorflow_datasets).")
@@ -113,6 +124,7 @@ def config_from_flags() -> grid.DPSGDGridConfig:
                 hidden_sizes=common.parse_ints("hidden_sizes", FLAGS.hidden_sizes))
   if not 0 <= FLAGS.seed < 2**63:
     raise ValueError(f"--seed={FLAGS.seed} is outside the valid range [0, 2^63)")
+  common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)  # one-line errors naming the flags
   names = [f.name for f in dataclasses.fields(grid.DPSGDGridConfig) if f.name not in parsed]
   return grid.DPSGDGridConfig(**parsed, **{name: FLAGS[name].value for name in names})
 

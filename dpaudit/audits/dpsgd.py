@@ -51,6 +51,7 @@ from dpaudit import data as data_lib
 from dpaudit import distributed
 from dpaudit import estimators
 from dpaudit import models
+from dpaudit import results
 from dpaudit.audits.noisy_argmax import to_plain
 from dpaudit.dpsgd import clipping, training
 
@@ -228,6 +229,75 @@ class DPSGDAuditResult:
       out["epsilon_optimistic"] = out.pop("epsilon_lower_bound")
     out["warnings"] = self.warnings
     return out
+
+  @classmethod
+  def from_dict(cls, stored: Any) -> DPSGDAuditResult:
+    """The result whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``.
+
+    Checks that it is whole (for :class:`dpaudit.results.CellStore`): every key with its type,
+    a known game, canary and relation, the bound under the key its ``optimistic`` flag names,
+    no NaN bound or ceiling, the bound not above its own ceiling :math:`\epsilon_O` (relative
+    slack 1e-9), a sampling rate in (0, 1], counts >= 1, accuracy in [0, 1] and the stored
+    warnings equal to those the figures give. Raises KeyError, TypeError or ValueError."""
+    bound = "epsilon_optimistic" if isinstance(stored, dict) and stored.get("optimistic") \
+        else "epsilon_lower_bound"
+    results.check_fields("DPSGDAuditResult", stored, {
+        "game": str, "canary": str, "adjacency": str, bound: float, "epsilon_ceiling": float,
+        "epsilon_theory": float, "epsilon_theory_pld": float, "noise_multiplier": float,
+        "sampling_rate": float, "num_steps": int, "num_training_examples": int,
+        "test_accuracy": float, "num_observations": int, "details": dict,
+        "wall_time_s": float, "optimistic": bool, "warnings": list})
+    fields = {f.name for f in dataclasses.fields(cls)} | {"epsilon_optimistic", "warnings"}
+    extra = sorted(set(stored) - fields)
+    if extra or ("epsilon_optimistic" in stored and "epsilon_lower_bound" in stored):
+      raise KeyError(f"DPSGDAuditResult has unexpected keys {extra or ['epsilon_lower_bound']}")
+    kwargs = {k: v for k, v in stored.items() if k not in ("epsilon_optimistic", "warnings")}
+    kwargs["epsilon_lower_bound"] = stored[bound]
+    result = cls(**kwargs)
+    if result.canary not in GAME_CANARIES.get(result.game, ()):
+      raise ValueError(f"game={result.game!r} with canary={result.canary!r} is not an audit")
+    adjacency = "replace_one" if result.game in ("uniaud", "uniaud_plus") else "add_or_remove_one"
+    if result.adjacency != adjacency:
+      raise ValueError(f"adjacency={result.adjacency!r} is not that of game={result.game!r}")
+    lower, ceiling = result.epsilon_lower_bound, result.epsilon_ceiling
+    if math.isnan(lower) or math.isnan(ceiling):
+      raise ValueError(f"{bound}={lower} and epsilon_ceiling={ceiling} must not be NaN")
+    if lower > ceiling + 1e-9 * max(1.0, abs(ceiling)):
+      raise ValueError(f"{bound}={lower} is above its own ceiling epsilon_ceiling={ceiling}")
+    if not 0 < result.sampling_rate <= 1 or result.noise_multiplier < 0:
+      raise ValueError(f"sampling_rate={result.sampling_rate} must lie in (0, 1] and "
+                       f"noise_multiplier={result.noise_multiplier} be >= 0")
+    if min(result.num_steps, result.num_training_examples, result.num_observations) < 1:
+      raise ValueError("num_steps, num_training_examples and num_observations must be >= 1")
+    if not 0 <= result.test_accuracy <= 1:
+      raise ValueError(f"test_accuracy={result.test_accuracy} is outside [0, 1]")
+    if stored["warnings"] != result.warnings:
+      raise ValueError("the stored warnings are not those of the stored figures")
+    return result
+
+
+def check_grid_cell(cell: Any, config: DPSGDAuditConfig | None = None) -> None:
+  """Raises KeyError, TypeError or ValueError unless ``cell`` is a whole cell of
+  :func:`dpaudit.audits.dpsgd_grid.run_cell`: ``{"status": "done", "config", "result"}`` with a
+  result :meth:`DPSGDAuditResult.from_dict` accepts, or ``{"status": "skipped", "config",
+  "reason"}``; given ``config``, the cell's configuration (and its result's game and canary)
+  must be that one's."""
+  results.check_fields("grid cell", cell, {"status": str, "config": dict})
+  if cell["status"] == "done":
+    result = DPSGDAuditResult.from_dict(results.check_fields("grid cell", cell,
+                                                              {"result": dict})["result"])
+  elif cell["status"] == "skipped":
+    results.check_fields("grid cell", cell, {"reason": str})
+    result = None
+  else:
+    raise ValueError(f"grid cell status={cell['status']!r} is neither 'done' nor 'skipped'")
+  if config is not None:
+    if results.canonical_json(cell["config"]) != results.canonical_json(
+        dataclasses.asdict(config)):
+      raise ValueError("the grid cell holds another audit configuration")
+    if result is not None and (result.game, result.canary) != (config.game, config.canary):
+      raise ValueError(f"the grid cell's result is of {result.game}:{result.canary}, not "
+                       f"{config.game}:{config.canary}")
 
 
 # ------------------------------------------------------------------------------ building blocks

@@ -1,5 +1,5 @@
 """Smoke tests of `python -m experiments.dpsgd_audit`: every game from the CLI, resuming, the
-skipped-cell path and one-line errors."""
+skipped-cell path, repetitions and one-line errors."""
 
 import math
 import os
@@ -49,6 +49,10 @@ def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
       "num_test"] == 1797
   assert (out_dir / "audit.png").stat().st_size > 0
   assert "uniaud_plus:trigger" in out.stdout
+  table = out.stdout[out.stdout.index("audit "):]  # after tfds's first-use messages
+  assert table.split()[:2] == ["audit", "eps"]  # one repetition: the table as ever
+  assert "[" not in table and "repetitions" not in out.stdout and "rep 1/1" not in out.stderr
+  assert results["config"]["repetitions"] == 1 and len(results["summary"]) == 4
   again = _run(*flags)
   assert again.returncode == 0, again.stderr
   assert again.stderr.count(" reused") == 4
@@ -57,16 +61,28 @@ def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
 
 
 def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_dir):
-  # and a non-private cell: no noise, the accountant's epsilon is inf ("Infinity" in JSON).
+  # and a non-private cell: no noise, the accountant's epsilon is inf ("Infinity" in JSON);
+  # played twice (--repetitions=2: seeds 7 and 8), summarised as median [min, max].
   out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
              "--audits=one_run:in_distribution", "--num_canaries=5000,50", "--epochs=1",
-             "--hidden_sizes=8", "--epsilons=inf")
+             "--hidden_sizes=8", "--epsilons=inf", "--seed=7", "--repetitions=2")
   assert out.returncode == 0, out.stderr
-  skipped, done = read_json(tmp_path / "results.json")["cells"]
+  written = read_json(tmp_path / "results.json")
+  assert [(c["seed"], c["status"]) for c in written["cells"]] == [
+      (7, "skipped"), (7, "done"), (8, "skipped"), (8, "done")]
+  skipped, done = written["cells"][:2]
   assert skipped["status"] == "skipped" and "num_canaries=5000" in skipped["reason"]
   assert "skipped" in out.stdout
   assert done["status"] == "done" and done["result"]["epsilon_theory"] == math.inf
   assert done["result"]["noise_multiplier"] == 0.0
+  assert written["config"]["repetitions"] == 2 and written["config"]["seed"] == 7
+  accuracy = written["summary"][1]["spread"]["test_accuracy"]
+  assert accuracy["values"] == [c["result"]["test_accuracy"] for c in written["cells"][1::2]]
+  lines = out.stdout.splitlines()
+  header, _, _, row = lines[lines.index(next(l for l in lines if "repetitions" in l)):][:4]
+  assert header.startswith("2 repetitions (seeds 7, 8): eps_L and test_acc are median [min, ")
+  assert f"{accuracy['median']:.3f} [{accuracy['min']:.3f}, {accuracy['max']:.3f}]" in row
+  assert "[2/2] rep 2/2 (seed 8) one_run:in_distribution eps=inf m=50 done" in out.stderr
 
 
 @pytest.mark.parametrize("flag, message", [
@@ -75,6 +91,7 @@ def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_d
     ("--epsilons=0", "epsilon"),
     ("--num_canaries=ten", "--num_canaries=ten must be a comma-separated list of integers"),
     ("--pool_fraction=1.5", "pool_fraction"),
+    ("--repetitions=0", "--repetitions=0 must be an integer >= 1"),
 ])
 def test_bad_flags_give_one_line_errors(tmp_path, data_dir, flag, message):
   out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", flag)
