@@ -302,11 +302,45 @@ def train_one(config: TradeoffConfig, prepared: PreparedData, model, acc: Accoun
       wall_time_s=wall_time_s, resumed_from_step=result.resumed_from_step)
 
 
-def _from_stored(stored: dict[str, Any]) -> RunResult:
+def run_from_dict(stored: Any) -> RunResult:
+  """The :class:`RunResult` stored by :func:`run` (``dataclasses.asdict``, strict-JSON round
+  trip), checked to be whole for :class:`dpaudit.results.CellStore`: every field with its type
+  and nothing else, accuracies and the clipped fraction in [0, 1], a sampling rate in (0, 1],
+  noise >= 0, ``num_steps`` >= 1, a loss curve of increasing steps ending at ``num_steps``
+  with one loss per step (NaN allowed: a diverged run). Raises KeyError, TypeError or
+  ValueError."""
+  types = {"target_epsilon": float, "seed": int, "noise_multiplier": float,
+           "l2_clip_norm": float, "epsilon_rdp": float, "epsilon_pld": float, "num_steps": int,
+           "sampling_rate": float, "eval_accuracy": float, "train_accuracy": float,
+           "final_loss": float, "final_clipped_fraction": float, "mean_batch_size": float,
+           "loss_curve_steps": list, "loss_curve": list, "clipping_strategy": str,
+           "wall_time_s": float, "resumed_from_step": int, "reused": bool}
+  results.check_fields("RunResult", stored, types)
+  if set(stored) != set(types):
+    raise KeyError(f"RunResult has unexpected keys {sorted(set(stored) - set(types))}")
   fields = dict(stored)
   fields["loss_curve_steps"] = tuple(fields["loss_curve_steps"])
   fields["loss_curve"] = tuple(fields["loss_curve"])
-  return dataclasses.replace(RunResult(**fields), reused=True)
+  run = RunResult(**fields)
+  steps, curve = np.asarray(run.loss_curve_steps), np.asarray(run.loss_curve, np.float64)
+  if not all(0 <= v <= 1 for v in (run.eval_accuracy, run.train_accuracy,
+                                    run.final_clipped_fraction)):
+    raise ValueError("eval_accuracy, train_accuracy and final_clipped_fraction must lie in "
+                     f"[0, 1], got {run.eval_accuracy}, {run.train_accuracy}, "
+                     f"{run.final_clipped_fraction}")
+  if not 0 < run.sampling_rate <= 1 or run.noise_multiplier < 0 or run.num_steps < 1:
+    raise ValueError(f"sampling_rate={run.sampling_rate}, noise_multiplier="
+                     f"{run.noise_multiplier}, num_steps={run.num_steps} are not a DP-SGD run")
+  if (steps.size == 0 or steps.size != curve.size or steps.dtype.kind not in "iu"
+      or curve.dtype.kind != "f" or np.any(np.diff(steps) <= 0) or steps[0] < 1
+      or steps[-1] != run.num_steps):
+    raise ValueError(f"the loss curve (steps {run.loss_curve_steps}, losses {run.loss_curve}) "
+                     f"is not one loss per window of the {run.num_steps} steps")
+  return run
+
+
+def _from_stored(stored: dict[str, Any]) -> RunResult:
+  return dataclasses.replace(run_from_dict(stored), reused=True)
 
 
 # ---------------------------------------------------------------------------------- sweep
@@ -418,7 +452,7 @@ def run(config: TradeoffConfig, runs_dir: str | None = None, resume: bool = True
     eps_runs = []
     for seed in range(config.seed, config.seed + config.num_seeds):
       spec = run_spec(config, eps, seed)
-      stored = store.load(spec, run_label(spec)) if store else None
+      stored = store.load(spec, run_label(spec), run_from_dict) if store else None
       if stored is not None:
         finished = _from_stored(stored)
         print(f"[eps={eps:g} seed={seed}] reusing the finished run "
@@ -443,7 +477,9 @@ def run(config: TradeoffConfig, runs_dir: str | None = None, resume: bool = True
             (f", resumed from step {result.resumed_from_step}" if result.resumed_from_step
              else "") + ")", file=stream, flush=True)
       if store:
-        store.save(spec, dataclasses.asdict(result), run_label(spec))  # drops the checkpoint
+        stored_run = results.loads(results.dumps(dataclasses.asdict(result)))
+        run_from_dict(stored_run)  # a run that is not whole is a bug: raise, store nothing
+        store.save(spec, stored_run, run_label(spec))  # drops the checkpoint
       eps_runs.append(result)
     runs.extend(eps_runs)
     summaries.append(EpsilonSummary.of(eps_runs))
