@@ -103,6 +103,7 @@ def plot(result, path: str) -> None:
 
 
 def table(result) -> str:
+  from dpaudit.audits import noisy_argmax as audit
   f, c = result.forward, result.config
   lines = ["lower bounds: 2-cut (finite-sample), k-cut (asymptotic); *-bs: asymptotic "
            "bootstrap estimates (? = not trusted); theory: upper bounds",
@@ -116,11 +117,12 @@ def table(result) -> str:
                  f"{f.k_cut_bootstrap[i]:9.4f}{mark(f.k_cut_bootstrap_trusted[i])} "
                  f"{f.data_dependent[i]:9.4f} {result.data_independent_rdp[i]:9.4f} {ratio:10.3f}")
   queries = f"{c.num_queries} quer{'y' if c.num_queries == 1 else 'ies'}"
+  show = audit.format_epsilon  # 0 reads "0 (no leakage measured)", never Thm. 1's floor
   lines.append(f"upper bounds on epsilon at delta={c.delta:g} after {queries} (Thm. 1): "
-               + ", ".join(f"{k}={v:.3f}" for k, v in result.epsilon.items()))
-  lines.append("Thm. 1 applied to the audit curves (NOT lower bounds on epsilon; for comparing "
-               "curves): " + ", ".join(f"{k}={v:.3f}"
-                                      for k, v in result.audit_curves_through_thm1.items()))
+               + ", ".join(f"{k}={show(v)}" for k, v in result.epsilon.items()))
+  lines.append(f"Thm. 1 images of the audit curves at delta={c.delta:g}, for comparison with the "
+               "paper's figures; not (eps, delta) lower bounds: "
+               + ", ".join(f"{k}={show(v)}" for k, v in result.audit_curves_through_thm1.items()))
   return "\n".join(lines)
 
 

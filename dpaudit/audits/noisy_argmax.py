@@ -213,6 +213,8 @@ MEANING = {
     "audit_curves_through_thm1": "NOT a lower bound on epsilon: Thm. 1 (an upper-bound "
                                  "conversion) applied to the audits' curves, for comparing "
                                  "curves only",
+    "epsilon_zero": "an epsilon of 0.0 means the curve is 0 at every order: no leakage "
+                    "measured (Thm. 1's floor, 0.138 at delta = 1e-6, is not applied)",
 }
 
 
@@ -306,15 +308,47 @@ def data_independent_rdp(histogram, neighbor, sigma, orders) -> np.ndarray:
   return per_moved_vote * sq_distance / 2.0
 
 
+NO_LEAKAGE = "0 (no leakage measured)"
+
+
+def thm1_epsilon(curves, orders, delta: float, num_queries: int = 1
+                 ) -> tuple[np.ndarray, np.ndarray]:
+  r"""Thm. 1 of RDP curves ``(..., num_orders)``, each composed over ``num_queries`` identical
+  queries: ``(epsilon, order)`` of the batch shape. The one rule by which every display turns
+  a curve into an epsilon (:func:`epsilon_table`, the private-prediction audit, the tables and
+  plots of both experiments).
+
+  A curve that is 0 at every order gives epsilon 0.0 (order NaN): "no leakage measured" for an
+  audit's lower-bound curve, and equal output laws, (0, 0)-DP, for an exact or theory curve.
+  Thm. 1 itself never reaches 0 there: its floor :math:`\min_lpha \log(1/\delta)/(lpha - 1)
+  + \dots` (0.138 at delta = 1e-6 over orders up to 64) would read as leakage."""
+  curves = np.asarray(curves, np.float64) * num_queries
+  converted = rdp_lib.rdp_to_epsilon(curves, jnp.asarray(orders), delta)
+  zero = np.all(curves == 0.0, axis=-1)
+  return (np.where(zero, 0.0, np.asarray(converted.epsilon, np.float64)),
+          np.where(zero, np.nan, np.asarray(converted.order, np.float64)))
+
+
+def format_epsilon(value, digits: int = 3) -> str:
+  """An epsilon for display: exactly 0 (:func:`thm1_epsilon` of a curve that is 0 at every
+  order) reads ``NO_LEAKAGE``, never Thm. 1's floor. ``value`` is a number or a
+  :func:`dpaudit.results.spread` summary of repetitions (``median [min, max]``; all 0 reads
+  ``NO_LEAKAGE``)."""
+  from dpaudit import results
+  if not isinstance(value, dict):
+    value = {"n": 1, "median": float(value), "min": float(value), "max": float(value)}
+  return NO_LEAKAGE if value["max"] == 0.0 else results.format_spread(value, digits)
+
+
 def epsilon_table(curves: dict[str, np.ndarray], orders, num_queries: int,
                   delta: float) -> tuple[dict[str, float], dict[str, float]]:
-  """Composes each per-query RDP curve over ``num_queries`` and converts it with Thm. 1."""
+  """Composes each per-query RDP curve over ``num_queries`` and converts it with Thm. 1
+  (:func:`thm1_epsilon`: a curve that is 0 at every order gives 0.0, order NaN)."""
   epsilon, best_order = {}, {}
   for name, curve in curves.items():
-    composed = rdp_lib.compose_rdp(jnp.asarray(curve)[None], num_compositions=num_queries)
-    converted = rdp_lib.rdp_to_epsilon(composed, jnp.asarray(orders), delta)
-    epsilon[name] = float(converted.epsilon)
-    best_order[name] = float(converted.order)
+    eps, order = thm1_epsilon(curve, orders, delta, num_queries)
+    epsilon[name] = float(eps)
+    best_order[name] = float(order)
   return epsilon, best_order
 
 
