@@ -42,8 +42,25 @@ flags.DEFINE_bool("resume", True, "Reuse finished noise levels in output_dir/cel
 flags.DEFINE_bool("plot", True, "Write fig4.png.")
 
 
+def check_sizes() -> None:
+  """The sizes against MAX_COUNT and the machine's memory (the config checks the rest)."""
+  common.check_seed(FLAGS.seed)
+  common.check_count("num_steps", FLAGS.num_steps)
+  common.check_count("num_models", FLAGS.num_models)
+  common.check_count("chunk_size", FLAGS.chunk_size, 0)
+  # A lazy n-gram model: T x D float32 logits, their gradient and update, per model at once.
+  common.check_memory("canary_length", FLAGS.canary_length, 12.0, what="one model")
+  common.check_memory("vocab_size", FLAGS.vocab_size, 12.0 * FLAGS.canary_length,
+                      what="one model")
+  model_bytes = 12.0 * FLAGS.canary_length * FLAGS.vocab_size
+  name = "chunk_size" if FLAGS.chunk_size else "num_models"
+  common.check_memory(name, FLAGS[name].value, model_bytes,
+                      what="the models trained at once")
+
+
 def config_from_flags():
   from dpaudit.audits import reconstruction
+  check_sizes()
   return reconstruction.NgramCanaryConfig(
       noise_multipliers=common.parse_floats("noise_multipliers", FLAGS.noise_multipliers),
       num_models=FLAGS.num_models, num_steps=FLAGS.num_steps,
@@ -79,8 +96,14 @@ def run_points(config):
             reconstruction.noise_level_key(models_key, sigma), canary, config, sigma)
       return {"point": point.to_dict(), "seconds": timer.seconds}
 
+    def whole(cell, sigma=sigma):  # a stored cell is reused only when this accepts it
+      results.check_fields("noise-level cell", cell, {"point": dict, "seconds": float})
+      if reconstruction.NgramCanaryPoint.from_dict(cell["point"], config).noise_multiplier \
+          != sigma:
+        raise ValueError(f"the cell holds noise multiplier {cell['point']['noise_multiplier']}")
+
     cell, reused = store.get_or_compute(_cell_signature(config, sigma), compute,
-                                        f"sigma_{sigma:g}")
+                                        f"sigma_{sigma:g}", validate=whole)
     status = "reused" if reused else f"{cell['seconds']:.1f} s"
     p = cell["point"]
     print(f"sigma={sigma:g}: leakage {p['leakage']:.2f} <= L(p0) {p['leakage_bound']:.2f} "
@@ -147,6 +170,7 @@ def main(argv):
   common.start_float64_experiment()
   config = config_from_flags()
   common.initialize_distributed()  # several processes: the models spread over them all
+  common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer, common.quiet_accountant():
     canary, points = run_points(config)
   if not common.is_main_process():

@@ -32,6 +32,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import distributed
+from dpaudit import results
 from dpaudit.audits.noisy_argmax import to_plain
 from dpaudit.dpsgd import training
 from dpaudit.estimators import reconstruction as bounds
@@ -144,6 +145,48 @@ class NgramCanaryPoint:
 
   def to_dict(self) -> dict[str, Any]:
     return to_plain(dataclasses.asdict(self))
+
+  @classmethod
+  def from_dict(cls, stored: Any, config: NgramCanaryConfig | None = None) -> NgramCanaryPoint:
+    """The point whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``, checked
+    to be whole (for :class:`dpaudit.results.CellStore`): every field with its type, a noise
+    multiplier and learning rate > 0, :math:`\log p_1 \le 0`, a standard error, spread and
+    effective sample size >= 0 (the latter >= 1), orders > 1 and a median probability in
+    [0, 1]; given ``config``, also the leakage :math:`\log p_1 - \log p_0`, the learning rate
+    ``scale / sigma``, ``reliable`` and :math:`L(p_0) \le \log(1/p_0)`. Raises KeyError,
+    TypeError or ValueError."""
+    fields = {f.name: (bool if f.name == "reliable" else float) for f in dataclasses.fields(cls)}
+    results.check_fields("NgramCanaryPoint", stored, fields)
+    if set(stored) != set(fields):
+      raise KeyError(f"NgramCanaryPoint has unexpected keys {sorted(set(stored) - set(fields))}")
+    p = cls(**stored)
+    slack = 1e-6
+    checks = (
+        ("noise_multiplier > 0", p.noise_multiplier > 0),
+        ("learning_rate > 0", p.learning_rate > 0),
+        ("log_p1 <= 0", p.log_p1 <= slack),
+        ("log_p1_se >= 0", p.log_p1_se >= 0),
+        ("effective_sample_size >= 1", 1 - slack <= p.effective_sample_size < math.inf),
+        ("mean_log_f <= 0", p.mean_log_f <= slack),
+        ("std_log_f >= 0", p.std_log_f >= 0),
+        ("canary_probability_median in [0, 1]", 0 <= p.canary_probability_median <= 1 + slack),
+        ("bound_order > 1", p.bound_order > 1),
+        ("traditional_order > 1", p.traditional_order > 1),
+        ("leakage_bound is not NaN", not math.isnan(p.leakage_bound)))
+    if config is not None:
+      tol = slack * max(1.0, abs(config.log_p0))
+      checks += (
+          ("leakage == log_p1 - log_p0", abs(p.leakage - (p.log_p1 - config.log_p0)) <= tol),
+          ("learning_rate == learning_rate_scale / noise_multiplier",
+           math.isclose(p.learning_rate, config.learning_rate_scale / p.noise_multiplier,
+                        rel_tol=1e-9)),
+          ("reliable == effective_sample_size >= min_effective_sample_size",
+           p.reliable == (p.effective_sample_size >= config.min_effective_sample_size)),
+          ("leakage_bound <= log(1/p0)", p.leakage_bound <= -config.log_p0 + tol))
+    for text, ok in checks:
+      if not ok:
+        raise ValueError(f"the stored NgramCanaryPoint breaks {text}: {stored}")
+    return p
 
 
 @dataclasses.dataclass(frozen=True)
