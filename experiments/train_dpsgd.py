@@ -5,9 +5,9 @@ r"""Accuracy of DP-SGD against its privacy budget: a sweep over target epsilons 
 
 For each target epsilon (``inf``: non-private) the noise multiplier is calibrated so that
 DP-SGD with Poisson rate q = batch_size / N_train and T = ceil(epochs / q) steps is
-(eps, delta)-DP; the model is trained ``--num_seeds`` times and evaluated
-(:func:`dpaudit.dpsgd.tradeoff.run`). Writes ``results.json`` (per target epsilon: accuracy mean
-and standard deviation over seeds, sigma, T, q, the epsilon of both the RDP and the PLD
+(eps, delta)-DP; the model is trained ``--repetitions`` times (repetition i at ``--seed`` + i)
+and evaluated (:func:`dpaudit.dpsgd.tradeoff.run`). Writes ``results.json`` (per target epsilon:
+accuracy mean and standard deviation over the repetitions, sigma, T, q, the epsilon of both the RDP and the PLD
 accountant; and every run) and ``accuracy_vs_epsilon.png`` to ``--output_dir``, and prints a
 table.
 
@@ -60,7 +60,9 @@ flags.DEFINE_float("validation_fraction", 0.0, "If > 0: hold out this share of t
                    "set and evaluate on it instead of the test set (for tuning).")
 flags.DEFINE_bool("standardize", True, "Standardize features with training-set statistics.")
 flags.DEFINE_integer("seed", 0, "Seed of the data split and of the first run.")
-flags.DEFINE_integer("num_seeds", 3, "Runs per target epsilon (seeds seed, seed+1, ...).")
+flags.DEFINE_integer("repetitions", 3, "Independent repetitions (runs) per target epsilon, "
+                     "repetition i at seed --seed + i (its initialisation, batches and noise); "
+                     "the table shows the mean ± std over them.")
 flags.DEFINE_enum("clipping", "auto", ["auto", "ghost", "vmap"],
                   "Per-example clipping: ghost norms, vmap, or auto (ghost where supported).")
 flags.DEFINE_integer("physical_batch_size", 128, "Examples per microbatch (memory, speed).")
@@ -105,8 +107,8 @@ def plot(result, path: str) -> None:
     ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
   ax.set(xlabel="target epsilon", ylabel="accuracy",
-         title=f"{c.dataset}, {c.model}: accuracy vs privacy ({c.num_seeds} seed"
-               f"{'s' if c.num_seeds > 1 else ''})")
+         title=f"{c.dataset}, {c.model}: accuracy vs privacy ({c.repetitions} repetition"
+               f"{'s' if c.repetitions > 1 else ''})")
   ax.grid(True, which="both", alpha=0.3)
   ax.legend(fontsize=8, loc="lower right")
   for i, s in enumerate(result.summaries):
@@ -132,7 +134,7 @@ def config_from_flags():
       learning_rate=FLAGS.learning_rate, optimizer=FLAGS.optimizer,
       l2_clip_norm=FLAGS.l2_clip_norm, accountant=FLAGS.accountant,
       test_fraction=FLAGS.test_fraction, validation_fraction=FLAGS.validation_fraction,
-      standardize=FLAGS.standardize, seed=FLAGS.seed, num_seeds=FLAGS.num_seeds,
+      standardize=FLAGS.standardize, seed=FLAGS.seed, repetitions=FLAGS.repetitions,
       clipping=FLAGS.clipping, physical_batch_size=FLAGS.physical_batch_size,
       data_dir=FLAGS.data_dir, prng_impl=FLAGS.prng_impl)
 

@@ -6,8 +6,9 @@ calibrated (:func:`dpaudit.accounting.calibrate_noise_multiplier`) so that DP-SG
 sampling rate :math:`q` = ``batch_size / N_train`` and :math:`T = \lceil \mathrm{epochs} / q
 \rceil` steps is :math:`(\varepsilon, \delta)`-DP (Abadi et al., "Deep Learning with
 Differential Privacy", 2016, Alg. 1, accounted with RDP or PLD through dp-accounting); the model
-is trained ``num_seeds`` times with :func:`dpaudit.dpsgd.train` and evaluated, and the accuracy
-is summarised per target epsilon (mean and sample standard deviation over seeds).
+is trained ``repetitions`` times (repetition i at seed ``seed + i``) with
+:func:`dpaudit.dpsgd.train` and evaluated, and the accuracy is summarised per target epsilon (mean
+and sample standard deviation over the repetitions).
 
 The run with seed ``s`` uses ``dpaudit.prng.make_key(s, prng_impl)`` for initialisation, batch
 sampling and noise, the same key for every target epsilon (common random numbers). The data
@@ -52,7 +53,8 @@ class TradeoffConfig:
   ``target_epsilons`` are > 0 (``inf`` trains without clipping or noise); ``delta`` should be
   well below 1 / N_train; ``epochs`` and ``batch_size`` (the expected Poisson batch) fix the
   sampling rate and step count (:func:`schedule`); ``seed`` seeds the data split and the first
-  run, the others use ``seed + 1``, ...; ``clipping``, ``physical_batch_size`` and
+  of the ``repetitions`` runs per target epsilon, the others use ``seed + 1``, ... (the field
+  was ``num_seeds``; it is not part of a run's key, so stored runs stay valid); ``clipping``, ``physical_batch_size`` and
   ``data_dir`` change how a run is computed, not its result.
   """
   dataset: str = "digits"
@@ -69,7 +71,7 @@ class TradeoffConfig:
   validation_fraction: float = 0.0
   standardize: bool = True
   seed: int = 0
-  num_seeds: int = 3
+  repetitions: int = 3
   clipping: str = "auto"
   physical_batch_size: int = 128
   data_dir: str | None = None
@@ -96,10 +98,10 @@ class TradeoffConfig:
                           high_open=True)
     _validate.check_range("validation_fraction", self.validation_fraction, 0.0, 1.0,
                           high_open=True)
-    _validate.check_integer("num_seeds", self.num_seeds, 1)
+    _validate.check_integer("repetitions", self.repetitions, 1)
     _validate.check_integer("seed", self.seed, 0)
-    if self.seed + self.num_seeds > 2**63:
-      raise ValueError(f"seed={self.seed} + num_seeds={self.num_seeds} exceeds 2^63")
+    if self.seed + self.repetitions > 2**63:
+      raise ValueError(f"seed={self.seed} + repetitions={self.repetitions} exceeds 2^63")
     _validate.check_choice("clipping", self.clipping, clipping.STRATEGIES)
     _validate.check_integer("physical_batch_size", self.physical_batch_size, 1)
     _validate.check_choice("prng_impl", self.prng_impl, prng.PRNG_IMPLS)
@@ -215,7 +217,7 @@ def run_spec(config: TradeoffConfig, target_epsilon: float, seed: int) -> dict[s
   """Every setting that changes the result of one run (not physical_batch_size, clipping,
   data_dir: they change how it is computed, not what)."""
   spec = dataclasses.asdict(config)
-  for name in ("target_epsilons", "num_seeds", "physical_batch_size", "clipping", "data_dir"):
+  for name in ("target_epsilons", "repetitions", "physical_batch_size", "clipping", "data_dir"):
     del spec[name]
   spec["split_seed"] = spec.pop("seed")
   return {**spec, "target_epsilon": target_epsilon, "seed": seed}
@@ -348,14 +350,15 @@ def _from_stored(stored: dict[str, Any]) -> RunResult:
 
 @dataclasses.dataclass(frozen=True)
 class EpsilonSummary:
-  """The runs of one target epsilon: accuracy mean and sample standard deviation over seeds."""
+  """The runs of one target epsilon: accuracy mean and sample standard deviation over its
+  ``repetitions`` (seeds)."""
   target_epsilon: float
   noise_multiplier: float
   epsilon_rdp: float
   epsilon_pld: float
   num_steps: int
   sampling_rate: float
-  num_seeds: int
+  repetitions: int
   eval_accuracy_mean: float
   eval_accuracy_std: float | None  # None for one seed
   train_accuracy_mean: float
@@ -411,7 +414,7 @@ class TradeoffResult:
         "sampling_rate": self.sampling_rate,
         "num_steps": self.num_steps,
         "target_epsilons": list(self.config.target_epsilons),
-        "seeds": list(range(self.config.seed, self.config.seed + self.config.num_seeds)),
+        "seeds": list(range(self.config.seed, self.config.seed + self.config.repetitions)),
         "summary": [s.to_dict(self.eval_split) for s in self.summaries],
         "runs": [r.to_dict(self.eval_split) for r in self.runs],
         "num_runs_reused": sum(r.reused for r in self.runs),
@@ -450,7 +453,7 @@ def run(config: TradeoffConfig, runs_dir: str | None = None, resume: bool = True
   for eps in config.target_epsilons:
     acc = None
     eps_runs = []
-    for seed in range(config.seed, config.seed + config.num_seeds):
+    for seed in range(config.seed, config.seed + config.repetitions):
       spec = run_spec(config, eps, seed)
       stored = store.load(spec, run_label(spec), run_from_dict) if store else None
       if stored is not None:
@@ -499,7 +502,9 @@ def table(result: TradeoffResult) -> str:
            f"{result.eval_split}), {c.model}, {c.optimizer} lr {c.learning_rate:g}, "
            f"C {c.l2_clip_norm:g}, q {result.sampling_rate:.4g} (batch {c.batch_size}), "
            f"{result.num_steps} steps ({c.epochs:g} epochs), delta {c.delta:g}, "
-           f"calibrated with {c.accountant}, {c.num_seeds} seed{'s' if c.num_seeds > 1 else ''}",
+           f"calibrated with {c.accountant}, {c.repetitions} repetition"
+           f"{'s' if c.repetitions > 1 else ''} (seed{'s' if c.repetitions > 1 else ''} "
+           f"{c.seed}{f'-{c.seed + c.repetitions - 1}' if c.repetitions > 1 else ''})",
            f"{'target eps':>10} {'sigma':>8} {'eps RDP':>8} {'eps PLD':>8} {name:>17} "
            f"{'train acc':>17} {'s/run':>6}  clipping"]
 

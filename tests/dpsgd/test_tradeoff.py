@@ -22,7 +22,8 @@ def test_schedule_rounds_before_the_ceiling():
     ("target_epsilons", (0.0,), "target_epsilons"),
     ("delta", 1.0, "delta"),
     ("batch_size", 0, "batch_size=0 must be an integer >= 1"),
-    ("num_seeds", True, "num_seeds=True"),
+    ("repetitions", True, "repetitions=True"),
+    ("repetitions", 0, "repetitions=0 must be an integer >= 1"),
     ("dataset", "imagenet", "dataset"),
     ("prng_impl", "mt19937", "prng_impl"),
 ])
@@ -33,7 +34,7 @@ def test_bad_config_names_the_field(field, value, message):
 
 def test_tiny_sweep_is_reused_from_its_store(tmp_path):
   config = tradeoff.TradeoffConfig(dataset="wine", model="logistic", target_epsilons=(8, math.inf),
-                                   epochs=1.0, batch_size=32, learning_rate=0.1, num_seeds=1)
+                                   epochs=1.0, batch_size=32, learning_rate=0.1, repetitions=1)
   first = tradeoff.run(config, runs_dir=str(tmp_path), progress_stream=io.StringIO())
   private, public = first.summaries
   assert private.noise_multiplier > 0 and 0 < private.epsilon_rdp <= 8.0

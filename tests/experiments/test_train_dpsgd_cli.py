@@ -24,7 +24,7 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
   flags = (f"--output_dir={out_dir}", f"--compilation_cache_dir={tmp_path / 'jax_cache'}",
            f"--data_dir={data_dir}",
            "--dataset=wine", "--model=logistic", "--epochs=2", "--batch_size=32",
-           "--target_epsilons=8,inf", "--num_seeds=1", "--learning_rate=0.1")
+           "--target_epsilons=8,inf", "--repetitions=1", "--learning_rate=0.1")
   out = _run(*flags)
   assert out.returncode == 0, out.stderr
   results = read_json(out_dir / "results.json")
@@ -33,6 +33,7 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
               "wall_time_s"):
     assert key in results, key
   assert results["dataset"] == "wine" and results["config"]["seed"] == 0
+  assert results["config"]["repetitions"] == 1 and results["seeds"] == [0]
   # 178 examples, 20% test (stratified by class): 142 train; q = 32/142, T = ceil(2 / q) = 9.
   assert results["num_train"] == 142 and results["num_steps"] == 9
   private, public = results["summary"]
@@ -48,6 +49,7 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
   assert not any(run["reused"] for run in results["runs"])
   assert (out_dir / "accuracy_vs_epsilon.png").stat().st_size > 10_000
   assert "eps RDP" in out.stdout and "test acc" in out.stdout
+  assert "1 repetition (seed 0)" in out.stdout
 
   # Forget one finished run: only that one is trained again (the other is read back from
   # output_dir/runs; a rerun that trains nothing: tests/dpsgd/test_tradeoff.py).
@@ -75,3 +77,6 @@ def test_bad_input_prints_one_line_and_exits_2(tmp_path, data_dir):
   assert out.returncode == 2 and "Traceback" not in out.stderr
   assert out.stderr.strip().splitlines()[-1].startswith("error: model='lenet5' needs image data")
   assert not os.path.exists(tmp_path / "results.json")
+  # --num_seeds is now --repetitions (one name for repetitions in every experiment).
+  out = _run(f"--output_dir={tmp_path}", "--num_seeds=2")
+  assert out.returncode == 2 and "num_seeds" in out.stderr, out.stderr
