@@ -54,8 +54,8 @@ class TradeoffConfig:
   well below 1 / N_train; ``epochs`` and ``batch_size`` (the expected Poisson batch) fix the
   sampling rate and step count (:func:`schedule`); ``seed`` seeds the data split and the first
   of the ``repetitions`` runs per target epsilon, the others use ``seed + 1``, ... (the field
-  was ``num_seeds``; it is not part of a run's key, so stored runs stay valid); ``clipping``, ``physical_batch_size`` and
-  ``data_dir`` change how a run is computed, not its result.
+  was ``num_seeds``; it is not part of a run's key, so stored runs stay valid); ``clipping``,
+  ``physical_batch_size`` and ``data_dir`` change how a run is computed, not its result.
   """
   dataset: str = "digits"
   model: str = "mlp"
