@@ -16,8 +16,9 @@ times, repetition i exactly as the run at ``--seed`` + i (its data split and eve
 so its cells are shared with that run's and reused from ``--output_dir/cells``); the table then
 shows eps_L and the test accuracy as median [min, max] over the repetitions. ``results.json``
 collects the cells of every repetition and, per grid point, their spread
-(:func:`dpaudit.results.spread`), and ``audit.png`` plots the lower bounds against the target epsilon and against test accuracy
-(the utility/auditing trade-off of UniAud's Fig. 9).
+(:func:`dpaudit.results.spread`), and ``audit.png`` plots the lower bounds (medians, with
+min-max bars) against the target epsilon and against test accuracy (the utility/auditing
+trade-off of UniAud's Fig. 9).
 
 Data: ``--dataset`` is split (stratified, ``--seed``) into a test set (``--test_fraction``)
 and the rest, which is split in half into the training set D and a pool of held-out real

@@ -7,9 +7,9 @@ For each target epsilon (``inf``: non-private) the noise multiplier is calibrate
 DP-SGD with Poisson rate q = batch_size / N_train and T = ceil(epochs / q) steps is
 (eps, delta)-DP; the model is trained ``--repetitions`` times (repetition i at ``--seed`` + i)
 and evaluated (:func:`dpaudit.dpsgd.tradeoff.run`). Writes ``results.json`` (per target epsilon:
-accuracy mean and standard deviation over the repetitions, sigma, T, q, the epsilon of both the RDP and the PLD
-accountant; and every run) and ``accuracy_vs_epsilon.png`` to ``--output_dir``, and prints a
-table.
+accuracy mean and standard deviation over the repetitions, sigma, T, q, the epsilon of both the
+RDP and the PLD accountant; and every run) and ``accuracy_vs_epsilon.png`` to ``--output_dir``,
+and prints a table.
 
 Data: the bundled sets (digits, breast_cancer, wine, mnist_subset) are split into train and test
 (stratified, ``--test_fraction``, ``--seed``); mnist, fashion_mnist and cifar10 use their own
