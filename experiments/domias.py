@@ -6,7 +6,8 @@ r"""DOMIAS (van Breugel et al., AISTATS 2023): Figs. 3-6 and the epsilon lower b
   python -m experiments.domias --study=generators          # Fig. 6 (quality vs DOMIAS AUC)
   python -m experiments.domias --study=epsilon             # audited eps vs claimed eps
 
-Each study is a grid of settings x ``--seeds`` games of :func:`dpaudit.audits.domias.run_domias`
+Each study is a grid of settings x ``--repetitions`` games of
+:func:`dpaudit.audits.domias.run_domias` (game i of a setting uses ``fold_in(key(--seed), i)``)
 (one generator fit, its synthetic data, every attack of ``--attacks``, the metrics and the epsilon
 lower bounds). Every finished game is a cell of ``--output_dir``/cells, so an interrupted run
 resumes where it stopped and games shared between studies (same settings) are computed once.
@@ -51,7 +52,9 @@ flags.DEFINE_string("dataset", "california_housing",
 flags.DEFINE_string("data_csv", None,
                     "Audit your own data instead of --dataset: a CSV file with a header row and "
                     "numeric columns (every study but minority).")
-flags.DEFINE_integer("seeds", 8, "Games per setting (the paper's 8 runs).")
+flags.DEFINE_integer("repetitions", 8, "Independent games per setting (the paper's 8 runs); "
+                     "game i uses the key fold_in(key(--seed), i). Tables summarise them "
+                     "(mean ± std; the epsilon table max / mean).")
 flags.DEFINE_integer("seed", 0, "Base seed; game i uses fold_in(key(seed), i).")
 flags.DEFINE_list("attacks", ["domias", "eq1", "logan_0", "logan_d1", "mc", "gan_leaks",
                               "gan_leaks_cal"], "Attacks of Figs. 3, 5 (Fig. 4: domias, eq1).")
@@ -115,7 +118,7 @@ def _check_flags() -> None:
   _validate.check_choice("--dataset", FLAGS.dataset, ("california_housing", "adult"))
   for generator in FLAGS.generators:
     _validate.check_choice("--generators", generator, domias.generator_names())
-  _validate.check_integer("--seeds", FLAGS.seeds, 1)
+  _validate.check_integer("--repetitions", FLAGS.repetitions, 1)
 
 
 def _tvae(epochs: int) -> dict:
@@ -259,7 +262,7 @@ def run(progress):
         raise ValueError(f"{study} / {label}: the game needs {config.records_needed()} records "
                          f"(members + non-members + reference + hold-out) but {dataset} has "
                          f"{values.shape[0]}")
-      for seed in range(FLAGS.seeds):
+      for seed in range(FLAGS.repetitions):
         cell_config = {"dataset": dataset, "data_sha256": fingerprint,
                        "seed": FLAGS.seed, "game": seed,
                        "domias": dataclasses.asdict(config),
@@ -279,7 +282,7 @@ def run(progress):
         rows.append({"setting": label, "game": seed, **extra, **cell})
     out[study] = rows
   run_config = {name: getattr(FLAGS, name) for name in (
-      "study", "dataset", "data_csv", "seeds", "seed", "attacks", "density", "num_members",
+      "study", "dataset", "data_csv", "repetitions", "seed", "attacks", "density", "num_members",
       "num_reference", "num_synthetic", "num_holdout", "tvae_epochs", "reference_tvae_epochs",
       "members", "epochs",
       "reference_sizes", "synthetic_sizes", "minority_column", "generators", "ads_gan_lambdas",

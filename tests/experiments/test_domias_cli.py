@@ -5,7 +5,7 @@ import pytest
 from dpaudit.results import read_json
 from tests.conftest import run_module
 
-TINY = ("--study=minority,epsilon", "--seeds=1", "--tvae_epochs=5",
+TINY = ("--study=minority,epsilon", "--repetitions=1", "--tvae_epochs=5",
         "--attacks=domias,eq1,mc,gan_leaks",  # LOGAN, CAL: tests/attacks, tests/audits
         "--num_members=40", "--num_reference=200", "--num_synthetic=200",
         "--generators=dp_tvae", "--dp_epsilons=4", "--dp_epochs=1")
@@ -32,12 +32,14 @@ def test_tiny_run_writes_tables_figures_and_resumes(tmp_path):
   assert again.returncode == 0, again.stderr
   assert again.stderr.count(": reused") == 2
   assert read_json(tmp_path / "results.json")["studies"] == studies
+  assert read_json(tmp_path / "results.json")["config"]["repetitions"] == 1
 
 
 @pytest.mark.parametrize("flags, message", [
     (("--attacks=domias,spy",), "error: --attacks='spy' is not one of"),
     (("--study=epochs", "--num_members=9000", "--num_reference=10000"), "needs 28000 records"),
     (("--data_csv={csv}",), "column 'b' is constant"),
+    (("--seeds=2",), "seeds"),  # now --repetitions: one name for repetitions everywhere
 ])
 def test_bad_input_is_one_line(tmp_path, flags, message):
   csv = tmp_path / "d.csv"
