@@ -236,6 +236,34 @@ def minority_groups(columns: list[str]):
   return {"minority": lambda x: x[:, index] == 1, "rest": lambda x: x[:, index] != 1}
 
 
+def check_game_cell(cell, attacks) -> None:
+  """Raises KeyError, TypeError or ValueError unless ``cell`` is a whole stored game
+  (``DomiasResult.to_dict()`` and ``seconds``) that played ``attacks``: the fields with their
+  types, every attack's metrics (AUC, accuracy, TPRs and precisions in [0, 1]; epsilon bounds
+  numbers, not below 0), in every group too (a group may be empty: too few candidates)."""
+  from dpaudit import results
+  results.check_fields("DOMIAS game", cell, {
+      "attacks": dict, "groups": dict, "quality": float, "claimed_epsilon": float,
+      "num_members": int, "wall_time_s": dict, "seconds": float})
+  for where, metrics in [("attacks", cell["attacks"])] + [
+      (f"groups[{g!r}]", m) for g, m in cell["groups"].items()]:
+    if set(metrics) != set(attacks) and not (where != "attacks" and metrics == {}):
+      raise ValueError(f"the game's {where} hold {sorted(metrics)}, not {sorted(attacks)}")
+    for name, m in metrics.items():
+      results.check_fields(f"{where}[{name!r}]", m, {
+          "auc": float, "accuracy": float, "tpr_at_fpr": dict, "precision_at_top": dict,
+          "epsilon_per_record": float, "epsilon_one_run": float})
+      rates = [m["auc"], m["accuracy"], *m["tpr_at_fpr"].values(),
+               *m["precision_at_top"].values()]
+      if not all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates):
+        raise ValueError(f"{where}[{name!r}] has a rate outside [0, 1]: {m}")
+      if any(m[e] < 0 for e in ("epsilon_per_record", "epsilon_one_run")):
+        raise ValueError(f"{where}[{name!r}] has a negative epsilon bound: {m}")
+  if cell["num_members"] < 1 or cell["seconds"] < 0:
+    raise ValueError(f"num_members={cell['num_members']} and seconds={cell['seconds']} must be "
+                     "positive")
+
+
 def run(progress):
   """Every game of every study. Returns (run config, {study: [cell, ...]})."""
   import jax
@@ -276,7 +304,9 @@ def run(progress):
 
         progress(f"{study} / {label} / game {seed}")
         # Labelled by generator, not study: a game two studies share is computed once.
-        cell, reused = store.get_or_compute(cell_config, compute, f"{config.generator}-{seed}")
+        cell, reused = store.get_or_compute(
+            cell_config, compute, f"{config.generator}-{seed}",
+            validate=lambda c, attacks=config.attacks: check_game_cell(c, attacks))
         progress(f"{study} / {label} / game {seed}: "
                  + ("reused" if reused else f"{cell['seconds']:.1f} s"))
         rows.append({"setting": label, "game": seed, **extra, **cell})
