@@ -39,7 +39,8 @@ def test_tiny_run_writes_tables_figures_and_resumes(tmp_path):
     (("--attacks=domias,spy",), "error: --attacks='spy' is not one of"),
     (("--study=epochs", "--num_members=9000", "--num_reference=10000"), "needs 28000 records"),
     (("--data_csv={csv}",), "column 'b' is constant"),
-    (("--seeds=2",), "seeds"),  # now --repetitions: one name for repetitions everywhere
+    # now --repetitions: one name for repetitions everywhere
+    (("--seeds=2",), "Unknown command line flag 'seeds'"),
 ])
 def test_bad_input_is_one_line(tmp_path, flags, message):
   csv = tmp_path / "d.csv"

@@ -79,4 +79,5 @@ def test_bad_input_prints_one_line_and_exits_2(tmp_path, data_dir):
   assert not os.path.exists(tmp_path / "results.json")
   # --num_seeds is now --repetitions (one name for repetitions in every experiment).
   out = _run(f"--output_dir={tmp_path}", "--num_seeds=2")
-  assert out.returncode == 2 and "num_seeds" in out.stderr, out.stderr
+  assert out.returncode == 2, out.stderr
+  assert "Unknown command line flag 'num_seeds'" in out.stderr, out.stderr
