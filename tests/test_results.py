@@ -301,3 +301,168 @@ def test_monte_carlo_ignores_a_damaged_or_inconsistent_checkpoint(tmp_path):
     f.write(whole[:len(whole) // 3])
   np.testing.assert_array_equal(
       montecarlo.count_outcomes(noisy_argmax, key, 2000, 3, checkpoint_path=path, **kwargs), full)
+
+
+# ------------------------------------------------- validators of the stored result types
+
+
+def _dpsgd_result(**changes):
+  from dpaudit.audits import dpsgd
+  fields = dict(game="one_run", canary="mislabelled", adjacency="add_or_remove_one",
+                epsilon_lower_bound=1.5, epsilon_ceiling=3.0, epsilon_theory=8.0,
+                epsilon_theory_pld=7.5, noise_multiplier=0.9, sampling_rate=0.1, num_steps=50,
+                num_training_examples=500, test_accuracy=0.8, num_observations=100,
+                details={"num_guesses": 10}, wall_time_s=1.0)
+  return results.loads(results.dumps(dpsgd.DPSGDAuditResult(**{**fields, **changes}).to_dict()))
+
+
+def _grid_cell(**changes):
+  import dataclasses
+  from dpaudit.audits import dpsgd
+  config = dpsgd.DPSGDAuditConfig(game="one_run", canary="mislabelled")
+  cell = {"status": "done", "config": dataclasses.asdict(config), "result": _dpsgd_result()}
+  return results.loads(results.dumps({**cell, **changes})), config
+
+
+def _tradeoff_run(**changes):
+  import dataclasses
+  from dpaudit.dpsgd import tradeoff
+  run = tradeoff.RunResult(
+      target_epsilon=8.0, seed=0, noise_multiplier=0.9, l2_clip_norm=1.0, epsilon_rdp=7.9,
+      epsilon_pld=7.5, num_steps=5, sampling_rate=0.1, eval_accuracy=0.7, train_accuracy=0.8,
+      final_loss=0.5, final_clipped_fraction=0.3, mean_batch_size=32.0,
+      loss_curve_steps=(2, 5), loss_curve=(0.9, 0.5), clipping_strategy="vmap",
+      wall_time_s=1.0, resumed_from_step=0)
+  return {**results.loads(results.dumps(dataclasses.asdict(run))), **changes}
+
+
+def _ngram_point(**changes):
+  from dpaudit.audits import reconstruction
+  config = reconstruction.NgramCanaryConfig(noise_multipliers=(2.0,), num_models=8,
+                                            num_steps=3)
+  log_p1 = -10.0
+  point = dict(noise_multiplier=2.0, learning_rate=config.learning_rate_scale / 2.0,
+               log_p1=log_p1, log_p1_se=0.1, effective_sample_size=5.0, reliable=False,
+               leakage=log_p1 - config.log_p0, leakage_bound=1.0, bound_order=4.0,
+               traditional_bound=2.0, traditional_order=8.0, mean_log_f=-11.0, std_log_f=1.0,
+               canary_probability_median=1e-5)
+  point["reliable"] = point["effective_sample_size"] >= config.min_effective_sample_size
+  return {**point, **changes}, config
+
+
+def _gnmax_cell(**changes):
+  cell = {"orders": [2.0, 8.0], "divergence": [0.25, 1.0], "histogram": [[2, 1], [3, 0]],
+          "neighbor": [[1, 2], [2, 1]], "two_level": [0.25, 0.9],
+          "data_independent": [0.5, 2.0], "ratio": [0.5, 0.5], "evaluations": 7,
+          "seconds": 0.1}
+  return {**cell, **changes}
+
+
+def _domias_cell(**changes):
+  metrics = {"auc": 0.6, "accuracy": 0.55, "tpr_at_fpr": {"0.01": 0.02, "0.1": 0.2},
+             "precision_at_top": {"0.01": 1.0, "0.1": 0.7}, "epsilon_per_record": 0.0,
+             "epsilon_one_run": math.nan}
+  cell = {"attacks": {"domias": metrics, "eq1": metrics}, "groups": {"minority": {}},
+          "quality": 0.3, "claimed_epsilon": math.inf, "num_members": 100,
+          "wall_time_s": {"generator": 1.0}, "seconds": 2.0}
+  return {**cell, **changes}
+
+
+def _validators():
+  from dpaudit.audits import dpsgd
+  from dpaudit.audits import reconstruction
+  from dpaudit.accounting import gnmax_worst_case
+  from dpaudit.dpsgd import tradeoff
+
+  def grid(changes):
+    cell, config = _grid_cell(**changes)
+    dpsgd.check_grid_cell(cell, config)
+
+  def ngram(changes):
+    point, config = _ngram_point(**changes)
+    reconstruction.NgramCanaryPoint.from_dict(point, config)
+
+  return {
+      "dpsgd": lambda c: dpsgd.DPSGDAuditResult.from_dict(_dpsgd_result(**c)),
+      "dpsgd raw": lambda c: dpsgd.DPSGDAuditResult.from_dict({**_dpsgd_result(), **c}),
+      "grid": grid,
+      "tradeoff": lambda c: tradeoff.run_from_dict(_tradeoff_run(**c)),
+      "ngram": ngram,
+      "gnmax": lambda c: gnmax_worst_case.check_stored(_gnmax_cell(**c), 3, 2, 2.0,
+                                                       [2.0, 8.0]),
+  }
+
+
+BROKEN = [  # (validator, changes to a whole result, what breaks)
+    ("dpsgd", {"epsilon_lower_bound": 3.5}, "above its own ceiling"),
+    ("dpsgd", {"epsilon_lower_bound": math.nan}, "must not be NaN"),
+    ("dpsgd", {"test_accuracy": 1.5}, "outside"),
+    ("dpsgd", {"sampling_rate": 0.0}, "sampling_rate"),
+    ("dpsgd", {"game": "uniaud"}, "not an audit"),
+    ("dpsgd raw", {"warnings": ["made up"]}, "warnings"),
+    ("dpsgd raw", {"epsilon_optimistic": 1.0}, "unexpected keys"),
+    ("dpsgd raw", {"num_steps": 2.5}, "must be int"),
+    ("dpsgd raw", {"details": []}, "must be dict"),
+    ("grid", {"status": "running"}, "neither"),
+    ("grid", {"result": {}}, "has no"),
+    ("grid", {"config": {"game": "many_run"}}, "another audit configuration"),
+    ("tradeoff", {"eval_accuracy": -0.1}, "[0, 1]"),
+    ("tradeoff", {"loss_curve": [0.5]}, "loss curve"),
+    ("tradeoff", {"loss_curve_steps": [2, 4]}, "loss curve"),
+    ("tradeoff", {"extra": 1}, "unexpected keys"),
+    ("tradeoff", {"seed": True}, "must be int"),
+    ("ngram", {"log_p1": 0.5}, "log_p1 <= 0"),
+    ("ngram", {"leakage": 99.0}, "leakage == log_p1 - log_p0"),
+    ("ngram", {"reliable": True}, "reliable =="),
+    ("ngram", {"leakage_bound": 1e3}, "leakage_bound <= log(1/p0)"),
+    ("gnmax", {"divergence": [0.25, 2.5], "ratio": [0.5, 1.25]}, "above its bound"),
+    ("gnmax", {"ratio": [0.5, 0.4]}, "ratio"),
+    ("gnmax", {"histogram": [[2, 1], [2, 0]]}, "votes"),
+    ("gnmax", {"neighbor": [[1, 2], [3, 0]]}, "neighbour"),
+    ("gnmax", {"divergence": [0.25]}, "2 orders"),
+    ("gnmax", {"two_level": [0.3, 0.9]}, "two-level above"),
+]
+
+
+def test_validators_accept_whole_results():
+  for name, validate in _validators().items():
+    validate({})  # raises if the whole result is refused
+
+
+@pytest.mark.parametrize("name,changes,message", BROKEN,
+                         ids=[f"{n}-{m}" for n, _, m in BROKEN])
+def test_validators_refuse_broken_results(name, changes, message):
+  with pytest.raises(results.VALIDATION_ERRORS) as caught:
+    _validators()[name](changes)
+  assert message in str(caught.value)
+
+
+DOMIAS_BROKEN = [
+    ({"attacks": {"domias": {}}}, "hold ['domias'], not ['domias', 'eq1']"),
+    ({"groups": {"minority": {"domias": {}, "eq1": {}}}}, "has no 'auc'"),
+    ({"num_members": 1.5}, "must be int"),
+    ({"seconds": "1"}, "must be float"),
+]
+
+
+def test_domias_game_validator():
+  """experiments.domias.check_game_cell, in a child process (every experiment module defines
+  its flags on import, so two cannot be imported into one process)."""
+  metrics = _domias_cell()["attacks"]["domias"]
+  cases = [_domias_cell()] + [_domias_cell(**changes) for changes, _ in DOMIAS_BROKEN] + [
+      _domias_cell(attacks={"domias": {**metrics, "auc": 1.5}, "eq1": metrics}),
+      _domias_cell(attacks={"domias": {**metrics, "epsilon_per_record": -1.0}, "eq1": metrics})]
+  code = ("import sys; from dpaudit import results; from experiments import domias\n"
+          "for cell in results.loads(sys.stdin.read()):\n"
+          "  try:\n"
+          "    domias.check_game_cell(cell, ('domias', 'eq1')); print('whole')\n"
+          "  except results.VALIDATION_ERRORS as e:\n"
+          "    print(type(e).__name__, e)\n")
+  out = subprocess.run([sys.executable, "-c", code], input=results.dumps(cases),
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.splitlines()
+  assert len(lines) == len(cases) and lines[0] == "whole", lines
+  for line, (_, message) in zip(lines[1:], DOMIAS_BROKEN):
+    assert message in line, line
+  assert "rate outside [0, 1]" in lines[-2] and "negative epsilon bound" in lines[-1]

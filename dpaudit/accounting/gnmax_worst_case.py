@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
+from dpaudit import results
 from dpaudit.accounting import noisy_argmax
 
 
@@ -252,3 +253,46 @@ def worst_case_neighbors(num_teachers: int, num_classes: int, sigma: float, orde
                    neighbor=neighbor, two_level=two_level,
                    data_independent=orders / float(sigma) ** 2,
                    evaluations=len(evaluate.cache))
+
+
+def check_stored(cell, num_teachers: int, num_classes: int, sigma: float, orders) -> None:
+  """Raises KeyError, TypeError or ValueError unless ``cell`` is a whole result of
+  :func:`worst_case_neighbors` as ``experiments.gnmax_worst_case`` stores it (the
+  :class:`WorstCase` fields as lists, ``ratio`` and ``seconds``) for these settings: one entry
+  per order in every list, histograms of ``num_teachers`` votes over ``num_classes`` classes
+  with the neighbour one vote from class 0 to class 1, the bound alpha / sigma^2 (Papernot et
+  al. 2018, Prop. 8) at each order, 0 <= two-level <= found divergence <= that bound (relative
+  slack 1e-9; the search starts from the two-level pair), and the ratio found / bound."""
+  results.check_fields("worst-case cell", cell, {
+      "orders": list, "divergence": list, "histogram": list, "neighbor": list,
+      "two_level": list, "data_independent": list, "ratio": list, "evaluations": int,
+      "seconds": float})
+  k = len(orders)
+  floats = {name: np.asarray(cell[name], np.float64) for name in (
+      "orders", "divergence", "two_level", "data_independent", "ratio")}
+  hist, nbr = np.asarray(cell["histogram"]), np.asarray(cell["neighbor"])
+  if any(v.shape != (k,) for v in floats.values()) or hist.shape != (k, num_classes) \
+      or nbr.shape != (k, num_classes) or hist.dtype.kind != "i" or nbr.dtype.kind != "i":
+    raise ValueError(f"the cell's lists are not {k} orders of {num_classes} classes")
+  moved = hist.copy()
+  moved[:, 0] -= 1
+  moved[:, 1] += 1
+  bound = np.asarray(orders, np.float64) / sigma**2
+  divergence, two_level = floats["divergence"], floats["two_level"]
+  problems = (
+      ("orders differ", not np.array_equal(floats["orders"], np.asarray(orders, np.float64))),
+      ("histograms are not num_teachers votes", np.any(hist < 0) or hist[:, 0].min() < 1
+       or np.any(hist.sum(axis=1) != num_teachers)),
+      ("neighbour is not H - e_0 + e_1", not np.array_equal(nbr, moved)),
+      ("bound is not alpha / sigma^2", not np.allclose(floats["data_independent"], bound,
+                                                        rtol=1e-12, atol=0)),
+      ("a divergence is negative or NaN", not (np.all(two_level >= 0)
+                                               and np.all(divergence >= 0))),
+      ("two-level above the found divergence", np.any(two_level > divergence * (1 + 1e-9))),
+      ("a divergence above its bound", np.any(divergence > bound * (1 + 1e-9))),
+      ("ratio is not divergence / bound", not np.allclose(floats["ratio"], divergence / bound,
+                                                          rtol=1e-12, atol=0)),
+      ("no pairs evaluated", cell["evaluations"] < 1))
+  for text, bad in problems:
+    if bad:
+      raise ValueError(f"the stored worst-case cell is not whole: {text}")

@@ -236,7 +236,7 @@ class DPSGDAuditResult:
 
     Checks that it is whole (for :class:`dpaudit.results.CellStore`): every key with its type,
     a known game, canary and relation, the bound under the key its ``optimistic`` flag names,
-    no NaN bound or ceiling, the bound not above its own ceiling :math:`\epsilon_O` (relative
+    no NaN bound or ceiling, the bound not above its own ceiling :math:`\\epsilon_O` (relative
     slack 1e-9), a sampling rate in (0, 1], counts >= 1, accuracy in [0, 1] and the stored
     warnings equal to those the figures give. Raises KeyError, TypeError or ValueError."""
     bound = "epsilon_optimistic" if isinstance(stored, dict) and stored.get("optimistic") \

@@ -150,10 +150,10 @@ class NgramCanaryPoint:
   def from_dict(cls, stored: Any, config: NgramCanaryConfig | None = None) -> NgramCanaryPoint:
     """The point whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``, checked
     to be whole (for :class:`dpaudit.results.CellStore`): every field with its type, a noise
-    multiplier and learning rate > 0, :math:`\log p_1 \le 0`, a standard error, spread and
+    multiplier and learning rate > 0, :math:`\\log p_1 \\le 0`, a standard error, spread and
     effective sample size >= 0 (the latter >= 1), orders > 1 and a median probability in
-    [0, 1]; given ``config``, also the leakage :math:`\log p_1 - \log p_0`, the learning rate
-    ``scale / sigma``, ``reliable`` and :math:`L(p_0) \le \log(1/p_0)`. Raises KeyError,
+    [0, 1]; given ``config``, also the leakage :math:`\\log p_1 - \\log p_0`, the learning rate
+    ``scale / sigma``, ``reliable`` and :math:`L(p_0) \\le \\log(1/p_0)`. Raises KeyError,
     TypeError or ValueError."""
     fields = {f.name: (bool if f.name == "reliable" else float) for f in dataclasses.fields(cls)}
     results.check_fields("NgramCanaryPoint", stored, fields)
