@@ -466,3 +466,33 @@ def test_domias_game_validator():
   for line, (_, message) in zip(lines[1:], DOMIAS_BROKEN):
     assert message in line, line
   assert "rate outside [0, 1]" in lines[-2] and "negative epsilon bound" in lines[-1]
+
+
+def test_an_experiment_recomputes_edited_cells(tmp_path):
+  """The issue's case: a stored GNMax cell whose divergence was edited above its own bound
+  (digest updated to match) and one emptied to {} are recomputed by a rerun, one warning line
+  each, and results.json is that of the first run (the cells' timings aside)."""
+  flags = [f"--output_dir={tmp_path}", "--num_teachers=4", "--num_classes=3", "--sigmas=1,2",
+           "--orders=2", "--max_steps=2", "--num_random_starts=0", "--noplot"]
+
+  def run():
+    out = subprocess.run([sys.executable, "-m", "experiments.gnmax_worst_case", *flags],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    cells = results.read_json(tmp_path / "results.json")["cells"]
+    return out.stderr, {name: {k: v for k, v in cell.items() if k != "seconds"}
+                        for name, cell in cells.items()}
+
+  _, first = run()
+  paths = sorted(str(p) for p in (tmp_path / "cells").glob("*.json"))
+  assert len(paths) == 2
+  edited = {**first["k=4, sigma=1"], "divergence": [5.0], "ratio": [2.5], "seconds": 1.0}
+  _rewrite([p for p in paths if "sigma1-" in p][0], _set_result(edited, digest=True))
+  _rewrite([p for p in paths if "sigma2-" in p][0], _set_result({}))
+  stderr, again = run()
+  warnings_ = [line for line in stderr.splitlines() if line.startswith("warning: ")]
+  assert len(warnings_) == 2 and "Traceback" not in stderr, stderr
+  assert "a divergence above its bound" in warnings_[0] and paths[0] in warnings_[0]
+  assert "does not match its digest" in warnings_[1] and paths[1] in warnings_[1]
+  assert "[reused]" not in stderr
+  assert results.dumps(again) == results.dumps(first)
