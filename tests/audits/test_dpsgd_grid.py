@@ -179,6 +179,33 @@ def test_optimistic_cells_are_reported_by_their_own_key():
   assert "eps_L*=1.250" in grid.progress_line(0, 1, config, cell)
 
 
+def test_spread_table_of_optimistic_and_partly_skipped_points():
+  # Hand-made cells (no training): an optimistic point at two seeds, and a point one of whose
+  # repetitions was skipped.
+  def cell(seed, m, bound=None, accuracy=0.5):
+    config = {"game": "one_run", "canary": "gaussian", "epsilon": 4.0, "num_canaries": m,
+              "tag_weight": 1.0}
+    if bound is None:
+      return {"status": "skipped", "reason": "too few", "config": config, "seed": seed}
+    result = {"epsilon_optimistic": bound, "epsilon_ceiling": 3.0, "epsilon_theory": INF,
+              "test_accuracy": accuracy, "noise_multiplier": 1.1, "num_steps": 10,
+              "optimistic": True}
+    return {"status": "done", "config": config, "result": result, "seed": seed}
+
+  cells = [cell(4, 100, 1.5, 0.25), cell(4, 200, 0.5), cell(5, 100, 1.0, 0.75), cell(5, 200)]
+  optimistic, partly = grid.summarise(cells)
+  assert set(optimistic["spread"]) == {"epsilon_optimistic", *grid.SPREAD_FIELDS}
+  assert grid.reported_epsilon(optimistic["spread"])["values"] == [1.5, 1.0]
+  assert optimistic["spread"]["epsilon_theory"]["median"] == INF
+  assert partly["status"] == "done" and partly["skipped"] == [{"seed": 5, "reason": "too few"}]
+  assert partly["spread"]["test_accuracy"]["n"] == 1
+  header, _, first, second = grid.table(cells).splitlines()
+  assert header.startswith("2 repetitions (seeds 4, 5)")
+  assert "1.25 [1.00, 1.50]" in first and "0.500 [0.250, 0.750]" in first
+  assert first.split()[8] == "inf"  # eps_theory: the median of inf, inf
+  assert "0.50" in second and "[" not in second and second.endswith("(1 of 2 skipped: too few)")
+
+
 @pytest.mark.parametrize("settings, message", [
     (dict(pool_fraction=1.5), "pool_fraction=1.5 is outside the valid range (0, 1)"),
     (dict(test_fraction=0.0), "test_fraction=0.0 is outside the valid range (0, 1)"),
