@@ -23,11 +23,12 @@ from absl import flags
 from experiments import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("num_audits", 1000, "Repeated audits per setting.")
-flags.DEFINE_integer("num_bootstrap", 500, "Bootstrap resamples per audit.")
-flags.DEFINE_list("num_trials", ["1000", "10000", "100000", "1000000"], "Trials per histogram.")
+flags.DEFINE_integer("num_audits", 1000, "Repeated audits per setting (>= 1).")
+flags.DEFINE_integer("num_bootstrap", 500, "Bootstrap resamples per audit (>= 1).")
+flags.DEFINE_list("num_trials", ["1000", "10000", "100000", "1000000"],
+                  "Trials per histogram, whole numbers >= 1 (1e6 allowed).")
 flags.DEFINE_list("orders", ["1.5", "2", "4", "8", "16", "32"], "Renyi orders alpha > 1.")
-flags.DEFINE_float("significance", 0.05, "beta of each bound.")
+flags.DEFINE_float("significance", 0.05, "beta of each bound, in (0, 1).")
 flags.DEFINE_integer("seed", 0, "PRNG seed.")
 flags.DEFINE_string("output_dir", "out/bootstrap_coverage", "Where results.json goes.")
 
@@ -93,9 +94,45 @@ def study(key, probs_p, probs_q, num_trials: int, orders, config) -> dict:
   return out
 
 
+def parse_trials(values) -> tuple[int, ...]:
+  """--num_trials as whole numbers (``1e6`` allowed), each in [1, MAX_COUNT]."""
+  trials = []
+  for value in values:
+    try:
+      number = float(value)
+    except ValueError:
+      raise ValueError(f"--num_trials={','.join(values)} must be a comma-separated list of "
+                       "whole numbers") from None
+    if not number.is_integer():
+      raise ValueError(f"--num_trials contains {value}, which is not a whole number")
+    trials.append(int(number))
+  return common.check_counts("num_trials", trials)
+
+
+def config_from_flags() -> dict:
+  """The validated run configuration (ValueError naming the flag and its valid range)."""
+  orders = common.check_floats("orders", common.parse_floats("orders", FLAGS.orders), 1.0,
+                               low_open=True)
+  trials = parse_trials(FLAGS.num_trials)
+  common.check_significance(FLAGS.significance)
+  common.check_seed(FLAGS.seed)
+  classes = len(next(iter(PAIRS.values()))[0])
+  # Per audit the bootstrap keeps num_bootstrap resampled count vectors and divergences.
+  common.check_memory("num_bootstrap", FLAGS.num_bootstrap, 8.0 * (classes + len(orders)),
+                      what="the resamples of one audit")
+  common.check_memory("num_audits", FLAGS.num_audits,
+                      8.0 * FLAGS.num_bootstrap * (classes + len(orders)),
+                      what=f"{FLAGS.num_bootstrap} bootstrap resamples per audit")
+  return {"num_audits": FLAGS.num_audits, "num_bootstrap": FLAGS.num_bootstrap,
+          "num_trials": list(trials), "orders": list(orders),
+          "significance": FLAGS.significance, "seed": FLAGS.seed}
+
+
 @common.cli
 def main(argv):
   del argv
+  config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   common.enable_compilation_cache()
   common.enable_x64()
   import jax
@@ -103,16 +140,8 @@ def main(argv):
   from dpaudit import accounting
   from dpaudit.audits.noisy_argmax import to_plain
 
-  orders = jnp.asarray(common.parse_floats("orders", FLAGS.orders))
-  trials = [int(float(v)) for v in FLAGS.num_trials]
-  for name, value in (("num_audits", FLAGS.num_audits), ("num_bootstrap", FLAGS.num_bootstrap)):
-    if value < 1:
-      raise ValueError(f"--{name}={value} must be >= 1")
-  if any(n < 1 for n in trials):
-    raise ValueError(f"--num_trials={FLAGS.num_trials} must all be >= 1")
-  config = {"num_audits": FLAGS.num_audits, "num_bootstrap": FLAGS.num_bootstrap,
-            "num_trials": trials, "orders": [float(a) for a in orders],
-            "significance": FLAGS.significance, "seed": FLAGS.seed}
+  orders = jnp.asarray(config["orders"])
+  trials = config["num_trials"]
   key = jax.random.key(FLAGS.seed)
   settings = []
   with common.Timer() as timer:

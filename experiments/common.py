@@ -440,6 +440,11 @@ def check_floats(flag: str, values: Sequence[float], low: float | None = None,
   return tuple(values)
 
 
+def check_seed(value: int, flag: str = "seed") -> int:
+  """A PRNG seed in [0, 2^63)."""
+  return check_count(flag, value, 0, 2**63 - 1)
+
+
 def check_significance(value: float, flag: str = "significance") -> float:
   return check_float(flag, value, 0.0, 1.0, low_open=True, high_open=True)
 

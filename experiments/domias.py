@@ -121,6 +121,26 @@ def _check_flags() -> None:
   _validate.check_integer("--repetitions", FLAGS.repetitions, 1)
 
 
+def check_flags() -> None:
+  """Every flag that can be checked without the data, before anything is written: the choices,
+  counts in their ranges (at most MAX_COUNT), finite rates, and every game's DomiasConfig.
+  Whether the data hold enough records is checked in :func:`run`, before its first game."""
+  from dpaudit.audits import domias
+  _check_flags()
+  for name, low in (("num_members", 1), ("num_reference", 1), ("num_synthetic", 1),
+                    ("num_holdout", 0), ("tvae_epochs", 1), ("reference_tvae_epochs", 0),
+                    ("gan_iterations", 1), ("flow_epochs", 1)):
+    common.check_count(name, FLAGS[name].value, low)
+  common.check_count("repetitions", FLAGS.repetitions)
+  common.check_seed(FLAGS.seed)
+  common.check_float("dp_delta", FLAGS.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
+  common.check_float("dp_epochs", FLAGS.dp_epochs, 0.0, low_open=True)
+  common.check_significance(FLAGS.significance)
+  for study in FLAGS.study:
+    for _, kwargs, _ in study_cells(study):
+      domias.DomiasConfig(**kwargs)
+
+
 def _tvae(epochs: int) -> dict:
   return {"epochs": int(epochs)}
 
@@ -466,6 +486,8 @@ def plot(studies: dict[str, list[dict]], output_dir: str) -> list[str]:
 def main(argv):
   del argv
   common.start_float64_experiment()
+  check_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
   with common.Timer() as timer, common.quiet_accountant():
     config, studies = run(progress)

@@ -116,8 +116,26 @@ def parse_audits(audits, game: str, canary: str) -> tuple[tuple[str, str], ...]:
   return tuple(pairs)
 
 
+def check_flags() -> None:
+  """What the grid's config does not bound: sizes against MAX_COUNT and the machine's memory,
+  finite training settings (the config checks the rest, naming the field = the flag)."""
+  for name in ("num_runs", "batch_size", "num_tags", "num_tag_bits", "patch_size"):
+    common.check_count(name, FLAGS[name].value)
+  common.check_counts("num_canaries", common.parse_ints("num_canaries", FLAGS.num_canaries))
+  common.check_count("chunk_size", FLAGS.chunk_size, 0)
+  common.check_memory("physical_batch_size", FLAGS.physical_batch_size, 4096.0,
+                      what="one microbatch's per-example gradients")
+  common.check_floats("epsilons", common.parse_floats("epsilons", FLAGS.epsilons), 0.0,
+                      low_open=True, allow_inf=True)
+  for name in ("epochs", "learning_rate", "l2_clip_norm", "sigma0"):
+    common.check_float(name, FLAGS[name].value, 0.0, low_open=True)
+  common.check_delta(FLAGS.delta)
+  common.check_significance(FLAGS.significance)
+
+
 def config_from_flags() -> grid.DPSGDGridConfig:
   """The grid of the flags (the config's field names are the flag names)."""
+  check_flags()
   parsed = dict(audits=parse_audits(FLAGS.audits, FLAGS.game, FLAGS.canary),
                 epsilons=common.parse_floats("epsilons", FLAGS.epsilons),
                 num_canaries=common.parse_ints("num_canaries", FLAGS.num_canaries),
@@ -137,6 +155,7 @@ def main(argv):
   common.quiet_logging()
   config = config_from_flags()
   common.initialize_distributed()  # several processes: many_run's runs spread over them all
+  common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer:
     result = grid.run(config, os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   if not common.is_main_process():

@@ -51,8 +51,9 @@ def settings_from_flags() -> tuple[list[tuple[int, float]], tuple[float, ...]]:
                      "list of integers") from None
   sigmas = common.parse_floats("sigmas", FLAGS.sigmas)
   orders = common.parse_floats("orders", FLAGS.orders)
-  checks = (("num_teachers", teachers, lambda v: v >= 1, "[1, inf)"),
-            ("sigmas", sigmas, lambda v: v > 0, "(0, inf)"),
+  checks = (("num_teachers", teachers, lambda v: 1 <= v <= common.MAX_COUNT,
+             f"[1, {common.MAX_COUNT}]"),
+            ("sigmas", sigmas, lambda v: 0 < v < math.inf, "(0, inf)"),
             ("orders", orders, lambda v: v > 1 and math.isfinite(v), "(1, inf)"))
   for name, values, ok, valid in checks:
     if not values:
@@ -60,10 +61,12 @@ def settings_from_flags() -> tuple[list[tuple[int, float]], tuple[float, ...]]:
     for v in values:
       if not ok(v):
         raise ValueError(f"--{name} contains {v}, outside the valid range {valid}")
-  for name, low in (("num_classes", 2), ("num_random_starts", 0), ("max_steps", 0)):
-    if getattr(FLAGS, name) < low:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)} is outside the valid range "
-                       f"[{low}, inf)")
+  for name, low in (("num_random_starts", 0), ("max_steps", 0)):
+    common.check_count(name, getattr(FLAGS, name), low)
+  common.check_seed(FLAGS.seed)
+  # One compiled evaluation: 2048 pairs x C classes x ~200 quadrature nodes in float64.
+  common.check_memory("num_classes", FLAGS.num_classes, 8.0 * 2048 * 200, low=2,
+                      what="one evaluation of the search")
   return list(itertools.product(teachers, sigmas)), orders
 
 
@@ -140,6 +143,7 @@ def main(argv):
   del argv
   common.start_float64_experiment()
   settings, orders = settings_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer:
     cells = run_cells(settings, orders)
   config = {"num_teachers": [k for k, _ in settings], "sigmas": [s for _, s in settings],

@@ -77,8 +77,31 @@ CONFIG_FLAGS = (
     "num_at_risk", "seed")
 
 
+# Size flags and their smallest valid values (as LMReconstructionConfig checks them).
+SIZE_FLAGS = {"num_train": 1, "num_reference": 1, "num_test": 2, "num_generated": 2,
+              "context_size": 1, "hidden_size": 1, "max_length": 2, "secret_digits": 1,
+              "canary_repetitions": 0, "batch_size": 1, "top_k": 0, "num_exposure_samples": 2,
+              "num_at_risk": 1}
+
+
+def check_sizes() -> None:
+  """Sizes in [smallest, MAX_COUNT] and within the machine's memory (the config checks the
+  other flags)."""
+  for name, low in SIZE_FLAGS.items():
+    common.check_count(name, FLAGS[name].value, low)
+  common.check_memory("max_length", FLAGS.max_length, 4.0, low=2, what="one line")
+  for name in ("num_train", "num_reference", "num_test", "num_generated"):
+    common.check_memory(name, FLAGS[name].value, 4.0 * FLAGS.max_length, low=SIZE_FLAGS[name],
+                        what=f"lines of {FLAGS.max_length} characters")
+  # The model's weights (about 100 characters x (context + 1) per hidden unit), gradient and
+  # Adam's two moments, in float32.
+  common.check_memory("hidden_size", FLAGS.hidden_size, 16.0 * 100 * (FLAGS.context_size + 1),
+                      what="the model and its optimizer")
+
+
 def config_from_flags() -> lmr.LMReconstructionConfig:
   """The validated config; its errors name the field, which is the flag of the same name."""
+  check_sizes()
   values = {name: FLAGS[name].value for name in CONFIG_FLAGS}
   values["noise_multipliers"] = common.parse_floats("noise_multipliers", FLAGS.noise_multipliers)
   try:
@@ -93,6 +116,7 @@ def main(argv):
   common.enable_compilation_cache()
   common.quiet_logging()
   config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   common.enable_x64()
   with common.Timer() as timer:
     result = lmr.run(config, model_dir=os.path.join(FLAGS.output_dir, "models"),

@@ -42,7 +42,18 @@ flags.DEFINE_bool("plot", True, "Write rdp_vs_order.png.")
 
 
 def config_from_flags():
+  """The validated config (ValueError naming the flag): the library checks every field; the
+  sizes are also checked here against the machine's memory and MAX_COUNT."""
   from dpaudit.audits import noisy_argmax as audit
+  common.check_seed(FLAGS.seed)
+  common.check_float("sigma", FLAGS.sigma, 0.0, low_open=True)
+  common.check_count("num_trials", FLAGS.num_trials, 4)
+  classes = max(len(FLAGS.histogram), 2)
+  orders = max(len(FLAGS.orders), 1)
+  common.check_memory("num_bootstrap", FLAGS.num_bootstrap, 8.0 * (classes + orders),
+                      what="the bootstrap resamples")
+  common.check_memory("chunk_size", FLAGS.chunk_size, 8.0 * classes,
+                      what="one chunk of trials")
   return audit.NoisyArgmaxAuditConfig(
       histogram=common.parse_floats("histogram", FLAGS.histogram),
       neighbor=common.parse_floats("neighbor", FLAGS.neighbor),
@@ -131,11 +142,12 @@ def main(argv):
   del argv
   common.enable_compilation_cache()
   common.enable_x64()
-  common.initialize_distributed()  # several processes: trials spread over all their devices
   from dpaudit import montecarlo
   from dpaudit.audits import noisy_argmax as audit
 
   config = config_from_flags()
+  common.initialize_distributed()  # several processes: trials spread over all their devices
+  common.claim_output_dir(FLAGS.output_dir)
   key = common.make_key(FLAGS.seed, FLAGS.prng_impl)
   checkpoint_dir = os.path.join(FLAGS.output_dir, "checkpoints")
   if not FLAGS.resume and os.path.isdir(checkpoint_dir) and common.is_main_process():

@@ -133,6 +133,37 @@ def panoramia_config():
       significance=FLAGS.significance, correction=FLAGS.correction, delta=FLAGS.delta)
 
 
+def check_flags() -> None:
+  """Every flag that can be checked without the data, before anything is written: sizes in
+  their ranges (at most MAX_COUNT), finite rates, the targets and the PANORAMIA config. The
+  data-dependent checks (enough examples for the canaries and the splits) follow in
+  :func:`run`, before its first write."""
+  from dpaudit import _validate
+  from dpaudit.audits import panoramia_modalities as mod
+  _validate.check_choice("--modality", FLAGS.modality, mod.MODALITIES)
+  if not FLAGS.target:
+    raise ValueError("--target must name at least one target")
+  for name in FLAGS.target:
+    parse_target(name)
+  for name, low in (("num_canaries", 0), ("num_audit", 1), ("num_classifier_train", 1),
+                    ("num_generator_train", 0), ("num_helper_train", 1),
+                    ("classifier_epochs", 1), ("generator_epochs", 1), ("helper_epochs", 1),
+                    ("mst_iters", 1), ("target_batch_size", 1), ("text_max_length", 2),
+                    ("max_examples", -1)):
+    common.check_count(name, FLAGS[name].value, low)
+  # A character LM of this width: its weights, gradient and Adam's moments (float32).
+  common.check_memory("text_hidden_size", FLAGS.text_hidden_size, 16.0 * 4 * 100,
+                      what="the text models")
+  common.check_float("mst_epsilon", FLAGS.mst_epsilon, 0.0, low_open=True, allow_inf=True)
+  common.check_float("dp_epochs", FLAGS.dp_epochs, 0.0, low_open=True)
+  common.check_float("dp_delta", FLAGS.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
+  common.check_float("target_learning_rate", FLAGS.target_learning_rate, 0.0, low_open=True)
+  common.check_significance(FLAGS.significance)
+  common.check_delta(FLAGS.delta)
+  common.check_seed(FLAGS.seed)
+  panoramia_config()
+
+
 def _setup_arrays(setup) -> dict[str, np.ndarray]:
   arrays = {"train_inputs": setup.train_set.inputs, "train_labels": setup.train_set.labels,
             "train_member": setup.train_member, "audit_inputs": setup.audit.inputs,
@@ -309,6 +340,8 @@ def write_samples(setup, vocab, output_dir: str) -> str:
 def main(argv):
   del argv
   common.start_float64_experiment()
+  check_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   progress = lambda line: print(line, file=sys.stderr, flush=True)
   with common.Timer() as timer, common.quiet_accountant():
     config, cells, setup, vocab = run(progress)

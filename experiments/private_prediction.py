@@ -97,8 +97,30 @@ CURVES = (("two_cut", "o-"), ("k_cut", "s-"), ("exact", "-"), ("data_dependent",
           ("data_independent", ":"))
 
 
+def check_flags() -> None:
+  """Sizes in [smallest, MAX_COUNT], the histograms of the exact divergence within the
+  machine's memory, finite noise and rates (the configs check the rest)."""
+  for name, low in (("num_teachers", 2), ("num_instantiations", 2), ("num_queries", 1),
+                    ("query_repeats", 1), ("epochs", 1), ("batch_size", 1),
+                    ("instantiations_per_call", 1), ("num_neighbors", 1),
+                    ("feature_epochs", 1), ("num_trials", 4)):
+    common.check_count(name, FLAGS[name].value, low)
+  # Each histogram's exact divergence: classes x ~200 quadrature nodes, float64.
+  common.check_memory("num_histograms", FLAGS.num_histograms, 8.0 * 10 * 200, low=2,
+                      what="the exact divergence's histograms")
+  common.check_float("sigma", FLAGS.sigma, 0.0, low_open=True)
+  common.check_float("learning_rate", FLAGS.learning_rate, 0.0, low_open=True)
+  common.check_float("sampling_rate", FLAGS.sampling_rate, 0.0, 1.0, low_open=True)
+  for name in ("public_fraction", "test_fraction"):
+    common.check_float(name, FLAGS[name].value, 0.0, 1.0, low_open=True, high_open=True)
+  common.check_delta(FLAGS.delta)
+  common.check_significance(FLAGS.significance)
+  common.check_seed(FLAGS.seed)
+
+
 def configs_from_flags():
   from dpaudit import teachers
+  check_flags()
   from dpaudit.audits import private_prediction as pp
   from dpaudit.data import text_classification
   for name, values, valid in (("algorithms", FLAGS.algorithms, ALGORITHMS),
@@ -360,6 +382,7 @@ def main(argv):
   del argv
   common.start_float64_experiment()
   ensembles, knns, audits = configs_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer:
     cells = run_cells(ensembles, knns, audits)
   config = {"dataset": FLAGS.dataset, "public_fraction": FLAGS.public_fraction,

@@ -74,6 +74,17 @@ def config_from_flags():
     raise ValueError(f"--{e}") from None
 
 
+def check_sizes() -> None:
+  """Step counts in [1, MAX_COUNT]; the grids' points within the machine's memory (one float64
+  per order and point, a few arrays of them)."""
+  for name in ("num_steps", "min_steps", "max_steps"):
+    common.check_count(name, FLAGS[name].value)
+  orders = len(FLAGS.orders) if FLAGS.orders else 400
+  for name, low in (("num_bits", 2), ("num_step_points", 1)):
+    common.check_memory(name, FLAGS[name].value, 8.0 * 4 * orders, low=low,
+                        what="the bounds at every order")
+
+
 def plot(result, config, output_dir: str) -> None:
   """fig1_bits.png (one panel per sigma) and fig2_steps.png, as Figs. 1 and 2 of the paper."""
   import matplotlib
@@ -150,7 +161,9 @@ def main(argv: Sequence[str]) -> None:
   common.start_float64_experiment()
   from dpaudit.audits import reconstruction_bounds as rb
 
+  check_sizes()
   config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer:
     result = rb.run(config)
   path = common.write_results(FLAGS.output_dir, "reconstruction_bounds", config.to_dict(),

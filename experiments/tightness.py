@@ -69,7 +69,36 @@ flags.DEFINE_string("output_dir", "out/tightness", "Where results.json and tight
 flags.DEFINE_bool("plot", True, "Write tightness.png.")
 
 
+def check_sizes() -> None:
+  """Counts in [1, MAX_COUNT] (chunk sizes from 0), the chunks and the n-gram models that are
+  held in memory at once within the machine's memory, finite noise: ValueError naming the flag
+  (the config checks the rest)."""
+  for name in ("noisy_argmax_trials", "dpsgd_runs", "dpsgd_canaries", "dpsgd_batch_size",
+               "ngram_models", "ngram_steps"):
+    common.check_count(name, FLAGS[name].value)
+  for name in ("dpsgd_chunk_size", "ngram_chunk_size"):
+    common.check_count(name, FLAGS[name].value, 0)
+  common.check_memory("noisy_argmax_chunk_size", FLAGS.noisy_argmax_chunk_size, 8.0 * 5,
+                      what="one chunk of noisy-argmax trials")
+  ngram_bytes = 4.0 * 10 * 10 * 3  # a 10 x 10 lazy n-gram model, its gradient and its update
+  if FLAGS.ngram_chunk_size:
+    common.check_memory("ngram_chunk_size", FLAGS.ngram_chunk_size, ngram_bytes,
+                        what="the n-gram models trained at once")
+  else:
+    common.check_memory("ngram_models", FLAGS.ngram_models, ngram_bytes,
+                        what="the n-gram models trained at once (--ngram_chunk_size=0)")
+  common.check_float("noisy_argmax_sigma", FLAGS.noisy_argmax_sigma, 0.0, low_open=True)
+  common.check_float("ngram_noise_multiplier", FLAGS.ngram_noise_multiplier, 0.0,
+                     low_open=True)
+  common.check_float("dpsgd_epsilon", FLAGS.dpsgd_epsilon, 0.0, low_open=True,
+                     allow_inf=True)
+  common.check_float("dpsgd_epochs", FLAGS.dpsgd_epochs, 0.0, low_open=True)
+  common.check_float("dpsgd_learning_rate", FLAGS.dpsgd_learning_rate, 0.0, low_open=True)
+  common.check_delta(FLAGS.dpsgd_delta, "dpsgd_delta")
+
+
 def config_from_flags() -> tightness.TightnessConfig:
+  check_sizes()
   try:
     hidden = tuple(int(w) for w in FLAGS.dpsgd_hidden_sizes)
   except ValueError:
@@ -102,6 +131,7 @@ def main(argv):
   config = config_from_flags()
   common.initialize_distributed()  # several processes: Monte Carlo trials, many-run runs and
   # n-gram models spread over all of them
+  common.claim_output_dir(FLAGS.output_dir)
   progress = lambda line: print(line, file=sys.stderr, flush=True)
   with common.Timer() as timer:
     result = tightness.run(config, progress=progress)

@@ -126,7 +126,17 @@ def plot(result, path: str) -> None:
   plt.close(fig)
 
 
+def check_sizes() -> None:
+  """Counts in [1, MAX_COUNT]; a microbatch's per-example gradients (at least 4 KB each) within
+  the machine's memory. The config checks every other flag."""
+  common.check_count("repetitions", FLAGS.repetitions)
+  common.check_count("batch_size", FLAGS.batch_size)
+  common.check_memory("physical_batch_size", FLAGS.physical_batch_size, 4096.0,
+                      what="one microbatch's per-example gradients")
+
+
 def config_from_flags():
+  check_sizes()
   return tradeoff.TradeoffConfig(
       dataset=FLAGS.dataset, model=FLAGS.model,
       target_epsilons=common.parse_floats("target_epsilons", FLAGS.target_epsilons),
@@ -144,6 +154,7 @@ def main(argv):
   del argv
   common.quiet_logging()  # training stays in float32 (no jax_enable_x64)
   config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   common.enable_compilation_cache()  # runs differing only in their seed skip compilation
   with common.Timer() as timer:
     result = tradeoff.run(config, runs_dir=os.path.join(FLAGS.output_dir, "runs"),

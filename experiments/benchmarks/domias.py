@@ -27,6 +27,7 @@ Prints one JSON object and writes it to ``--output_dir``/benchmark.json.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -55,11 +56,16 @@ flags.DEFINE_string("output_dir", "out/benchmarks/domias", "Where benchmark.json
 PAPER_SECONDS_PER_SEED_BNAF = 2 * 3600.0  # App. A.3
 
 
-def _datasets(num_seeds: int, num_rows: int, seed: int = 0) -> np.ndarray:
-  """``[seeds, rows, 8]`` random subsets of the standardised California Housing features."""
+def _datasets(num_seeds: int, num_rows: int, seed: int = 0, flag: str = "num_rows"
+              ) -> np.ndarray:
+  """``[seeds, rows, 8]`` random subsets of the standardised California Housing features;
+  ValueError naming ``--flag`` when it asks for more rows than the data hold."""
   from dpaudit import data
   features = np.asarray(data.load("california_housing").features, np.float64)
   features = (features - features.mean(0)) / features.std(0)
+  if num_rows > features.shape[0]:
+    raise ValueError(f"--{flag}={num_rows} is outside the valid range [1, {features.shape[0]}]: "
+                     "California Housing has that many rows")
   rng = np.random.default_rng(seed)
   return np.stack([features[rng.choice(features.shape[0], num_rows, replace=False)]
                    for _ in range(num_seeds)])
@@ -151,12 +157,20 @@ def main(argv):
   del argv
   common.start_float64_experiment()
   from dpaudit.attacks import density
-  for name in ("seeds", "num_rows", "num_queries", "repeats", "flow_rows", "flow_hidden_dim",
-               "flow_epochs", "tvae_epochs"):
-    if getattr(FLAGS, name) < 1:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)} must be >= 1")
+  for name in ("repeats", "flow_epochs", "tvae_epochs"):
+    common.check_count(name, FLAGS[name].value)
+  for name in ("num_rows", "num_queries", "flow_rows"):  # flow: at most num_rows are used
+    common.check_count(name, FLAGS[name].value)
+  # Each seed: a dataset and its queries of 8 float64 features (the rows are drawn without
+  # replacement from California Housing's, which _datasets checks).
+  common.check_memory("seeds", FLAGS.seeds, 8.0 * 8 * (FLAGS.num_rows + FLAGS.num_queries),
+                      what="one dataset and its queries per seed")
+  # BNAF's square weight blocks of width 8 * flow_hidden_dim (float32), one flow per seed.
+  largest = math.isqrt(common.physical_memory_bytes() // (4 * 64 * FLAGS.seeds))
+  common.check_count("flow_hidden_dim", FLAGS.flow_hidden_dim, 1, largest)
+  common.claim_output_dir(FLAGS.output_dir)
   datas = _datasets(FLAGS.seeds, FLAGS.num_rows)
-  queries = _datasets(FLAGS.seeds, FLAGS.num_queries, seed=1)
+  queries = _datasets(FLAGS.seeds, FLAGS.num_queries, seed=1, flag="num_queries")
   out = {"benchmark": "domias", "seeds": FLAGS.seeds, "num_rows": FLAGS.num_rows,
          "num_queries": FLAGS.num_queries, "devices": str(jax.devices())}
   out["kde"] = bench_kde(datas, queries, FLAGS.repeats)

@@ -166,11 +166,20 @@ def _report(name: str) -> dict:
 @common.cli
 def main(argv):
   del argv
+  if not FLAGS.models:
+    raise ValueError(f"--models is empty; name at least one of {', '.join(EXAMPLE_SHAPE)}")
   for name in FLAGS.models:
     if name not in EXAMPLE_SHAPE:
       raise ValueError(f"--models contains {name!r}; valid: {', '.join(EXAMPLE_SHAPE)}")
-  if FLAGS.batch_size < 1 or FLAGS.num_rounds < 1 or FLAGS.steps_per_round < 1:
-    raise ValueError("--batch_size, --num_rounds and --steps_per_round must be >= 1")
+  # A batch's per-example gradients: at least 4 KB per example for the smallest model.
+  common.check_memory("batch_size", FLAGS.batch_size, 4096.0,
+                      what="the batch's per-example gradients")
+  for name in ("num_rounds", "steps_per_round", "vmap_steps_per_round", "torch_steps"):
+    common.check_count(name, FLAGS[name].value)
+  common.check_count("torch_threads", FLAGS.torch_threads, 0, 4096)
+  common.check_float("noise_multiplier", FLAGS.noise_multiplier, 0.0)
+  common.check_float("l2_clip_norm", FLAGS.l2_clip_norm, 0.0, low_open=True)
+  common.claim_output_dir(FLAGS.output_dir)
   start = time.perf_counter()
   result = {
       "benchmark": "dpsgd_step",

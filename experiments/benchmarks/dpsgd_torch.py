@@ -190,20 +190,15 @@ def _available_cores() -> int:
 
 
 def _check_flags() -> None:
-  if FLAGS.batch_size < 1:
-    raise ValueError(f"batch_size={FLAGS.batch_size} must be at least 1")
-  if FLAGS.num_steps < 1:
-    raise ValueError(f"num_steps={FLAGS.num_steps} must be at least 1")
-  if FLAGS.num_warmup < 0:
-    raise ValueError(f"num_warmup={FLAGS.num_warmup} must be non-negative")
-  if FLAGS.threads < 0:
-    raise ValueError(f"threads={FLAGS.threads} must be non-negative (0: all cores)")
-  if not FLAGS.noise_multiplier >= 0:
-    raise ValueError(f"noise_multiplier={FLAGS.noise_multiplier} must be non-negative")
-  if not FLAGS.max_grad_norm > 0:
-    raise ValueError(f"max_grad_norm={FLAGS.max_grad_norm} must be positive")
-  if not FLAGS.learning_rate > 0:
-    raise ValueError(f"learning_rate={FLAGS.learning_rate} must be positive")
+  # The batch's per-example gradients (at least 4 KB each) must fit in memory.
+  common.check_memory("batch_size", FLAGS.batch_size, 4096.0,
+                      what="the batch's per-example gradients")
+  common.check_count("num_steps", FLAGS.num_steps)
+  common.check_count("num_warmup", FLAGS.num_warmup, 0)
+  common.check_count("threads", FLAGS.threads, 0, 4096)
+  common.check_float("noise_multiplier", FLAGS.noise_multiplier, 0.0)
+  common.check_float("max_grad_norm", FLAGS.max_grad_norm, 0.0, low_open=True)
+  common.check_float("learning_rate", FLAGS.learning_rate, 0.0, low_open=True)
   if not FLAGS.methods or any(m not in METHODS for m in FLAGS.methods):
     raise ValueError(f"--methods={','.join(FLAGS.methods)} must be a comma-separated subset of "
                      f"{','.join(METHODS)}")

@@ -638,12 +638,10 @@ BENCHES = {"cp": bench_cp, "binomial": bench_binomial, "error_counts": bench_err
 
 
 def config_from_flags() -> dict[str, Any]:
-  if FLAGS.repeats < 1:
-    raise ValueError(f"--repeats={FLAGS.repeats} is outside the valid range [1, inf)")
-  if not FLAGS.min_timed_s >= 0:
-    raise ValueError(f"--min_timed_s={FLAGS.min_timed_s} is outside the valid range [0, inf)")
-  if not 0 < FLAGS.scale <= 1:
-    raise ValueError(f"--scale={FLAGS.scale} is outside the valid range (0, 1]")
+  common.check_count("repeats", FLAGS.repeats)
+  common.check_float("min_timed_s", FLAGS.min_timed_s, 0.0)
+  common.check_float("scale", FLAGS.scale, 0.0, 1.0, low_open=True)
+  common.check_seed(FLAGS.seed)
   unknown = [g for g in FLAGS.only if g not in GROUPS]
   if unknown:
     raise ValueError(f"--only={','.join(FLAGS.only)} names unknown groups {unknown}; valid: "
@@ -660,9 +658,8 @@ def config_from_flags() -> dict[str, Any]:
     if not 1 <= size <= 1e10:
       raise ValueError(f"--throughput_sizes={','.join(FLAGS.throughput_sizes)}: {value!r} is "
                        "outside the valid range [1, 1e10]")
-  if FLAGS.throughput_reference < 1:
-    raise ValueError(f"--throughput_reference={FLAGS.throughput_reference} is outside the "
-                     "valid range [1, inf)")
+  common.check_memory("throughput_reference", FLAGS.throughput_reference, 64.0,
+                      what="the reference workload's inputs")
   groups = list(FLAGS.only) or list(DEFAULT_GROUPS)
   config = {"repeats": FLAGS.repeats, "min_timed_s": FLAGS.min_timed_s, "seed": FLAGS.seed, "scale": FLAGS.scale, "groups": groups}
   if "throughput" in groups:
@@ -700,6 +697,7 @@ def main(argv) -> None:
   common.enable_x64()
   common.quiet_logging()
   config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   import jax
   counter = CompileCounter()
   results: list[dict] = []

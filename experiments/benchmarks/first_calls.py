@@ -193,10 +193,8 @@ def summarize(name: str, runs: list[dict[str, Any]], full_scale: bool) -> dict[s
 
 
 def config_from_flags() -> dict[str, Any]:
-  if FLAGS.rounds < 1:
-    raise ValueError(f"--rounds={FLAGS.rounds} is outside the valid range [1, inf)")
-  if not 0 < FLAGS.scale <= 1:
-    raise ValueError(f"--scale={FLAGS.scale} is outside the valid range (0, 1]")
+  common.check_count("rounds", FLAGS.rounds, 1, 1000)  # a fresh process per round and workload
+  common.check_float("scale", FLAGS.scale, 0.0, 1.0, low_open=True)
   names = list(_workloads())
   unknown = [n for n in FLAGS.only if n not in names]
   if unknown:
@@ -218,6 +216,7 @@ def main(argv) -> None:
     print(json.dumps(run_worker(FLAGS.worker)))
     return
   config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   runs: dict[str, list] = {name: [] for name in config["workloads"]}
   with common.Timer() as timer:
     for round_index in range(config["rounds"]):

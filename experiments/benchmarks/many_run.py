@@ -93,10 +93,20 @@ def _validate_flags() -> None:
                      f"{', '.join(common.PRNG_IMPLS)}")
   if FLAGS.model not in MODELS:
     raise ValueError(f"--model={FLAGS.model!r} is not one of {', '.join(MODELS)}")
-  for name in ("num_runs", "num_steps", "batch_size", "physical_batch_size", "sequential_runs",
-               "check_runs", "repeats"):
-    if getattr(FLAGS, name) < 1:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)} must be >= 1")
+  for name in ("num_steps", "batch_size", "sequential_runs", "check_runs", "repeats"):
+    common.check_count(name, FLAGS[name].value)
+  # Per run at once: the model (at most 32 x 64 + 32 x 10 float32 weights), its per-example
+  # gradients over a microbatch, its optimizer state.
+  common.check_memory("physical_batch_size", FLAGS.physical_batch_size, 4.0 * 64 * 10,
+                      what="one run's per-example gradients")
+  common.check_count("num_runs", FLAGS.num_runs)
+  name = "chunk_size" if FLAGS.chunk_size > 0 else "num_runs"
+  common.check_memory(name, FLAGS[name].value,
+                      4.0 * 64 * 10 * (FLAGS.physical_batch_size + 2),
+                      what="the runs trained at once")
+  for name in ("noise_multiplier", "l2_clip_norm", "learning_rate"):
+    common.check_float(name, FLAGS[name].value, 0.0, low_open=name != "noise_multiplier")
+  common.check_seed(FLAGS.seed)
   if FLAGS.sequential_runs > FLAGS.num_runs:
     raise ValueError(f"--sequential_runs={FLAGS.sequential_runs} exceeds "
                      f"--num_runs={FLAGS.num_runs}")
@@ -113,6 +123,7 @@ def main(argv):
   del argv
   common.quiet_logging()
   _validate_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   start = time.perf_counter()
   train, test = data.train_test_split(data.load("digits"), 0.2, FLAGS.seed, stratify=True)
   train, _, _ = data.standardize(train, test)

@@ -116,8 +116,32 @@ def _rate(result, num_trials):
   return num_trials / statistics.median(result["seconds"])
 
 
+def check_flags() -> None:
+  """Every flag, before a worker is spawned or anything written: counts in [1, MAX_COUNT], the
+  classes and a chunk's trials within the machine's memory, known PRNGs and workers."""
+  common.check_memory("num_classes", FLAGS.num_classes, 8.0 * 2**18, low=2,
+                      what="a NumPy block of 2^18 trials")
+  common.check_count("num_trials", FLAGS.num_trials)
+  common.check_count("repeats", FLAGS.repeats)
+  common.check_memory("chunk_size", FLAGS.chunk_size, 8.0 * FLAGS.num_classes,
+                      what="one chunk of trials")
+  common.check_counts("memory_trials", common.parse_ints("memory_trials", FLAGS.memory_trials))
+  for flag, names in (("prng_impls", FLAGS.prng_impls), ("prng_impl", [FLAGS.prng_impl])):
+    if not names:
+      raise ValueError(f"--{flag} is empty; name at least one of {', '.join(common.PRNG_IMPLS)}")
+    for name in names:
+      if name not in common.PRNG_IMPLS:
+        raise ValueError(f"--{flag} names {name!r}; valid: {', '.join(common.PRNG_IMPLS)}")
+  workers = ("", "engine", "numpy:float32", "numpy:float64")
+  if FLAGS.worker not in workers:
+    raise ValueError(f"--worker={FLAGS.worker!r} is not one of {', '.join(workers[1:])}")
+  common.check_count("host_devices", FLAGS.host_devices, 0, 4096)
+
+
+@common.cli
 def main(argv):
   del argv
+  check_flags()
   if FLAGS.worker:
     trials = FLAGS.num_trials
     if FLAGS.worker == "engine":
@@ -127,6 +151,7 @@ def main(argv):
     print(json.dumps(result))
     return
 
+  common.claim_output_dir(FLAGS.output_dir)
   base = [f"--num_classes={FLAGS.num_classes}", f"--chunk_size={FLAGS.chunk_size}"]
   timed = base + [f"--num_trials={FLAGS.num_trials}", f"--repeats={FLAGS.repeats}"]
   cores = os.cpu_count() or 1

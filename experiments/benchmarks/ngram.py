@@ -57,12 +57,16 @@ TARGET_SPEEDUP = 100.0
 
 
 def _validate_flags() -> None:
-  for name in ("num_models", "num_steps", "canary_length", "sequential_models", "check_models",
-               "repeats"):
-    if getattr(FLAGS, name) < 1:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)} must be >= 1")
-  if FLAGS.noise_multiplier <= 0:
-    raise ValueError(f"--noise_multiplier={FLAGS.noise_multiplier} must be > 0")
+  for name in ("num_steps", "sequential_models", "check_models", "repeats"):
+    common.check_count(name, FLAGS[name].value)
+  # A lazy n-gram model: T x 10 float32 logits, their gradient and update, all models at once.
+  common.check_memory("canary_length", FLAGS.canary_length, 12.0 * 10, what="one model")
+  name = "chunk_size" if FLAGS.chunk_size > 0 else "num_models"
+  common.check_count("num_models", FLAGS.num_models)
+  common.check_memory(name, FLAGS[name].value, 12.0 * 10 * FLAGS.canary_length,
+                      what="the models trained at once")
+  common.check_float("noise_multiplier", FLAGS.noise_multiplier, 0.0, low_open=True)
+  common.check_seed(FLAGS.seed)
   if FLAGS.sequential_models > FLAGS.num_models:
     raise ValueError(f"--sequential_models={FLAGS.sequential_models} exceeds "
                      f"--num_models={FLAGS.num_models}")
@@ -79,6 +83,7 @@ def main(argv):
   del argv
   common.quiet_logging()
   _validate_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   start = time.perf_counter()
   config = reconstruction.NgramCanaryConfig(
       noise_multipliers=(FLAGS.noise_multiplier,), num_models=FLAGS.num_models,

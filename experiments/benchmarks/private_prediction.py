@@ -165,26 +165,23 @@ def measure_teachers(config, architecture: str):
 
 
 def config_from_flags():
-  for name in ("num_trials", "numpy_trials", "repeats"):
-    if getattr(FLAGS, name) < 1:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)} is outside the valid range [1, inf)")
+  common.check_count("num_trials", FLAGS.num_trials)
+  common.check_count("numpy_trials", FLAGS.numpy_trials)
+  common.check_count("repeats", FLAGS.repeats)
   if not 2 <= FLAGS.num_classes <= 64:
     raise ValueError(f"--num_classes={FLAGS.num_classes} is outside the valid range [2, 64]")
   if not 2 <= FLAGS.num_teachers <= 4095:
     raise ValueError(f"--num_teachers={FLAGS.num_teachers} is outside the valid range "
                      "[2, 4095]")
-  if not FLAGS.sigma > 0:
-    raise ValueError(f"--sigma={FLAGS.sigma} is outside the valid range (0, inf)")
-  for name in ("teachers", "teacher_epochs"):
-    if getattr(FLAGS, name) < 0:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)} is outside the valid range [0, inf)")
+  common.check_float("sigma", FLAGS.sigma, 0.0, low_open=True)
+  common.check_count("teachers", FLAGS.teachers, 0, 10_000)
+  common.check_count("teacher_epochs", FLAGS.teacher_epochs, 0)
   from dpaudit import models
   bad = [m for m in FLAGS.teacher_models if m not in models.MODEL_NAMES or m == "wrn16_4"]
   if bad or (FLAGS.teachers and not FLAGS.teacher_models):
     raise ValueError(f"--teacher_models={','.join(FLAGS.teacher_models)} names "
                      f"{bad or 'nothing'}; valid: mlp, lenet5, logistic")
-  if FLAGS.host_devices < 0:
-    raise ValueError(f"--host_devices={FLAGS.host_devices} is outside the valid range [0, inf)")
+  common.check_count("host_devices", FLAGS.host_devices, 0, 4096)
   return {name: getattr(FLAGS, name) for name in
           ("num_trials", "numpy_trials", "num_teachers", "num_classes", "sigma", "repeats",
            "host_devices", "teachers", "teacher_epochs", "teacher_models")}
@@ -194,6 +191,7 @@ def config_from_flags():
 def main(argv) -> None:
   del argv
   config = config_from_flags()
+  common.claim_output_dir(FLAGS.output_dir)
   if config["host_devices"]:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
                                f"device_count={config['host_devices']}")

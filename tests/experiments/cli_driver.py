@@ -1,0 +1,113 @@
+"""Drives experiment CLIs on many command lines in ONE process (used by
+tests/experiments/test_cli_bad_inputs.py; not a test itself).
+
+  python -m tests.experiments.cli_driver PLAN.json RESULTS.json [CASE_TIMEOUT_S]
+
+``PLAN.json`` holds ``[{"module": name, "cases": [argv, ...]}, ...]``, each argv without the
+program name. The modules are imported one after another (each one's flags are removed before
+the next is imported, so flags of the same name do not clash). For each case the flags are
+reset (``FLAGS.unparse_flags()``) and the module's entry point runs exactly as its
+``if __name__ == "__main__"`` block does: :func:`experiments.common.run` (absl's ``app.run``
+with the one-line flag parser and :func:`experiments.common.cli` around ``main``), after the
+module's ``define_flags()`` where it has one. File descriptor 2 is redirected to a file during
+each case, so everything written to stderr - Python's, absl's and XLA's C++ logging - is
+captured. A case that is not refused within CASE_TIMEOUT_S seconds (SIGALRM; default 30) is
+stopped and reported as ``timed_out``. ``RESULTS.json`` gets, per module, one ``{"code",
+"stderr", "timed_out", "seconds"}`` per case.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+
+
+class CaseTimeout(BaseException):
+  """Raised by SIGALRM: passes through ``cli`` (which handles Exception subclasses only)."""
+
+
+def _alarm(signum, frame):
+  del signum, frame
+  raise CaseTimeout()
+
+
+def run_case(entry, argv: list[str], timeout_s: int) -> dict:
+  from absl import flags
+  flags.FLAGS.unparse_flags()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  saved_err, saved_out = os.dup(2), os.dup(1)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    code, timed_out = None, False
+    start = time.perf_counter()
+    signal.alarm(timeout_s)
+    try:
+      entry(argv)
+      code = 0
+    except SystemExit as stop:
+      code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except CaseTimeout:
+      timed_out = True
+    except BaseException:  # pylint: disable=broad-except
+      import traceback
+      traceback.print_exc()
+      code = 1
+    finally:
+      signal.alarm(0)
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os.dup2(saved_err, 2)
+      os.dup2(saved_out, 1)
+      os.close(saved_err)
+      os.close(saved_out)
+    captured.seek(0)
+    stderr = captured.read().decode(errors="replace")
+  return {"code": code, "stderr": stderr, "timed_out": timed_out,
+          "seconds": time.perf_counter() - start}
+
+
+def forget_flags(before: set[str]) -> None:
+  """Removes every flag defined since the flag names ``before`` were taken (the module's own
+  and those it defined through helpers such as ``common.define_repetitions_flag``), so that the
+  next CLI can define flags of the same names (--seed, --num_steps, ...) in this process."""
+  from absl import flags
+  flags.FLAGS.unparse_flags()
+  for name in set(flags.FLAGS) - before:
+    delattr(flags.FLAGS, name)
+
+
+def main() -> None:
+  plan_path, results_path = sys.argv[1:3]
+  timeout_s = int(sys.argv[3]) if len(sys.argv) > 3 else 30
+  with open(plan_path) as f:
+    plan = json.load(f)  # [{"module": name, "cases": [argv, ...]}, ...]
+  from experiments import common
+  signal.signal(signal.SIGALRM, _alarm)
+  out = []
+  from absl import app
+  from absl import flags
+  app.define_help_flags()  # absl's own flags exist before the first CLI, and are kept
+  for item in plan:
+    module_name = item["module"]
+    before = set(flags.FLAGS)
+    module = importlib.import_module(module_name)
+    if hasattr(module, "define_flags"):
+      module.define_flags()
+    entry = lambda argv, m=module, n=module_name: common.run(m.main, [n, *argv])  # noqa: E731
+    out.append([run_case(entry, argv, timeout_s) for argv in item["cases"]])
+    forget_flags(before)
+  with open(results_path, "w") as f:
+    json.dump(out, f)
+
+
+if __name__ == "__main__":
+  main()
