@@ -193,9 +193,15 @@ def spread(values: Any) -> dict[str, Any]:
   out: dict[str, Any] = {"n": int(array.size), "n_nan": int(array.size - kept.size)}
   if kept.size:
     finite_spread = kept.size > 1 and np.all(np.isfinite(kept))
-    out.update(median=float(np.median(kept)), min=float(kept.min()), max=float(kept.max()),
-               q25=float(np.quantile(kept, 0.25)), q75=float(np.quantile(kept, 0.75)),
-               mean=float(kept.mean()),
+
+    def quantile(q):  # infinite values: the nearest order statistic, never inf - inf
+      with np.errstate(invalid="ignore"):
+        value = np.quantile(kept, q)
+      return float(value if not np.isnan(value) else np.quantile(kept, q, method="nearest"))
+    with np.errstate(invalid="ignore"):
+      mean = float(kept.mean())
+    out.update(median=quantile(0.5), min=float(kept.min()), max=float(kept.max()),
+               q25=quantile(0.25), q75=quantile(0.75), mean=mean,
                std=float(kept.std(ddof=1)) if finite_spread else math.nan)
   else:
     out.update({k: math.nan for k in ("median", "min", "max", "q25", "q75", "mean", "std")})

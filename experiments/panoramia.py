@@ -3,16 +3,21 @@ r"""PANORAMIA (Kazmi et al.) end to end, side by side with the O(1) audit of Ste
   python -m experiments.panoramia --modality=image --output_dir=out/panoramia_image
   python -m experiments.panoramia --modality=tabular --target=e20,e50,e100
   python -m experiments.panoramia --modality=text --target=dp1,dp4,dp20,dpinf
+  python -m experiments.panoramia --modality=text --target=e5,e30 --repetitions=3
 
 The real data are split once (``--seed``): ``--num_canaries`` candidates each join the target's
 training set with probability 1/2 (the O(1) audit with real members and real non-members,
 RM/RN); every other example is a member. :func:`dpaudit.audits.panoramia.prepare_audit` runs
 Alg. 1 up to the MIA once (generator on D_G, helpers, the baselines of Table 3: helper trained
 on generated data, on real data, none); then each target of ``--target`` is trained and
-audited (:func:`~dpaudit.audits.panoramia.measure_target`): c_lb, {c+eps}_lb, eps~, O(1) RM/GN
-and RM/RN, and for DP targets the accountant's epsilon. Targets: ``eN`` trains N epochs without
-privacy (Table 4's E20/E50/E100), ``dpX`` trains ``--dp_epochs`` epochs with DP-SGD at
-epsilon X (``dpinf``: the same schedule without clipping or noise; Tables 5, 7, 8).
+audited (:func:`~dpaudit.audits.panoramia.measure_target`): c_lb of the strongest baseline
+(Bonferroni over the baselines), {c+eps}_lb, eps~ with its null reference (the eps~ of
+``--null_samples`` audits of a target that leaks nothing, and the p-value of the measured one),
+O(1) RM/GN and RM/RN, and for DP targets the accountant's epsilon. Targets: ``eN`` trains N
+epochs without privacy (Table 4's E20/E50/E100), ``dpX`` trains ``--dp_epochs`` epochs with
+DP-SGD at epsilon X (``dpinf``: the same schedule without clipping or noise; Tables 5, 7, 8).
+``--repetitions=N`` repeats the whole audit at seeds ``--seed``, ``--seed + 1``, ...; the tables
+show the median [min, max] over them and how many repetitions measured an eps~ beyond the null.
 
 Writes ``results.json``, ``precision_recall.png`` (Fig. 3: precision and the per-threshold
 bound against recall, MIA of each target and the baseline), the generator's samples
@@ -53,7 +58,8 @@ flags.DEFINE_integer("num_classifier_train", 1000, "|D_in^tr| (as many generated
 flags.DEFINE_integer("num_generator_train", 0, "|D_G| (0: every remaining member).")
 flags.DEFINE_integer("num_helper_train", 2000, "Generated examples the helper is trained on.")
 flags.DEFINE_list("helpers", ["generated", "real", "none"],
-                  "Baselines of Table 3, by helper; the first gives c_lb.")
+                  "Baselines of Table 3, by helper (generated, real, none); c_lb is the "
+                  "strongest's, each tested at beta / (2B) under --correction=bonferroni.")
 flags.DEFINE_integer("classifier_epochs", 30, "Epochs of the baseline and the MIA.")
 flags.DEFINE_integer("generator_epochs", 30, "Epochs of the VAE or of the text generator LM.")
 flags.DEFINE_integer("helper_epochs", 20, "Epochs of the helper model.")
@@ -67,9 +73,15 @@ flags.DEFINE_integer("text_max_length", 64, "Text: lines of at most this many ch
 flags.DEFINE_integer("text_hidden_size", 256, "Text: hidden width of the character LMs.")
 flags.DEFINE_float("significance", 0.05, "beta: c_lb and {c+eps}_lb hold jointly at 1 - beta.")
 flags.DEFINE_enum("correction", "bonferroni", ["bonferroni", "none"],
-                  "Threshold choice: bonferroni (valid) or none (the paper's, optimistic).")
+                  "Choice of threshold and of strongest baseline: bonferroni (valid) or none "
+                  "(the paper's, optimistic).")
+flags.DEFINE_integer("null_samples", 200,
+                     "Null audits (a target that leaks nothing: a MIA as strong as the strongest "
+                     "baseline) giving eps~'s reference distribution and p-value; 0: none.")
 flags.DEFINE_float("delta", 0.0, "delta of the O(1) audits.")
 flags.DEFINE_integer("seed", 0, "Seed of the split, generator, models and membership draws.")
+common.define_repetitions_flag("the whole audit (split, generator, baselines, targets); "
+                               "repetition i is the run at --seed=SEED+i")
 flags.DEFINE_string("output_dir", "out/panoramia", "Where results and figures go.")
 flags.DEFINE_bool("resume", True, "Reuse finished stages under output_dir/cells.")
 flags.DEFINE_bool("plot", True, "Write the figures.")
@@ -130,7 +142,8 @@ def panoramia_config():
       num_generator_train=FLAGS.num_generator_train or None,
       num_helper_train=FLAGS.num_helper_train, baseline_helpers=tuple(FLAGS.helpers),
       classifier=attacks.ClassifierConfig(epochs=FLAGS.classifier_epochs),
-      significance=FLAGS.significance, correction=FLAGS.correction, delta=FLAGS.delta)
+      significance=FLAGS.significance, correction=FLAGS.correction, delta=FLAGS.delta,
+      null_samples=FLAGS.null_samples)
 
 
 def check_flags() -> None:
@@ -161,6 +174,8 @@ def check_flags() -> None:
   common.check_significance(FLAGS.significance)
   common.check_delta(FLAGS.delta)
   common.check_seed(FLAGS.seed)
+  common.check_count("null_samples", FLAGS.null_samples, 0, 10**6)
+  common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)
   panoramia_config()
 
 
@@ -174,17 +189,56 @@ def _setup_arrays(setup) -> dict[str, np.ndarray]:
   return arrays
 
 
-def _setup_from(arrays, helpers):
+def _setup_from(arrays, helpers, config):
+  """The stored audit setup, or None when the file is not a whole setup of this configuration
+  (a missing baseline, arrays of the wrong lengths: it is then prepared again)."""
   from dpaudit.audits import panoramia as pan
-  return pan.AuditSetup(
-      pan.Examples(arrays["train_inputs"], arrays["train_labels"]), arrays["train_member"],
-      pan.Examples(arrays["audit_inputs"], arrays["audit_labels"]), arrays["is_member"],
-      {h: arrays[f"baseline_{h}"] for h in helpers},
-      pan.Examples(arrays["preview_inputs"], arrays["preview_labels"]))
+  try:
+    num_train = 2 * config.num_classifier_train
+    lengths = {"train_inputs": num_train, "train_labels": num_train, "train_member": num_train,
+               "audit_inputs": config.num_audit, "audit_labels": config.num_audit,
+               "is_member": config.num_audit,
+               **{f"baseline_{h}": config.num_audit for h in helpers}}
+    for name, length in lengths.items():
+      if len(arrays[name]) != length:
+        return None
+    if not np.all(np.isin(arrays["is_member"], (0, 1))):
+      return None
+    return pan.AuditSetup(
+        pan.Examples(arrays["train_inputs"], arrays["train_labels"]), arrays["train_member"],
+        pan.Examples(arrays["audit_inputs"], arrays["audit_labels"]), arrays["is_member"],
+        {h: arrays[f"baseline_{h}"] for h in helpers},
+        pan.Examples(arrays["preview_inputs"], arrays["preview_labels"]))
+  except (KeyError, TypeError):
+    return None
 
 
-def run(progress):
-  """All cells: the shared setup, then one per target. Returns (config, cells, setup, vocab)."""
+MEASUREMENT_FIELDS = ("significance", "correction", "delta", "null_samples")
+"""PanoramiaConfig settings that change the bounds, not the audit setup (generator, helpers,
+baselines): they key the target cells only."""
+
+
+def check_cell(cell) -> None:
+  """A stored target cell is whole: :meth:`PanoramiaResult.from_dict` accepts it and the
+  experiment's own entries are there and valid (ValueError, KeyError or TypeError otherwise:
+  the cell store then computes it again)."""
+  import math as _math
+  from dpaudit.audits import panoramia as pan
+  pan.PanoramiaResult.from_dict(cell)
+  for name in ("noise_multiplier", "accountant_epsilon", "seconds"):
+    value = cell[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or _math.isnan(value) or (
+        value < 0):
+      raise ValueError(f"{name}={value!r} must be a number >= 0")
+  if "one_run_rm_rn" in cell:
+    value = cell["one_run_rm_rn"]
+    if not isinstance(value, (int, float)) or not 0 <= value < _math.inf:
+      raise ValueError(f"one_run_rm_rn={value!r} must be a finite number >= 0")
+
+
+def run_seed(seed: int, progress):
+  """One repetition: the shared setup, then one cell per target, at ``seed``. Returns (config,
+  cells, setup, vocab)."""
   import jax
   from dpaudit import results
   from dpaudit.accounting import dpsgd as accounting
@@ -197,7 +251,7 @@ def run(progress):
   targets = {name: parse_target(name) for name in FLAGS.target}
   config = panoramia_config()
   examples, spec, modality, vocab = load_examples()
-  key = common.make_key(FLAGS.seed)
+  key = common.make_key(seed)
   key_split, key_setup, key_targets = jax.random.split(key, 3)
   limit = (FLAGS.max_examples if FLAGS.max_examples >= 0 else
            DEFAULT_MAX_EXAMPLES[FLAGS.modality])
@@ -217,29 +271,33 @@ def run(progress):
   signature = {"modality": FLAGS.modality, "dataset": FLAGS.dataset if FLAGS.modality == "image"
                else {"tabular": "adult", "text": "shakespeare"}[FLAGS.modality],
                "num_examples": len(examples), "max_examples": limit, "num_canaries": FLAGS.num_canaries,
-               "seed": FLAGS.seed, "generator_epochs": FLAGS.generator_epochs,
+               "seed": seed, "generator_epochs": FLAGS.generator_epochs,
                "helper_epochs": FLAGS.helper_epochs, "mst_epsilon": FLAGS.mst_epsilon,
                "mst_iters": FLAGS.mst_iters, "text_max_length": FLAGS.text_max_length,
                "text_hidden_size": FLAGS.text_hidden_size,
                "target_learning_rate": FLAGS.target_learning_rate,
                "target_batch_size": FLAGS.target_batch_size,
-               "panoramia": dataclasses.asdict(config)}
+               "panoramia": {k: v for k, v in dataclasses.asdict(config).items()
+                             if k not in MEASUREMENT_FIELDS}}
   store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   setup_path = store.path(signature, "setup")[:-len(".json")] + ".npz"
   fingerprint = results.config_key(signature)
   stored = results.load_arrays(setup_path, fingerprint) if FLAGS.resume else None
   if stored is not None:
-    setup = _setup_from(stored, config.baseline_helpers)
-    progress("audit setup: reused")
+    stored = _setup_from(stored, config.baseline_helpers, config)
+  if stored is not None:
+    setup = stored
+    progress(f"seed {seed}: audit setup: reused")
   else:
     with common.Timer() as timer:
       setup = pan.prepare_audit(key_setup, modality, members, config, progress)
     results.save_arrays(setup_path, fingerprint, _setup_arrays(setup))
-    progress(f"audit setup: {timer.seconds:.0f} s")
+    progress(f"seed {seed}: audit setup: {timer.seconds:.0f} s")
 
   cells = {}
   for index, (name, train) in enumerate(targets.items()):
-    cell_config = {**signature, "target": dataclasses.asdict(train)}
+    cell_config = {**signature, "target": dataclasses.asdict(train),
+                   "measurement": {k: getattr(config, k) for k in MEASUREMENT_FIELDS}}
 
     def compute(name=name, train=train, cell_config=cell_config, index=index):
       with common.Timer() as timer:
@@ -263,32 +321,103 @@ def run(progress):
       out["seconds"] = timer.seconds
       return out
 
-    cell, reused = store.get_or_compute(cell_config, compute, name)
+    cell, reused = store.get_or_compute(cell_config, compute, name, validate=check_cell)
     status = "reused" if reused else f"{cell['seconds']:.0f} s"
-    progress(f"{name}: done [{status}]")
+    progress(f"seed {seed}: {name}: done [{status}]")
     cells[name] = cell
   run_config = {**signature, "targets": {n: dataclasses.asdict(t) for n, t in targets.items()},
-                "significance": FLAGS.significance, "delta": FLAGS.delta}
+                **{k: getattr(config, k) for k in MEASUREMENT_FIELDS}}
   return run_config, cells, setup, vocab
+
+
+TARGET_SUMMARY = ("c_lb", "c_plus_eps_lb", "eps_tilde", "eps_tilde_p_value", "mia_auc",
+                  "one_run_rm_rn", "one_run_rm_gn")
+"""The per-target numbers summarised over repetitions (results.spread)."""
+
+
+def summarize(repetitions) -> dict:
+  """Per target, the spread over repetitions of each number of :data:`TARGET_SUMMARY`, of the
+  null's 95th percentile, and how many repetitions measured an eps~ beyond the null; per
+  helper, the spread of the baseline's c_lb and how often it was the strongest."""
+  from dpaudit import results
+  first = repetitions[0]["cells"]
+  out = {"targets": {}, "baselines": {}}
+  for name in first:
+    cells = [r["cells"][name] for r in repetitions]
+    summary = {k: results.spread([c[k] for c in cells]) for k in TARGET_SUMMARY
+               if all(c.get(k) is not None for c in cells)}
+    if all(c["null_eps_tilde"] for c in cells):
+      summary["null_eps_tilde_q95"] = results.spread(
+          [float(np.quantile(c["null_eps_tilde"]["values"], 0.95)) for c in cells])
+      summary["beyond_null"] = int(sum(bool(c["beyond_null"]) for c in cells))
+    summary["repetitions"] = len(cells)
+    out["targets"][name] = summary
+  baselines = [next(iter(r["cells"].values())) for r in repetitions]
+  for helper in baselines[0]["baseline_c_lb"]:
+    out["baselines"][helper] = {
+        "c_lb": results.spread([b["baseline_c_lb"][helper] for b in baselines]),
+        "auc": results.spread([b["baseline_auc"][helper] for b in baselines]),
+        "strongest": int(sum(b["strongest_baseline"] == helper for b in baselines))}
+  return out
+
+
+def run(progress):
+  """Every repetition (:func:`run_seed` at ``--seed + i``). Returns (config, repetitions: a
+  list of ``{"seed", "cells"}``, the summary over them, the first repetition's setup and the
+  vocabulary)."""
+  seeds = common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)
+  repetitions, first_setup, vocab, config = [], None, None, None
+  for seed in seeds:
+    config, cells, setup, vocab = run_seed(seed, progress)
+    repetitions.append({"seed": seed, "cells": cells})
+    first_setup = first_setup or setup
+  config = {**config, "seed": FLAGS.seed, "repetitions": FLAGS.repetitions,
+            "seeds": list(seeds)}
+  return config, repetitions, summarize(repetitions), first_setup, vocab
 
 
 def _fmt(value) -> str:
   return "inf" if value == math.inf else f"{value:.3f}"
 
 
-def tables(cells) -> str:
-  """Table 3 (baseline by helper) and Table 4/5/7/8 (every target, O(1) side by side)."""
-  first = next(iter(cells.values()))
-  lines = ["Table 3: baselines (c_lb, AUC on the audit set)", "  helper     c_lb   AUC"]
-  for helper, c_lb in first["baseline_c_lb"].items():
-    lines.append(f"  {helper:<9} {c_lb:6.3f} {first['baseline_auc'][helper]:.3f}")
-  lines += ["", "Table 4: targets", "  target   c_lb  {c+eps}_lb  eps~   MIA AUC  O(1) RM/RN  "
-            "O(1) RM/GN  accountant eps"]
-  for name, cell in cells.items():
-    lines.append(f"  {name:<7} {cell['c_lb']:5.3f} {cell['c_plus_eps_lb']:10.3f} "
-                 f"{cell['eps_tilde']:6.3f} {cell['mia_auc']:8.3f} "
-                 f"{cell.get('one_run_rm_rn', float('nan')):11.3f} {cell['one_run_rm_gn']:11.3f}"
-                 f"  {_fmt(cell['accountant_epsilon'])}")
+def tables(repetitions, summary) -> str:
+  """Table 3 (baselines by helper) and Table 4/5/7/8 (every target, its null reference and the
+  O(1) audits side by side); each number the median [min, max] over the repetitions."""
+  from dpaudit import results
+  show = lambda s: results.format_spread(s, 3)  # noqa: E731
+  n = len(repetitions)
+  over = f" over {n} repetitions, median [min, max]" if n > 1 else ""
+  lines = [f"Table 3: baselines{over} (c_lb: lower bound on the generator's closeness c; "
+           "each baseline at beta/(2B))",
+           f"  {'helper':<10} {'c_lb':<24} {'AUC':<24} strongest"]
+  for helper, b in summary["baselines"].items():
+    lines.append(f"  {helper:<10} {show(b['c_lb']):<24} {show(b['auc']):<24} "
+                 f"{b['strongest']}/{n}")
+  lines += ["", f"Table 4: targets{over}",
+            f"  {'target':<7} {'c_lb':<22} {'{c+eps}_lb':<22} {'eps~':<22} "
+            f"{'null eps~ q95':<22} {'p':<22} {'beyond null':<11} {'MIA AUC':<22} "
+            f"{'O(1) RM/RN':<22} {'O(1) RM/GN':<22} accountant eps"]
+  first = repetitions[0]["cells"]
+  for name, t in summary["targets"].items():
+    get = lambda k: show(t[k]) if k in t else "-"  # noqa: E731
+    beyond = f"{t['beyond_null']}/{n}" if "beyond_null" in t else "-"
+    lines.append(f"  {name:<7} {get('c_lb'):<22} {get('c_plus_eps_lb'):<22} "
+                 f"{get('eps_tilde'):<22} {get('null_eps_tilde_q95'):<22} "
+                 f"{get('eps_tilde_p_value'):<22} {beyond:<11} {get('mia_auc'):<22} "
+                 f"{get('one_run_rm_rn'):<22} {get('one_run_rm_gn'):<22} "
+                 f"{_fmt(first[name]['accountant_epsilon'])}")
+  optimistic = any(c["optimistic"] for r in repetitions for c in r["cells"].values())
+  lines += ["",
+            "c_lb, {c+eps}_lb: lower bounds holding jointly at 1 - significance"
+            + (" (NOT valid: correction=none, the paper's optimistic maximum)" if optimistic
+               else "") + "; c_lb is the strongest baseline's.",
+            "eps~ = max(0, {c+eps}_lb - c_lb): a measurement, not a lower bound on epsilon; "
+            "null eps~ q95: its 95th percentile for a target that leaks nothing (a MIA as "
+            "strong as the strongest baseline); p: the share of such null audits at least as "
+            "large; beyond null: eps~ > 0 with p <= significance.",
+            "O(1) RM/RN: lower bound on epsilon (Steinke et al., real non-members); O(1) RM/GN "
+            "uses generated non-members and is not a valid audit (they are not drawn like "
+            "the members)."]
   return "\n".join(lines)
 
 
@@ -344,13 +473,15 @@ def main(argv):
   common.claim_output_dir(FLAGS.output_dir)
   progress = lambda line: print(line, file=sys.stderr, flush=True)
   with common.Timer() as timer, common.quiet_accountant():
-    config, cells, setup, vocab = run(progress)
-  path = common.write_results(FLAGS.output_dir, "panoramia", config, {"cells": cells},
+    config, repetitions, summary, setup, vocab = run(progress)
+  cells = repetitions[0]["cells"]
+  path = common.write_results(FLAGS.output_dir, "panoramia", config,
+                              {"cells": cells, "repetitions": repetitions, "summary": summary},
                               timer.seconds)
   if FLAGS.plot:
     plot_precision_recall(cells, os.path.join(FLAGS.output_dir, "precision_recall.png"))
     write_samples(setup, vocab, FLAGS.output_dir)
-  print(tables(cells))
+  print(tables(repetitions, summary))
   print(f"wrote {path} in {timer.seconds:.0f} s", file=sys.stderr)
 
 

@@ -14,9 +14,14 @@ the target's training set (``members``), :func:`run_panoramia` follows Alg. 1:
    :math:`D_{in}^{tr}` (members) against :math:`D_{out}^{tr}` (non-members);
 5. draw the audit set: point i is :math:`D_{in}^{te}[i]` if :math:`s_i = 1` and
    :math:`D_{out}^{te}[i]` if :math:`s_i = 0`, :math:`s \sim \mathrm{Bernoulli}(1/2)^m`;
-6. :func:`dpaudit.estimators.panoramia_bounds` on the two score vectors: :math:`c_{lb}`,
-   :math:`\{c+\epsilon\}_{lb}` and :math:`\tilde\epsilon` at confidence 1 - beta (beta/2 per
-   test, Cor. 2), with the Bonferroni-honest threshold choice by default.
+6. :func:`dpaudit.estimators.panoramia_bounds` on the score vectors: :math:`c_{lb}` of the
+   *strongest* baseline (the paper's choice, Sec. 5.1), :math:`\{c+\epsilon\}_{lb}` and
+   :math:`\tilde\epsilon` at confidence 1 - beta (beta/2 per test, Cor. 2), with the honest
+   choice of threshold and of baseline by default (Bonferroni over both);
+7. the null reference (:func:`dpaudit.estimators.panoramia_null`): the distribution of
+   :math:`\tilde\epsilon` on this audit set for a target that leaks nothing, and the p-value of
+   the measured :math:`\tilde\epsilon` against it, which says whether the measurement can be
+   told apart from no leakage.
 
 Every component is replaceable through :class:`Modality`: the generator (``fit_generator``),
 the helper (``train_helper``, the same trainer as the target's) and the classifiers' encoder.
@@ -28,6 +33,7 @@ real non-members held out of training (RM/RN), which needs control over the trai
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
@@ -36,6 +42,7 @@ import numpy as np
 
 from dpaudit import _validate
 from dpaudit import estimators
+from dpaudit import results
 from dpaudit.attacks import panoramia as classifiers
 from dpaudit.estimators import panoramia as panoramia_estimators
 
@@ -86,7 +93,7 @@ class Modality:
 
 @dataclasses.dataclass(frozen=True)
 class PanoramiaConfig:
-  """Sizes and settings of one PANORAMIA audit.
+  r"""Sizes and settings of one PANORAMIA audit.
 
   Attributes:
     num_audit: m, the size of :math:`D_{in}^{te}` (and of the audit set).
@@ -94,12 +101,16 @@ class PanoramiaConfig:
       them to train the baseline and the MIA.
     num_generator_train: :math:`|D_G|`; None takes every remaining member.
     num_helper_train: generated examples the helper is trained on.
-    baseline_helpers: the baselines to train, each named by its helper (Table 3): the first
-      gives :math:`c_{lb}`; the others are reported next to it.
+    baseline_helpers: the baselines to train, each named by its helper (Table 3). :math:`c_{lb}`
+      is that of the strongest; under ``correction="bonferroni"`` each of the B baselines is
+      tested at beta / (2B), so choosing the strongest keeps the confidence.
     classifier: training of the baseline and the MIA.
-    significance: beta; :math:`c_{lb}` and :math:`\\{c+\\epsilon\\}_{lb}` hold jointly at 1 - beta.
-    correction: "bonferroni" (valid maximum over thresholds) or "none" (the paper's).
+    significance: beta; :math:`c_{lb}` and :math:`\{c+\epsilon\}_{lb}` hold jointly at 1 - beta.
+    correction: "bonferroni" (valid maximum over thresholds and baselines) or "none" (the
+      paper's).
     delta: delta of the O(1) audit.
+    null_samples: null audits drawn for the reference distribution of :math:`\tilde\epsilon`
+      without leakage (:func:`dpaudit.estimators.panoramia_null`); 0 skips it.
   """
   num_audit: int = 1000
   num_classifier_train: int = 1000
@@ -110,6 +121,7 @@ class PanoramiaConfig:
   significance: float = 0.05
   correction: str = "bonferroni"
   delta: float = 0.0
+  null_samples: int = 200
 
   def __post_init__(self):
     _validate.check_integer("num_audit", self.num_audit, 2)
@@ -125,6 +137,9 @@ class PanoramiaConfig:
     _validate.check_significance(self.significance)
     _validate.check_choice("correction", self.correction, panoramia_estimators.CORRECTIONS)
     _validate.check_delta(self.delta)
+    _validate.check_integer("null_samples", self.null_samples, 0)
+    if len(set(self.baseline_helpers)) != len(self.baseline_helpers):
+      raise ValueError(f"baseline_helpers={list(self.baseline_helpers)} names a helper twice")
 
   def split_sizes(self, num_members: int) -> tuple[int, int, int]:
     """``(|D_G|, |D_in^tr|, |D_in^te|)`` for ``num_members`` known members; ValueError if
@@ -155,28 +170,41 @@ class Curve(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class PanoramiaResult:
-  """One PANORAMIA audit (Alg. 1) and the O(1) audit on the same audit set.
+  """One PANORAMIA audit (Alg. 1), its null reference and the O(1) audit on the same audit set.
 
   Attributes:
-    c_lb, c_plus_eps_lb, eps_tilde: PANORAMIA's measurement (Cor. 2, Alg. 1 line 8), with the
-      baseline of ``baseline_helpers[0]``.
-    baseline_c_lb: c_lb of every baseline trained, by helper (Table 3).
+    c_lb, c_plus_eps_lb, eps_tilde: PANORAMIA's measurement (Cor. 2, Alg. 1 line 8) against
+      the strongest baseline; c_lb and c_plus_eps_lb are lower bounds holding jointly at
+      1 - significance (unless ``optimistic``); eps_tilde is a measurement, not a bound.
+    strongest_baseline: the helper of the baseline that gives c_lb.
+    baseline_c_lb: c_lb of every baseline trained, by helper (Table 3), each at the level it
+      was tested at (beta / (2B) under the Bonferroni correction).
     baseline_auc, mia_auc: ROC AUC of each classifier on the audit set (baselines by helper).
+    null_eps_tilde: :func:`dpaudit.results.spread` of eps~ over ``null_samples`` audits of a
+      target that leaks nothing (a MIA as strong as the strongest baseline), or None.
+    eps_tilde_p_value: share of those null audits with an eps~ at least the measured one
+      (:func:`dpaudit.estimators.null_p_value`); None without a null.
+    beyond_null: the measured eps~ is above 0 and its p-value at most ``significance``: the
+      measurement is distinguishable from no leakage (None without a null).
     one_run_rm_gn: the O(1) epsilon lower bound with real members vs generated non-members,
       from the target's loss (lower loss: guessed member), at ``significance`` and ``delta``.
     num_audit, num_members: m and the number of members drawn into the audit set.
-    optimistic: True when ``correction="none"`` (the maxima over thresholds are then not
-      valid at 1 - significance).
-    baseline_curve, mia_curve: per-threshold curves for plotting.
+    optimistic: True when ``correction="none"`` (the maxima over thresholds and baselines are
+      then not valid at 1 - significance).
+    baseline_curve, mia_curve: per-threshold curves for plotting (the strongest baseline's).
     mean_member_loss, mean_generated_loss: the target's mean loss on the audit set's members
       and generated non-members.
   """
   c_lb: float
   c_plus_eps_lb: float
   eps_tilde: float
+  strongest_baseline: str
   baseline_c_lb: dict[str, float]
   baseline_auc: dict[str, float]
   mia_auc: float
+  null_eps_tilde: dict[str, Any] | None
+  eps_tilde_p_value: float | None
+  beyond_null: bool | None
   one_run_rm_gn: float
   num_audit: int
   num_members: int
@@ -186,6 +214,9 @@ class PanoramiaResult:
   mean_member_loss: float
   mean_generated_loss: float
 
+  def __post_init__(self):
+    _check_result(self)
+
   def to_dict(self) -> dict[str, Any]:
     out = {}
     for field in dataclasses.fields(self):
@@ -194,6 +225,62 @@ class PanoramiaResult:
         value = {k: np.asarray(v).tolist() for k, v in value._asdict().items()}
       out[field.name] = value
     return out
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> "PanoramiaResult":
+    """The result :meth:`to_dict` wrote (after a strict-JSON round trip), checked whole:
+    every field present, the curves of matching lengths, every bound finite and >= 0,
+    eps~ = max(0, {c+eps}_lb - c_lb), c_lb the strongest baseline's. ValueError otherwise
+    (KeyError or TypeError for a missing or mistyped field)."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in values]
+    if missing:
+      raise KeyError(f"PanoramiaResult fields missing: {missing}")
+    fields = {n: values[n] for n in names}
+    for name in ("baseline_curve", "mia_curve"):
+      fields[name] = Curve(**fields[name])
+    return cls(**fields)
+
+
+CURVE_ARRAYS = ("predictions", "true_positives", "precision", "recall", "lower_bound")
+
+
+def _check_result(r: PanoramiaResult) -> None:
+  """The invariants every PANORAMIA result satisfies (a stored one edited or cut short does
+  not): ValueError naming the first that fails."""
+  def bound(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not (
+        math.isfinite(value) and value >= 0):
+      raise ValueError(f"{name}={value!r} must be a finite number >= 0")
+  for name in ("c_lb", "c_plus_eps_lb", "eps_tilde", "one_run_rm_gn"):
+    bound(name, getattr(r, name))
+  if abs(r.eps_tilde - max(0.0, r.c_plus_eps_lb - r.c_lb)) > 1e-9 * max(1.0, r.c_plus_eps_lb):
+    raise ValueError(f"eps_tilde={r.eps_tilde} is not max(0, c_plus_eps_lb - c_lb) = "
+                     f"{max(0.0, r.c_plus_eps_lb - r.c_lb)}")
+  if not r.baseline_c_lb or set(r.baseline_c_lb) != set(r.baseline_auc):
+    raise ValueError("baseline_c_lb and baseline_auc must name the same baselines")
+  for helper, value in r.baseline_c_lb.items():
+    bound(f"baseline_c_lb[{helper!r}]", value)
+  if r.strongest_baseline not in r.baseline_c_lb or (
+      r.baseline_c_lb[r.strongest_baseline] != r.c_lb
+      or r.c_lb < max(r.baseline_c_lb.values())):
+    raise ValueError(f"c_lb={r.c_lb} is not the strongest baseline's ({r.baseline_c_lb})")
+  for name in ("mia_auc", *(f"baseline_auc[{h!r}]" for h in r.baseline_auc)):
+    value = r.mia_auc if name == "mia_auc" else r.baseline_auc[name[14:-2]]
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f"{name}={value!r} must lie in [0, 1]")
+  if not 0 <= r.num_members <= r.num_audit:
+    raise ValueError(f"num_members={r.num_members} must lie in [0, num_audit={r.num_audit}]")
+  if (r.null_eps_tilde is None) != (r.eps_tilde_p_value is None) or (
+      (r.null_eps_tilde is None) != (r.beyond_null is None)):
+    raise ValueError("null_eps_tilde, eps_tilde_p_value and beyond_null go together")
+  if r.eps_tilde_p_value is not None and not 0.0 < r.eps_tilde_p_value <= 1.0:
+    raise ValueError(f"eps_tilde_p_value={r.eps_tilde_p_value!r} must lie in (0, 1]")
+  for name in ("baseline_curve", "mia_curve"):
+    curve = getattr(r, name)
+    lengths = {len(np.asarray(getattr(curve, k)).reshape(-1)) for k in CURVE_ARRAYS}
+    if len(lengths) != 1 or next(iter(lengths)) > r.num_audit:
+      raise ValueError(f"{name} arrays must share one length <= num_audit={r.num_audit}")
 
 
 def _check_examples(name: str, examples: Any, like: Examples | None = None) -> Examples:
@@ -319,12 +406,12 @@ def prepare_audit(key: jax.Array, modality: Modality, members: Examples,
 def measure_target(key: jax.Array, setup: AuditSetup, modality: Modality, target_loss: LossFn,
                    config: PanoramiaConfig = PanoramiaConfig(),
                    progress: Callable[[str], None] | None = None) -> PanoramiaResult:
-  """Alg. 1 from the MIA on: trains the MIA on x and the target's loss, scores the audit set
-  and computes the bounds of Cor. 2 against every baseline of ``setup``, and the O(1)
-  audit (RM/GN) on the same audit set.
+  """Alg. 1 from the MIA on: trains the MIA on x and the target's loss, scores the audit set,
+  computes the bounds of Cor. 2 against the strongest baseline of ``setup`` (Bonferroni over
+  the baselines), the null reference of eps~, and the O(1) audit (RM/GN) on the same audit set.
 
   Args:
-    key: PRNG key of the MIA's training.
+    key: PRNG key of the MIA's training and of the null reference's draws.
     setup: :func:`prepare_audit`'s output for the target's members.
     modality: as given to :func:`prepare_audit`.
     target_loss: the model under audit, ``Examples -> [N]`` per-example losses.
@@ -333,31 +420,48 @@ def measure_target(key: jax.Array, setup: AuditSetup, modality: Modality, target
   """
   _validate.check_key(key)
   say = progress or (lambda message: None)
+  key_mia, key_null = jax.random.split(key)
   say("training the MIA on the target's loss")
   target_train = checked_losses("target loss", target_loss, setup.train_set)
   target_audit = checked_losses("target loss", target_loss, setup.audit)
-  fitted = classifiers.fit_classifier(key, modality.encoder(), setup.train_set.inputs,
+  fitted = classifiers.fit_classifier(key_mia, modality.encoder(), setup.train_set.inputs,
                                       classifiers.loss_features(target_train),
                                       setup.train_member, config.classifier)
   mia_scores = classifiers.classifier_scores(fitted, setup.audit.inputs,
                                              classifiers.loss_features(target_audit))
+  return _measure(key_null, setup, mia_scores, target_audit, config)
+
+
+def _measure(key: jax.Array, setup: AuditSetup, mia_scores: np.ndarray,
+             target_audit: np.ndarray, config: PanoramiaConfig) -> PanoramiaResult:
+  """The bounds, the null reference and O(1) RM/GN from the MIA's scores of the audit set and
+  the target's losses on it."""
   is_member = setup.is_member
-  bounds = {helper: estimators.panoramia_bounds(scores, mia_scores, is_member,
-                                                config.significance,
-                                                correction=config.correction)
-            for helper, scores in setup.baseline_scores.items()}
-  main = bounds[next(iter(setup.baseline_scores))]
+  helpers = list(setup.baseline_scores)
+  stacked = np.stack([np.asarray(setup.baseline_scores[h], np.float64) for h in helpers])
+  bounds = estimators.panoramia_bounds(stacked, mia_scores, is_member, config.significance,
+                                       correction=config.correction)
+  null, p_value, beyond = None, None, None
+  if config.null_samples:
+    samples = estimators.panoramia_null(key, stacked, is_member, config.significance,
+                                        num_samples=config.null_samples,
+                                        correction=config.correction)
+    null = results.spread(np.asarray(samples.eps_tilde))
+    p_value = estimators.null_p_value(float(bounds.eps_tilde), samples.eps_tilde)
+    beyond = bool(float(bounds.eps_tilde) > 0 and p_value <= config.significance)
   one_run = estimators.one_run_epsilon_from_scores(-target_audit, is_member, config.delta,
                                                    config.significance)
   return PanoramiaResult(
-      c_lb=float(main.c_lb), c_plus_eps_lb=float(main.c_plus_eps_lb),
-      eps_tilde=float(main.eps_tilde),
-      baseline_c_lb={h: float(b.c_lb) for h, b in bounds.items()},
+      c_lb=float(bounds.c_lb), c_plus_eps_lb=float(bounds.c_plus_eps_lb),
+      eps_tilde=float(bounds.eps_tilde),
+      strongest_baseline=helpers[int(bounds.best_baseline)],
+      baseline_c_lb={h: float(v) for h, v in zip(helpers, np.asarray(bounds.baseline_c_lb))},
       baseline_auc={h: _auc(s, is_member) for h, s in setup.baseline_scores.items()},
-      mia_auc=_auc(mia_scores, is_member), one_run_rm_gn=float(one_run.epsilon),
+      mia_auc=_auc(mia_scores, is_member), null_eps_tilde=null, eps_tilde_p_value=p_value,
+      beyond_null=beyond, one_run_rm_gn=float(one_run.epsilon),
       num_audit=len(is_member), num_members=int(is_member.sum()),
       optimistic=config.correction == "none",
-      baseline_curve=_curve(main.baseline), mia_curve=_curve(main.mia),
+      baseline_curve=_curve(bounds.baseline), mia_curve=_curve(bounds.mia),
       mean_member_loss=float(target_audit[is_member == 1].mean()),
       mean_generated_loss=float(target_audit[is_member == 0].mean()))
 

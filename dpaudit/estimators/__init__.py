@@ -13,7 +13,7 @@ from dpaudit.estimators.mia_metrics import precision_at_top, roc_auc, roc_curve,
 from dpaudit.estimators.multinomial import goodman_intervals, sison_glaz_intervals
 from dpaudit.estimators.one_run import (one_run_epsilon, one_run_epsilon_ceiling,
                                         one_run_epsilon_from_scores, one_run_p_value)
-from dpaudit.estimators.panoramia import panoramia_bounds
+from dpaudit.estimators.panoramia import null_p_value, panoramia_bounds, panoramia_null
 from dpaudit.estimators.rdp import compose_rdp, rdp_to_epsilon
 from dpaudit.estimators.reconstruction import (leakage_bits, posterior_bound,
                                                reconstruction_leakage_bound,
@@ -36,7 +36,7 @@ __all__ = [
     "exposure_exact", "exposure_sampled",
     "goodman_intervals", "incomplete_beta_tails", "leakage_bits", "one_run_epsilon",
     "one_run_epsilon_ceiling", "one_run_epsilon_from_scores", "one_run_p_value",
-    "panoramia_bounds", "posterior_bound", "precision_at_top", "rdp_to_epsilon",
+    "null_p_value", "panoramia_bounds", "panoramia_null", "posterior_bound", "precision_at_top", "rdp_to_epsilon",
     "reconstruction_leakage_bound", "renyi_divergence", "renyi_k_cut_bootstrap",
     "renyi_k_cut_bootstrap_lower_bound",
     "renyi_k_cut_lower_bound", "renyi_two_cut_bootstrap", "renyi_two_cut_bootstrap_lower_bound", "renyi_two_cut_lower_bound",

@@ -18,7 +18,12 @@ inference attack scores them with it (:math:`t^a`). Thresholding a score vector 
 
 As the paper stresses (Sec. 4.2), :math:`\tilde\epsilon` is not a lower bound on epsilon: it
 says that if the c-closeness claim at :math:`c_{lb}` is tight, the model cannot be
-:math:`\tilde\epsilon`-DP.
+:math:`\tilde\epsilon`-DP. The paper's :math:`c_{lb}` is that of the *strongest* baseline tried
+(Sec. 5.1, App. C.1): :func:`panoramia_bounds` takes several baselines and keeps the largest
+:math:`c_{lb}`, each baseline tested at :math:`\beta / (2B)` so that the maximum keeps the joint
+confidence. :func:`panoramia_null` gives the reference distribution of :math:`\tilde\epsilon`
+for a target that leaks nothing (a MIA no stronger than the strongest baseline), so that a
+measured :math:`\tilde\epsilon` can be told apart from what the audit shows without leakage.
 """
 
 from __future__ import annotations
@@ -78,10 +83,13 @@ class PanoramiaBounds(NamedTuple):
     c_lb: lower confidence bound on the closeness c of the generator (Prop. 1), >= 0.
     c_plus_eps_lb: lower confidence bound on c + epsilon (Prop. 2), >= 0.
     eps_tilde: :math:`\max(0, \{c+\epsilon\}_{lb} - c_{lb})` (Alg. 1, line 8).
-    baseline: :class:`ThresholdCurve` of the baseline scores (``lower_bound`` is c_lb per
-      threshold).
+    baseline: :class:`ThresholdCurve` of the strongest baseline's scores (``lower_bound`` is
+      c_lb per threshold).
     mia: :class:`ThresholdCurve` of the MIA scores (``lower_bound`` is {c+eps}_lb per
       threshold).
+    baseline_c_lb: ``(B,)`` the c_lb of each baseline, at the level it was tested at (each a
+      valid lower bound on c; ``c_lb`` is their maximum).
+    best_baseline: index of the strongest baseline (the first of equal ones).
     optimistic: True with ``correction="none"``: the maxima over thresholds were taken after
       testing each at the full level, so c_lb and {c+eps}_lb are NOT valid 1 - beta lower
       bounds (the paper's numbers).
@@ -91,6 +99,8 @@ class PanoramiaBounds(NamedTuple):
   eps_tilde: jax.Array
   baseline: ThresholdCurve
   mia: ThresholdCurve
+  baseline_c_lb: jax.Array
+  best_baseline: jax.Array
   optimistic: bool = False
 
   @property
@@ -135,15 +145,13 @@ def _sorted_counts(scores, is_member, min_predictions) -> _SortedCounts:
   return _SortedCounts(sorted_scores, tp, r, jnp.logical_and(is_end, r >= min_predictions))
 
 
-@_compile.jit(static_argnames=("tail",),
-              fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH), tree_reductions=False)
-def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
-  """``scores`` stacks the baseline and MIA scores, (2, m); both curves share one solver call."""
+def _curves(scores, is_member, levels, bonferroni, min_predictions, tail) -> ThresholdCurve:
+  """The threshold curves of the rows of ``scores`` (rows, m), row i tested at ``levels[i]``
+  (divided by its number of thresholds under ``bonferroni``)."""
   dtype = scores.dtype
   counts = jax.vmap(_sorted_counts, in_axes=(0, None, None))(scores, is_member, min_predictions)
   num_thresholds = jnp.sum(counts.valid, axis=-1)
-  level = significance / 2.0
-  level = jnp.where(bonferroni, level / jnp.maximum(num_thresholds, 1).astype(dtype), level)
+  level = jnp.where(bonferroni, levels / jnp.maximum(num_thresholds, 1).astype(dtype), levels)
   tp, r = counts.true_positives, counts.predictions
   precision = tp / r
   if tail == "binomial":
@@ -153,11 +161,11 @@ def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tai
     p_lb = precision - jnp.sqrt(jnp.log(1.0 / level)[:, None] / (2.0 * r))
   bound = _clipped_logit(p_lb)
   m = scores.shape[1]
-  members = tp[:, -1:] if m else jnp.zeros((2, 1), dtype)
+  members = tp[:, -1:] if m else jnp.zeros((scores.shape[0], 1), dtype)
   recall = tp / jnp.maximum(members, 1.0)
   nan = jnp.asarray(jnp.nan, dtype)
   valid = counts.valid
-  curves = ThresholdCurve(
+  return ThresholdCurve(
       thresholds=jnp.where(valid, counts.sorted_scores, nan),
       predictions=r,
       true_positives=tp,
@@ -167,11 +175,63 @@ def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tai
       valid=valid,
       num_thresholds=num_thresholds,
       per_test_significance=level)
-  lbs = jnp.max(jnp.where(valid, bound, 0.0), axis=-1, initial=0.0)
-  baseline, mia = (jax.tree_util.tree_map(lambda x, i=i: x[i], curves) for i in (0, 1))
-  return PanoramiaBounds(c_lb=lbs[0], c_plus_eps_lb=lbs[1],
-                         eps_tilde=jnp.maximum(lbs[1] - lbs[0], 0.0),
-                         baseline=baseline, mia=mia)
+
+
+def _best_bounds(curves: ThresholdCurve) -> jax.Array:
+  """Each row's largest per-threshold bound (0 without a valid threshold)."""
+  return jnp.max(jnp.where(curves.valid, curves.lower_bound, 0.0), axis=-1, initial=0.0)
+
+
+def _row_levels(rows: int, significance, bonferroni):
+  """beta / 2 for the MIA (last row); beta / (2B) for each of the B baselines under the
+  Bonferroni correction, beta / 2 without it."""
+  half = significance / 2.0
+  num_baselines = rows - 1
+  is_baseline = jnp.arange(rows) < num_baselines
+  return jnp.where(jnp.logical_and(bonferroni, is_baseline), half / num_baselines, half)
+
+
+@_compile.jit(static_argnames=("tail",),
+              fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH), tree_reductions=False)
+def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
+  """``scores`` stacks the B baselines' scores and the MIA's (last), (B + 1, m); every curve
+  shares one solver call."""
+  curves = _curves(scores, is_member, _row_levels(scores.shape[0], significance, bonferroni),
+                   bonferroni, min_predictions, tail)
+  lbs = _best_bounds(curves)
+  best = jnp.argmax(lbs[:-1])
+  baseline, mia = (jax.tree_util.tree_map(lambda x, i=i: x[i], curves) for i in (best, -1))
+  return PanoramiaBounds(c_lb=lbs[best], c_plus_eps_lb=lbs[-1],
+                         eps_tilde=jnp.maximum(lbs[-1] - lbs[best], 0.0),
+                         baseline=baseline, mia=mia, baseline_c_lb=lbs[:-1], best_baseline=best)
+
+
+def _check_inputs(baseline_scores, mia_scores, is_member):
+  """Shapes and values of :func:`panoramia_bounds`'s score arguments; returns B, the number of
+  baselines."""
+  if np.ndim(baseline_scores) not in (1, 2):
+    raise ValueError("baseline_scores must be 1-D (m,) or 2-D (B baselines, m), got shape "
+                     f"{np.shape(baseline_scores)}")
+  for name, value in (("mia_scores", mia_scores), ("is_member", is_member)):
+    if np.ndim(value) != 1:
+      raise ValueError(f"{name} must be 1-D, got shape {np.shape(value)}")
+  if np.shape(baseline_scores)[-1:] != np.shape(is_member):
+    raise ValueError(f"baseline_scores has shape {np.shape(baseline_scores)} but is_member has "
+                     f"shape {np.shape(is_member)}; they must have the same last axis m")
+  if np.ndim(baseline_scores) == 2 and np.shape(baseline_scores)[0] == 0:
+    raise ValueError("baseline_scores holds no baseline (shape "
+                     f"{np.shape(baseline_scores)}); need at least one row")
+  _validate.check_same_shape("mia_scores", mia_scores, "is_member", is_member)
+  for name, value in (("baseline_scores", baseline_scores), ("mia_scores", mia_scores)):
+    if _validate.is_concrete(value) and np.asarray(value).dtype.kind not in "iuf":
+      raise ValueError(f"{name} must be real numbers (integer or float), got dtype "
+                       f"{np.asarray(value).dtype}; cast booleans with .astype(float)")
+    _validate.check_range(name, value)
+  if _validate.is_concrete(is_member):
+    values = np.asarray(is_member)
+    if values.dtype.kind not in "biuf" or not np.all((values == 0) | (values == 1)):
+      raise ValueError(f"is_member must be boolean or 0/1, got values {np.unique(values)[:5]!r}")
+  return 1 if np.ndim(baseline_scores) == 1 else int(np.shape(baseline_scores)[0])
 
 
 def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, *,
@@ -197,17 +257,27 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
   :math:`c_{lb} = \max_t c_{lb}(t)`, :math:`\{c+\epsilon\}_{lb} = \max_t \{c+\epsilon\}_{lb}(t)`
   and :math:`\tilde\epsilon = \max(0, \{c+\epsilon\}_{lb} - c_{lb})`.
 
+  **The strongest baseline.** The paper measures against the baseline with the largest
+  :math:`c_{lb}` among those tried (Sec. 5.1, App. C.1: helper on generated data, on real data,
+  none). ``baseline_scores`` may stack B baselines, (B, m); :math:`c_{lb}` is then the largest
+  of their bounds. Each baseline is a valid test of the same claim (the generator is c-close),
+  so with the Bonferroni correction each is tested at :math:`\beta / (2B)` and the maximum
+  still holds at :math:`1 - \beta/2`; a stronger baseline lowers :math:`\tilde\epsilon`, never
+  raises it.
+
   Thresholds are every distinct score value (tied scores are always on the same side), from
   one sort and cumulative counts; those with fewer than ``min_predictions`` predictions are
   skipped. Selection honesty: with ``correction="bonferroni"`` (default) each test runs at
-  :math:`\beta / (2K)` for the K thresholds of its score vector, so the maxima over thresholds
-  keep the joint 1 - beta confidence of Cor. 2 (K depends only on the scores, and Props. 1-2
-  hold conditionally on the scores, so the union bound is valid). With ``correction="none"``
-  each threshold is tested at :math:`\beta/2` and the maximum is taken afterwards, as in the
-  paper; the resulting bounds are optimistic (not valid at 1 - beta).
+  :math:`\beta / (2K)` for the K thresholds of its score vector (and a further 1/B for each of
+  B baselines), so the maxima over thresholds and baselines keep the joint 1 - beta confidence
+  of Cor. 2 (K depends only on the scores, and Props. 1-2 hold conditionally on the scores, so
+  the union bound is valid). With ``correction="none"`` each threshold is tested at
+  :math:`\beta/2` and the maximum is taken afterwards, as in the paper; the resulting bounds
+  are optimistic (not valid at 1 - beta).
 
   Args:
-    baseline_scores: 1-D array of m baseline scores :math:`t^b` (higher = more likely real).
+    baseline_scores: m baseline scores :math:`t^b` (higher = more likely real), 1-D, or B
+      baselines' scores stacked, (B, m).
     mia_scores: 1-D array of m MIA scores :math:`t^a` (higher = more likely member).
     is_member: 1-D boolean (or 0/1) array s of length m.
     significance: beta in (0, 1); each of the two tests gets beta / 2.
@@ -217,6 +287,14 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
 
   Returns:
     :class:`PanoramiaBounds`. With m = 0 or no valid threshold every bound is 0.
+
+  >>> import numpy as np
+  >>> member = np.array([1, 0] * 50)
+  >>> mia = member + 0.01 * np.arange(100)   # separates members perfectly
+  >>> baseline = 0.01 * np.arange(100)       # knows nothing
+  >>> out = panoramia_bounds(baseline, mia, member)
+  >>> float(out.c_lb), round(float(out.eps_tilde), 2)
+  (0.0, 1.71)
   """
   _validate.check_choice("tail", tail, TAILS)
   _validate.check_choice("correction", correction, CORRECTIONS)
@@ -224,22 +302,160 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
   if isinstance(min_predictions, bool) or not isinstance(min_predictions, (int, np.integer)):
     raise ValueError(f"min_predictions={min_predictions!r} must be a Python int >= 1")
   _validate.check_range("min_predictions", min_predictions, 1)
-  for name, value in (("baseline_scores", baseline_scores), ("mia_scores", mia_scores),
-                      ("is_member", is_member)):
-    if np.ndim(value) != 1:
-      raise ValueError(f"{name} must be 1-D, got shape {np.shape(value)}")
-  _validate.check_same_shape("baseline_scores", baseline_scores, "is_member", is_member)
-  _validate.check_same_shape("mia_scores", mia_scores, "is_member", is_member)
-  _validate.check_range("baseline_scores", baseline_scores)
-  _validate.check_range("mia_scores", mia_scores)
-  if _validate.is_concrete(is_member):
-    values = np.asarray(is_member)
-    if values.dtype.kind not in "biuf" or not np.all((values == 0) | (values == 1)):
-      raise ValueError(f"is_member must be boolean or 0/1, got values {np.unique(values)[:5]!r}")
+  _check_inputs(baseline_scores, mia_scores, is_member)
   dtype = _float_dtype()
-  curves = [_compile.argument(v, dtype) for v in (baseline_scores, mia_scores)]
-  stack = np.stack if all(isinstance(v, np.ndarray) for v in curves) else jnp.stack
-  out = _panoramia(stack(curves), _compile.argument(is_member, dtype),
+  baselines = _compile.argument(baseline_scores, dtype)
+  mia = _compile.argument(mia_scores, dtype)
+  if all(isinstance(v, np.ndarray) for v in (baselines, mia)):
+    scores = np.concatenate([np.atleast_2d(baselines), mia[None]])
+  else:
+    scores = jnp.concatenate([jnp.atleast_2d(baselines), jnp.asarray(mia)[None]])
+  out = _panoramia(scores, _compile.argument(is_member, dtype),
                    _compile.argument(significance, dtype), np.asarray(correction == "bonferroni"),
                    _compile.argument(min_predictions, dtype), tail=tail)
   return out._replace(optimistic=correction == "none")
+
+
+class PanoramiaNull(NamedTuple):
+  r"""Result of :func:`panoramia_null`.
+
+  Attributes:
+    eps_tilde: ``(num_samples,)`` :math:`\tilde\epsilon` of audits of targets that leak
+      nothing, each with its own resampled baselines and MIA.
+    c_lb: ``(num_samples,)`` their :math:`c_{lb}` (strongest resampled baseline).
+    c_plus_eps_lb: ``(num_samples,)`` their :math:`\{c+\epsilon\}_{lb}`.
+    best_baseline: index of the audit's strongest baseline, whose score law the null MIAs
+      follow.
+  """
+  eps_tilde: jax.Array
+  c_lb: jax.Array
+  c_plus_eps_lb: jax.Array
+  best_baseline: jax.Array
+
+
+@_compile.jit(static_argnames=("tail",), fusion_emitters=False, tree_reductions=False)
+def _null_bounds(scores, is_member, significance, bonferroni, min_predictions, tail):
+  """(c_lb, {c+eps}_lb) of each of R audits, ``scores`` (R, B + 1, m) as in :func:`_panoramia`."""
+  def one(rows):
+    lbs = _best_bounds(_curves(rows, is_member, _row_levels(rows.shape[0], significance,
+                                                            bonferroni),
+                               bonferroni, min_predictions, tail))
+    return jnp.max(lbs[:-1]), lbs[-1]
+  return jax.vmap(one)(scores)
+
+
+def bootstrap_within_classes(key: jax.Array, is_member, num_samples: int) -> np.ndarray:
+  """``(num_samples, m)`` indices: each point's index is drawn uniformly, with replacement,
+  from the points of its own class (members from members, non-members from non-members), so
+  that a score vector indexed by a row has the bootstrap's class-conditional law and the audit
+  set's membership."""
+  member = np.asarray(is_member).astype(bool).reshape(-1)
+  u = np.asarray(jax.random.uniform(key, (num_samples, member.size), jnp.float64))
+  source = np.zeros(u.shape, np.int64)
+  for label in (False, True):
+    points = np.flatnonzero(member == label)
+    if points.size:
+      pick = np.minimum((u[:, points] * points.size).astype(np.int64), points.size - 1)
+      source[:, points] = points[pick]
+  return source
+
+
+def ranked_with_random_ties(key: jax.Array, scores, indices) -> np.ndarray:
+  """``scores[..., indices]`` as ranks among the distinct values of ``scores`` plus a uniform
+  offset in [0, 1/2): the order of distinct values is kept and the ties that resampling makes
+  are broken at random (as a fresh draw from a continuous law would have none). Only the order
+  of scores matters to :func:`panoramia_bounds`. Float64 of the shape of ``indices`` with the
+  leading axes of ``scores`` in front."""
+  scores = np.asarray(scores, np.float64)
+  ranks = np.stack([np.unique(row, return_inverse=True)[1].reshape(-1)
+                    for row in np.atleast_2d(scores)]).astype(np.float64)
+  picked = ranks[:, indices]  # (rows, R, m)
+  offset = np.asarray(jax.random.uniform(key, picked.shape, jnp.float64))
+  out = picked + 0.5 * offset
+  return out[0] if scores.ndim == 1 else out
+
+
+def null_mia_scores(key: jax.Array, baseline_scores, is_member, num_samples: int) -> np.ndarray:
+  """``num_samples`` score vectors of a MIA that knows exactly as much as the baseline
+  (1-D ``baseline_scores``): the bootstrap of its class-conditional score laws
+  (:func:`bootstrap_within_classes`), as ranks with random ties
+  (:func:`ranked_with_random_ties`). Float64 ``(num_samples, m)``."""
+  key_pick, key_ties = jax.random.split(key)
+  indices = bootstrap_within_classes(key_pick, is_member, num_samples)
+  return ranked_with_random_ties(key_ties, baseline_scores, indices)
+
+
+def panoramia_null(key: jax.Array, baseline_scores, is_member, significance=0.05, *,
+                   num_samples: int = 200, tail: str = "binomial",
+                   correction: str = "bonferroni", min_predictions: int = 1) -> PanoramiaNull:
+  r"""The reference distribution of :math:`\tilde\epsilon` when the target leaks nothing.
+
+  Under "the target leaks nothing", a MIA that sees the target's loss can do no better than a
+  baseline that does not. Each null sample replays the audit on the same audit set (same m and
+  membership) with a MIA exactly as strong as the strongest baseline: the baselines' scores
+  are resampled within each class (:func:`bootstrap_within_classes`, one draw shared by all
+  baselines so that their dependence is kept), and the MIA's scores are an independent such
+  resample of the strongest baseline's (:func:`null_mia_scores`). :math:`c_{lb}`,
+  :math:`\{c+\epsilon\}_{lb}` and :math:`\tilde\epsilon` then follow
+  :func:`panoramia_bounds`' rules (the same significance, tail, correction over thresholds
+  and baselines, ``min_predictions``). Resampling both sides gives the null the spread of two
+  independent score vectors, as the measured :math:`\tilde\epsilon` has; :func:`null_p_value`
+  gives the share of null samples at least as large as a measurement.
+
+  Even without leakage :math:`\tilde\epsilon` is often above 0: it is the positive part of a
+  difference of two noisy maxima, and :math:`c_{lb}` is held to :math:`\beta/(2B)` where the MIA
+  gets :math:`\beta/2`. The null quantifies exactly that.
+
+  Args:
+    key: PRNG key of the draws.
+    baseline_scores: as for :func:`panoramia_bounds`, (m,) or (B, m).
+    is_member: the audit set's membership s, (m,).
+    significance, tail, correction, min_predictions: as for :func:`panoramia_bounds`.
+    num_samples: null audits drawn (>= 1).
+
+  >>> import jax, numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> member = rng.random(400) < 0.5
+  >>> baseline = rng.normal(member.astype(float))
+  >>> null = panoramia_null(jax.random.key(0), baseline, member, num_samples=50)
+  >>> null.eps_tilde.shape, bool(np.all(np.asarray(null.eps_tilde) >= 0))
+  ((50,), True)
+  """
+  _validate.check_key(key)
+  _validate.check_integer("num_samples", num_samples, 1)
+  rows = (1 if np.ndim(baseline_scores) != 2 else np.shape(baseline_scores)[0]) + 1
+  if num_samples * rows * max(np.shape(is_member)[-1:] or (0,)) > 2**31:
+    raise ValueError(f"num_samples={num_samples} x {rows} score vectors x "
+                     f"m={np.shape(is_member)[-1]} exceed 2^31 scores; draw fewer null samples")
+  bounds = panoramia_bounds(baseline_scores, np.zeros(np.shape(is_member)), is_member,
+                            significance, tail=tail, correction=correction,
+                            min_predictions=min_predictions)
+  baselines = np.atleast_2d(np.asarray(baseline_scores, np.float64))
+  best = int(bounds.best_baseline)
+  keys = jax.random.split(key, 4)
+  shared = bootstrap_within_classes(keys[0], is_member, num_samples)
+  resampled = ranked_with_random_ties(keys[1], baselines, shared)  # (B, R, m)
+  mia = ranked_with_random_ties(keys[3], baselines[best],
+                                bootstrap_within_classes(keys[2], is_member, num_samples))
+  dtype = _float_dtype()
+  scores = np.concatenate([np.moveaxis(resampled, 0, 1), mia[:, None]], axis=1).astype(dtype)
+  c_lb, cpe = _null_bounds(scores, _compile.argument(is_member, dtype),
+                           _compile.argument(significance, dtype),
+                           np.asarray(correction == "bonferroni"),
+                           _compile.argument(min_predictions, dtype), tail=tail)
+  return PanoramiaNull(eps_tilde=jnp.maximum(cpe - c_lb, 0.0), c_lb=c_lb, c_plus_eps_lb=cpe,
+                       best_baseline=bounds.best_baseline)
+
+
+def null_p_value(observed, null_samples) -> float:
+  r"""The share of null samples at least as large as ``observed``, counting the observation
+  itself: :math:`(1 + \#\{x \ge \text{observed}\}) / (1 + n)`. Small values say the measurement
+  is unlikely without leakage; an observed :math:`\tilde\epsilon` of 0 gives 1.
+
+  >>> null_p_value(0.3, [0.0, 0.1, 0.2, 0.0])
+  0.2
+  """
+  null = np.asarray(null_samples, np.float64).reshape(-1)
+  _validate.check_nonempty("null_samples", null)
+  _validate.check_range("observed", observed)
+  return float((1 + np.sum(null >= observed)) / (1 + null.size))

@@ -192,6 +192,134 @@ def test_jit_and_vmap():
   np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+# ----------------------------------------------------------------------------- strongest baseline
+@pytest.mark.parametrize("correction", ["bonferroni", "none"])
+def test_strongest_of_several_baselines_at_beta_over_2b(correction):
+  """Each of B baselines is its own naive reference at beta / (2B) (Bonferroni over the
+  baselines) or beta / 2 (none); c_lb is the largest, and its curve is reported."""
+  rng = np.random.default_rng(11)
+  m = 300
+  member = rng.random(m) < 0.5
+  baselines = np.stack([s * member + rng.normal(size=m) for s in (0.3, 1.5, 0.8)])
+  mia = 2.5 * member + rng.normal(size=m)
+  got = panoramia.panoramia_bounds(baselines, mia, member, 0.05, correction=correction)
+  share = 3 if correction == "bonferroni" else 1
+  want = [ref_bounds(b, mia, member, 0.05 / share, correction=correction)[0] for b in baselines]
+  np.testing.assert_allclose(got.baseline_c_lb, want, rtol=1e-9, atol=1e-12)
+  assert int(got.best_baseline) == int(np.argmax(want)) == 1
+  assert float(got.c_lb) == pytest.approx(max(want))
+  _check_curve(got.baseline, ref_curve(baselines[1], member, 0.05 / share,
+                                       correction=correction))
+  # The MIA keeps its full beta / 2 whatever the number of baselines.
+  _check_curve(got.mia, ref_curve(mia, member, 0.05, correction=correction))
+  assert float(got.eps_tilde) == pytest.approx(max(0.0, float(got.c_plus_eps_lb) - max(want)))
+  # One row stacked is the 1-D call.
+  one = panoramia.panoramia_bounds(baselines[1], mia, member, correction=correction)
+  stacked = panoramia.panoramia_bounds(baselines[1:2], mia, member, correction=correction)
+  np.testing.assert_array_equal([one.c_lb, one.c_plus_eps_lb], [stacked.c_lb,
+                                                                 stacked.c_plus_eps_lb])
+
+
+def test_several_baselines_keep_the_level_and_the_uncorrected_maximum_does_not():
+  """No membership signal in any of 3 baselines, each a pre-registered threshold (only r = m
+  qualifies, so each test is exact): the maximum of their c_lb rejects c = 0 at most about
+  beta / 2 with the correction over baselines; the maximum of bounds each at beta / 2 (the
+  best baseline chosen after the fact, uncorrected) rejects about three times as often. The
+  members differ per baseline, as three baselines' independent errors would."""
+  m, reps, beta = 60, 600, 0.2
+  rng = np.random.default_rng(5)
+  member = rng.random((reps, m)) < 0.5
+  baselines = rng.normal(size=(reps, 3, m))
+  mia = rng.normal(size=(reps, m))
+
+  def rate(significance):
+    """Share of repetitions where the largest of the 3 single-baseline c_lb is above 0."""
+    each = jax.vmap(jax.vmap(lambda b, a, s: panoramia.panoramia_bounds(
+        b, a, s, significance, min_predictions=m).c_lb, in_axes=(0, None, 0)))(
+            baselines, mia, flips)
+    return float(np.mean(np.asarray(each).max(axis=1) > 0))
+
+  # Each baseline sees its own coin flips: independent tests, the worst case for the union.
+  flips = rng.random((reps, 3, m)) < 0.5
+  # panoramia_bounds gives each of B = 3 baselines beta / (2B): a single one at beta / 3.
+  stacked = panoramia.panoramia_bounds(baselines[0], mia[0], member[0], beta, min_predictions=m)
+  assert float(stacked.baseline.per_test_significance) == pytest.approx(beta / 6)
+  half = beta / 2
+  limit = half + 3 * math.sqrt(half * (1 - half) / reps)
+  rate_corrected, rate_each = rate(beta / 3), rate(beta)
+  assert rate_corrected <= limit
+  assert rate_each > 2 * half
+
+
+# ----------------------------------------------------------------------------- null reference
+def test_null_mia_scores_resample_within_each_class_and_break_ties():
+  rng = np.random.default_rng(0)
+  member = np.array([1, 0] * 50, bool)
+  baseline = np.round(rng.normal(member.astype(float)), 1)  # with ties
+  draws = panoramia.null_mia_scores(jax.random.key(1), baseline, member, 40)
+  assert draws.shape == (40, 100)
+  ranks = np.unique(baseline, return_inverse=True)[1]
+  drawn_rank = np.floor(draws).astype(int)
+  for label in (0, 1):
+    allowed = set(ranks[member == label].tolist())
+    assert set(drawn_rank[:, member == label].ravel().tolist()) <= allowed
+  assert np.all(draws - drawn_rank < 0.5)
+  assert all(len(np.unique(row)) == 100 for row in draws)  # ties broken
+  # The class-conditional laws are reproduced: mean rank of members above non-members.
+  assert drawn_rank[:, member].mean() > drawn_rank[:, ~member].mean()
+
+
+def test_null_p_values_are_valid_when_the_mia_is_no_stronger_than_the_baseline():
+  """A fresh MIA of the same law as the baseline (a target that leaks nothing): its eps~ is
+  often above 0, but its p-value against the null is at most 5% about 5% of the time."""
+  m, reps, beta = 300, 150, 0.05
+  rng = np.random.default_rng(3)
+  rejected, positive = 0, 0
+  for rep in range(reps):
+    member = rng.random(m) < 0.5
+    baseline = 1.5 * member + rng.normal(size=m)
+    mia = 1.5 * member + rng.normal(size=m)  # same law: no leakage
+    observed = float(panoramia.panoramia_bounds(baseline, mia, member, beta).eps_tilde)
+    null = panoramia.panoramia_null(jax.random.key(rep), baseline, member, beta, num_samples=60)
+    positive += observed > 0
+    rejected += panoramia.null_p_value(observed, null.eps_tilde) <= 0.05
+  assert positive > 0.2 * reps  # why a null reference is needed at all
+  assert rejected / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def test_null_tells_a_leaking_target_apart_and_uses_the_strongest_baseline():
+  rng = np.random.default_rng(4)
+  m = 400
+  member = rng.random(m) < 0.5
+  baselines = np.stack([0.2 * member + rng.normal(size=m), 1.0 * member + rng.normal(size=m)])
+  mia = 3.0 * member + rng.normal(size=m)
+  bounds = panoramia.panoramia_bounds(baselines, mia, member)
+  null = panoramia.panoramia_null(jax.random.key(0), baselines, member, num_samples=100)
+  assert int(null.best_baseline) == int(bounds.best_baseline) == 1
+  assert float(null.c_lb) == float(bounds.c_lb)
+  np.testing.assert_allclose(null.eps_tilde, np.maximum(np.asarray(null.c_plus_eps_lb)
+                                                         - float(bounds.c_lb), 0.0))
+  assert panoramia.null_p_value(float(bounds.eps_tilde), null.eps_tilde) == pytest.approx(1 / 101)
+  assert panoramia.null_p_value(0.0, null.eps_tilde) == 1.0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(num_samples=0), "num_samples=0"),
+    (dict(num_samples=2.5), "num_samples"),
+    (dict(num_samples=10**9), "2\\^31"),
+    (dict(key=3), "key"),
+    (dict(significance=1.5), "significance=1.5"),
+])
+def test_null_validation_errors(kwargs, match):
+  args = dict(key=jax.random.key(0), baseline_scores=[0.1, 0.5, 0.2],
+              is_member=[True, False, True])
+  args.update(kwargs)
+  with pytest.raises(ValueError, match=match):
+    panoramia.panoramia_null(**args)
+  with pytest.raises(ValueError, match="null_samples"):
+    panoramia.null_p_value(0.1, [])
+
+
 # ----------------------------------------------------------------------------- validity
 def test_validity_no_membership_signal():
   """Scores independent of s: c_lb > 0 rejects the true c = 0, at most about beta / 2."""
@@ -231,7 +359,12 @@ def test_validity_no_membership_signal():
     (dict(min_predictions=0), "min_predictions=0"),
     (dict(min_predictions=2.5), "min_predictions"),
     (dict(mia_scores=[1.0, 2.0]), "shape"),
-    (dict(baseline_scores=[[1.0, 2.0, 3.0]]), "1-D"),
+    (dict(baseline_scores=[[[1.0, 2.0, 3.0]]]), "1-D"),
+    (dict(baseline_scores=np.zeros((0, 3))), "no baseline"),
+    (dict(baseline_scores=[[1.0, 2.0]]), "last axis"),
+    (dict(mia_scores=[True, False, True]), "real numbers"),
+    (dict(mia_scores=["a", "b", "c"]), "real numbers"),
+    (dict(baseline_scores=[1 + 1j, 2.0, 3.0]), "real numbers"),
     (dict(is_member=[1, 0, 3]), "is_member"),
     (dict(mia_scores=[1.0, np.nan, 0.0]), "mia_scores=nan"),
 ])

@@ -7,7 +7,7 @@ from dpaudit.results import read_json
 from tests.conftest import run_module
 
 TINY = ("--modality=text", "--max_examples=500", "--num_canaries=100", "--num_audit=100",
-        "--num_classifier_train=100", "--num_helper_train=100", "--helpers=generated",
+        "--num_classifier_train=100", "--num_helper_train=100", "--helpers=generated,none",
         "--classifier_epochs=2", "--generator_epochs=1", "--helper_epochs=1",
         "--target_batch_size=100", "--text_max_length=32",
         "--text_hidden_size=32")
@@ -18,24 +18,39 @@ def _run(*flags):
 
 
 def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
-  flags = (*TINY, "--target=dp8", f"--output_dir={tmp_path}")
-  out = _run(*flags)
+  """Two repetitions (seeds 0 and 1) of a two-baseline audit: c_lb is the strongest baseline's,
+  the null reference and the spread over repetitions are in results.json and the tables; a
+  rerun with one repetition reuses seed 0's setup and cell."""
+  flags = (*TINY, "--target=dp8", "--null_samples=30", f"--output_dir={tmp_path}")
+  out = _run(*flags, "--repetitions=2")
   assert out.returncode == 0, out.stderr
   results = read_json(tmp_path / "results.json")
-  assert results["experiment"] == "panoramia"
+  assert results["experiment"] == "panoramia" and results["config"]["seeds"] == [0, 1]
+  assert [r["seed"] for r in results["repetitions"]] == [0, 1]
   cells = results["cells"]
-  assert list(cells) == ["dp8"]
+  assert list(cells) == ["dp8"] and cells == results["repetitions"][0]["cells"]
   assert 0 < cells["dp8"]["accountant_epsilon"] <= 8.0 and cells["dp8"]["noise_multiplier"] > 0
-  for cell in cells.values():
+  for repetition in results["repetitions"]:
+    cell = repetition["cells"]["dp8"]
     assert cell["eps_tilde"] == pytest.approx(max(0.0, cell["c_plus_eps_lb"] - cell["c_lb"]))
+    assert cell["c_lb"] == max(cell["baseline_c_lb"].values())
+    assert cell["baseline_c_lb"][cell["strongest_baseline"]] == cell["c_lb"]
+    assert set(cell["baseline_c_lb"]) == {"generated", "none"}
     assert cell["one_run_rm_rn"] >= 0 and cell["one_run_rm_gn"] >= 0
-  assert "Table 3" in out.stdout and "Table 4" in out.stdout
+    assert cell["null_eps_tilde"]["n"] == 30 and 0 < cell["eps_tilde_p_value"] <= 1
+  summary = results["summary"]["targets"]["dp8"]
+  values = [r["cells"]["dp8"]["eps_tilde"] for r in results["repetitions"]]
+  assert summary["eps_tilde"]["values"] == values and summary["repetitions"] == 2
+  assert min(values) <= summary["eps_tilde"]["median"] <= max(values)
+  assert 0 <= summary["beyond_null"] <= 2
+  assert "Table 3: baselines over 2 repetitions" in out.stdout and "Table 4" in out.stdout
+  assert "null eps~ q95" in out.stdout and "not a lower bound on epsilon" in out.stdout
   assert (tmp_path / "precision_recall.png").stat().st_size > 10_000
   assert len((tmp_path / "samples.txt").read_text().splitlines()) == 100
 
   again = _run(*flags)
   assert again.returncode == 0, again.stderr
-  assert "audit setup: reused" in again.stderr and again.stderr.count("[reused]") == 1
+  assert "seed 0: audit setup: reused" in again.stderr and again.stderr.count("[reused]") == 1
   assert read_json(tmp_path / "results.json")["cells"] == cells
 
 
