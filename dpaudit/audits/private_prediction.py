@@ -3,26 +3,39 @@ Private Prediction, Secs. 4-6).
 
 For each query q the algorithm's vote histogram is drawn from its parametric model
 (:mod:`dpaudit.mechanisms.histograms`: PATE, CaPC or Private-kNN), on S and on the neighbouring
-S', and released through the noisy argmax. Per query:
+S', and released through the noisy argmax. Per query and Renyi order (the primary output):
 
 * **2-cut** and **k-cut** lower bounds on :math:`D_\alpha(\mathcal A(S; q) \| \mathcal A(S'; q))`
   from Monte Carlo counts of the released class (the 2-cut set is chosen on a selection half of
-  the trials and certified on the other half, as in :mod:`dpaudit.audits.noisy_argmax`);
-* the **exact** divergence of the modelled output distributions. For a fixed histogram Eq. (4)
-  gives the class probabilities; the model's output is a mixture over histograms, so
-  :math:`\Pr[c] = \mathbb E_H[\Pr[c \mid H]]` is estimated by averaging Eq. (4) over
-  ``num_histograms`` sampled histograms (its standard error is reported with it);
+  the trials and certified on the other half, as in :mod:`dpaudit.audits.noisy_argmax`): the
+  2-cut is finite-sample, the k-cut asymptotic;
+* the **model divergence**, the divergence of the modelled output laws (the paper's "exact"
+  column). For a fixed histogram Eq. (4) gives the class probabilities; the model's output is a
+  mixture over histograms, so :math:`\Pr[c] = \mathbb E_H[\Pr[c \mid H]]` is estimated by
+  averaging Eq. (4) over ``num_histograms`` sampled histograms, and the divergence of the two
+  averages is a Monte Carlo estimate (neither a lower nor an upper bound; slightly biased
+  upwards). Its spread is a bootstrap over the sampled histograms with common resampling
+  indices for S and S' (:func:`model_divergence`). For PromptPATE's fixed histograms the
+  divergence is exact (Eq. (4) by quadrature; spread 0);
 * the **data-dependent** GNMax bound (Papernot et al. 2018, Thm. 6) at the expected histogram
   of S, and the **data-independent** bound: GNMax's :math:`\alpha/\sigma^2` for PATE and CaPC,
   and for Private-kNN the subsampled Gaussian mechanism with rate :math:`\gamma` and noise
-  multiplier :math:`\sigma/\sqrt 2` (one moved vote), as Sec. 6 uses.
+  multiplier :math:`\sigma/\sqrt 2` (one moved vote), as Sec. 6 uses; both upper bounds.
 
-Over queries the RDP curves compose by summation (Mironov 2017, Prop. 1). The composed 2-cut
-and k-cut bounds hold simultaneously for all queries at confidence 1 - ``significance``: each
-query's bound is taken at ``significance / num_queries`` (Bonferroni). The worst query and the
-average over queries are reported as well ("worst case" and "average case" of App. F).
-Converted to (epsilon, delta) with Thm. 1 only for display: Thm. 1 is an upper-bound
-conversion, so the audits' images are labelled as such and are not lower bounds on epsilon.
+The worst query (order-wise maximum over the audited queries) is the one-query result: it needs
+no assumption about how queries compose. The composed curves come apart from it
+(:meth:`PredictionAuditResult.composition`): Pois-MINQ sums its natural queries' curves, MIAQ
+multiplies its worst point's by the ``n_Q`` repeats (Mironov 2017, Prop. 1), as the paper does.
+That treats every query as if it saw freshly trained teachers; real PATE and CaPC train once,
+and by data processing one trained ensemble's joint leakage is capped by its training phase's,
+so composed audit curves are not lower bounds on it (:data:`COMPOSITION_CAVEAT`, stored and
+printed with every composed number). The composed 2-cut and k-cut hold simultaneously for all
+queries at confidence 1 - ``significance``: each query's bound is taken at
+``significance / num_queries`` (Bonferroni). Thm. 1 converts composed curves to epsilon for
+comparison with the paper's figures: an upper bound from the model divergence and the theory
+curves, an image that is not an (epsilon, delta) lower bound from the audits' curves, and 0
+("no leakage measured") from a curve that is 0 at every order
+(:func:`dpaudit.audits.noisy_argmax.thm1_epsilon`).
 """
 
 from __future__ import annotations
@@ -31,7 +44,7 @@ import dataclasses
 import hashlib
 import math
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -43,11 +56,52 @@ from dpaudit import montecarlo
 from dpaudit import results
 from dpaudit import teachers
 from dpaudit.audits import noisy_argmax as noisy_argmax_audit
-from dpaudit.estimators import rdp as rdp_lib
 from dpaudit.estimators import renyi_cuts
 from dpaudit.mechanisms import histograms
 
 ALGORITHMS = ("pate", "capc", "private_knn")
+CURVES = ("two_cut", "k_cut", "model_divergence", "data_dependent", "data_independent")
+AUDIT_CURVES = ("two_cut", "k_cut")  # lower bounds; the rest are an estimate and upper bounds
+COMPOSITIONS = {"repeated": "MIAQ: n_Q repeats of the worst point",
+                "natural": "Pois-MINQ: the n_Q natural queries"}
+COMPOSITION_CAVEAT = ("composition assumes freshly trained teachers per query, as the paper; "
+                      "one trained ensemble's joint leakage is capped by its training phase's, "
+                      "so composed audit curves are not lower bounds on it")
+MEANING = {
+    "orders": "the audited Renyi orders alpha; every curve holds one value per order",
+    "worst_query": "one query, the order-wise worst of the audited queries: needs no "
+                   "composition assumption (the primary output)",
+    "average_query": "the order-wise mean over the audited queries (App. F's average case)",
+    "per_query": "each audited query's curves, (num_queries, num_orders)",
+    "two_cut": "lower bound on the RDP of the modelled mechanism, finite-sample (Clopper-Pearson "
+               "2-cut, set chosen on held-out trials), 1 - significance for all queries "
+               "together (Bonferroni)",
+    "k_cut": "lower bound, asymptotic (simultaneous multinomial intervals), 1 - significance "
+             "for all queries together (Bonferroni)",
+    "model_divergence": "divergence of the modelled output laws (the paper's 'exact'): with "
+                        "model_divergence_method 'monte_carlo' an estimate, Monte Carlo over "
+                        "num_histograms sampled histograms, neither a lower nor an upper bound; "
+                        "with 'exact' Eq. (4) by quadrature (fixed histograms)",
+    "model_divergence_sd": "the model divergence's Monte Carlo standard deviation: bootstrap "
+                           "over the sampled histograms with common resampling indices for S "
+                           "and S' (worst, average and composed curves over the same "
+                           "replicates); 0 where exact",
+    "data_dependent": "upper bound (GNMax data-dependent, Papernot et al. 2018, Thm. 6, at the "
+                      "expected histogram of S; does not cover Private-kNN's subsampling)",
+    "data_independent": "upper bound (GNMax alpha / sigma^2; Private-kNN: the subsampled "
+                        "Gaussian mechanism)",
+    "composed": "the curves composed over composed.num_queries queries by summing RDP "
+                "(Mironov 2017, Prop. 1): 'repeated' = " + COMPOSITIONS["repeated"]
+                + "; 'natural' = " + COMPOSITIONS["natural"] + "; see caveats",
+    "composed.epsilon": "Thm. 1 at delta of the composed curves, for comparison with the "
+                        "paper's figures: from model_divergence (estimated), data_dependent and "
+                        "data_independent an upper bound on epsilon; from two_cut and k_cut an "
+                        "image that is NOT an (epsilon, delta) lower bound; 0.0 where the curve "
+                        "is 0 at every order (no leakage measured; Thm. 1's floor, 0.138 at "
+                        "delta = 1e-6, is not applied)",
+    "class_probabilities": "mixture Pr[c] on S and S' per query, (num_queries, 2, C)",
+    "counts": "released classes over all trials on S and S', (num_queries, 2, C)",
+}
 
 
 def _fingerprint(*trees) -> str:
@@ -66,6 +120,8 @@ def _fingerprint(*trees) -> str:
 def _save_checkpoint(path: str | None, fingerprint: str, arrays: dict[str, Any]) -> None:
   if path is not None:
     results.save_arrays(path, fingerprint, arrays)
+
+
 FAMILIES = {"pate": histograms.PATE, "capc": histograms.CAPC,
             "private_knn": histograms.PRIVATE_KNN}
 MODEL_TYPES = {"pate": histograms.PateModel, "capc": histograms.CapcModel,
@@ -78,12 +134,14 @@ class PredictionAuditConfig:
 
   Attributes:
     algorithm: "pate", "capc" or "private_knn" (the histogram model family).
-    sigma: noise standard deviation of the noisy argmax (> 0).
-    num_trials: Monte Carlo runs per query and per side (>= 4; half select the 2-cut set).
+    sigma: noise standard deviation of the noisy argmax (finite, > 0).
+    num_trials: Monte Carlo runs per query and per side (integer >= 4; half select the 2-cut
+      set).
     orders: Renyi orders alpha > 1, increasing.
     significance: beta of the 1 - beta confidence of the composed audit bounds.
     k_cut_method: "sison-glaz" or "goodman".
-    num_histograms: histograms sampled per query and side for the exact mixture divergence.
+    num_histograms: histograms sampled per query and side for the model divergence (>= 2).
+    num_bootstrap: bootstrap resamples of those histograms for its spread (>= 2).
     sampling_rate: gamma of Private-kNN (its data-independent bound); None otherwise.
     delta: delta of the displayed (epsilon, delta) conversion.
     chunk_size: Monte Carlo trials per vmapped chunk.
@@ -95,6 +153,7 @@ class PredictionAuditConfig:
   significance: float = 0.05
   k_cut_method: str = "sison-glaz"
   num_histograms: int = 4096
+  num_bootstrap: int = 200
   sampling_rate: float | None = None
   delta: float = 1e-6
   chunk_size: int = 2**16
@@ -102,26 +161,62 @@ class PredictionAuditConfig:
   def __post_init__(self):
     object.__setattr__(self, "orders", tuple(float(v) for v in self.orders))
     _validate.check_choice("algorithm", self.algorithm, ALGORITHMS)
+    _validate.check_range("sigma", self.sigma, 0.0, math.inf, low_open=True, high_open=True)
+    for name, low in (("num_trials", 4), ("num_histograms", 2), ("num_bootstrap", 2),
+                      ("chunk_size", 1)):
+      object.__setattr__(self, name, _validate.check_integer(name, getattr(self, name), low))
     noisy_argmax_audit.check_audit_settings(self.sigma, self.num_trials, self.orders,
                                             self.significance, self.k_cut_method)
-    _validate.check_range("num_histograms", self.num_histograms, 2)
     if self.algorithm == "private_knn":
       if self.sampling_rate is None:
         raise ValueError("sampling_rate is required for algorithm='private_knn' (gamma in "
                          "(0, 1])")
       _validate.check_range("sampling_rate", self.sampling_rate, 0.0, 1.0, low_open=True)
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-    _validate.check_range("chunk_size", self.chunk_size, 1)
 
 
 @dataclasses.dataclass(frozen=True)
 class QueryBounds:
-  """Per-query RDP curves, each ``(num_queries, num_orders)``."""
+  """Per-query RDP curves, each ``(num_queries, num_orders)`` (:data:`MEANING` says what each
+  is)."""
   two_cut: np.ndarray
   k_cut: np.ndarray
-  exact: np.ndarray
+  model_divergence: np.ndarray
+  model_divergence_sd: np.ndarray
   data_dependent: np.ndarray
   data_independent: np.ndarray
+
+
+def composition(curves: Mapping[str, Any], orders, delta: float, num_queries: int, kind: str,
+                replicates: np.ndarray | None = None) -> dict[str, Any]:
+  """The composed block of a cell: ``curves`` (each :data:`CURVES` name -> ``(num_orders,)``)
+  already composed over ``num_queries`` queries in the way ``kind`` names ("repeated" or
+  "natural", :data:`COMPOSITIONS`), their Thm. 1 images at ``delta``
+  (:func:`~dpaudit.audits.noisy_argmax.thm1_epsilon`: 0.0 for a curve that is 0 at every
+  order), and the caveat. ``replicates`` ``(B, num_orders)`` are the bootstrap replicates of
+  the composed model divergence (None: it is exact; its spread is 0)."""
+  _validate.check_choice("kind", kind, tuple(COMPOSITIONS))
+  curves = {name: np.asarray(curves[name], np.float64) for name in CURVES}
+  epsilon = {name: float(noisy_argmax_audit.thm1_epsilon(curve, orders, delta)[0])
+             for name, curve in curves.items()}
+  if replicates is None:
+    sd, epsilon_sd = np.zeros(len(orders)), 0.0
+  else:
+    sd = replicates.std(axis=0, ddof=1)
+    epsilon_sd = float(np.std(noisy_argmax_audit.thm1_epsilon(replicates, orders, delta)[0],
+                              ddof=1))
+  return noisy_argmax_audit.to_plain({
+      "kind": kind, "description": COMPOSITIONS[kind], "num_queries": int(num_queries),
+      "rdp": {**curves, "model_divergence_sd": sd}, "delta": float(delta),
+      "epsilon": epsilon, "epsilon_model_divergence_sd": epsilon_sd,
+      "no_leakage_measured": [name for name, value in epsilon.items() if value == 0.0],
+      "caveat": COMPOSITION_CAVEAT})
+
+
+def _cell_head(orders, num_queries: int, method: str) -> dict[str, Any]:
+  return {"orders": [float(a) for a in orders], "num_queries": int(num_queries),
+          "model_divergence_method": method, "meaning": MEANING,
+          "caveats": [COMPOSITION_CAVEAT]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,31 +224,134 @@ class PredictionAuditResult:
   """Everything the audit measured; ``to_dict()`` gives plain Python values."""
   config: PredictionAuditConfig
   per_query: QueryBounds
-  composed: dict[str, np.ndarray]  # curve name -> (num_orders,), summed over queries
-  worst_query: dict[str, np.ndarray]  # order-wise maximum over queries
-  average_query: dict[str, np.ndarray]  # order-wise mean over queries
-  epsilon: dict[str, float]  # composed upper-bound curves through Thm. 1
-  audit_curves_through_thm1: dict[str, float]  # display only: not lower bounds on epsilon
+  model_divergence_replicates: np.ndarray  # (num_bootstrap, num_queries, num_orders)
   class_probabilities: np.ndarray  # (num_queries, 2, C): mixture Pr[c] on S and S'
   class_probabilities_standard_error: np.ndarray  # (num_queries, 2, C)
   counts: np.ndarray  # (num_queries, 2, C): released classes over all trials, S and S'
 
   @property
   def num_queries(self) -> int:
-    return self.per_query.exact.shape[0]
+    return self.per_query.model_divergence.shape[0]
 
-  def to_dict(self) -> dict[str, Any]:
+  def _summary(self, reduce: Callable) -> dict[str, np.ndarray]:
+    out = {name: reduce(getattr(self.per_query, name), axis=0) for name in CURVES}
+    out["model_divergence_sd"] = reduce(self.model_divergence_replicates, axis=1).std(
+        axis=0, ddof=1)
+    return out
+
+  @property
+  def worst_query(self) -> dict[str, np.ndarray]:
+    """Order-wise maximum over the queries (the model divergence's sd: of the maximum, over
+    the bootstrap replicates)."""
+    return self._summary(np.max)
+
+  @property
+  def average_query(self) -> dict[str, np.ndarray]:
+    """Order-wise mean over the queries."""
+    return self._summary(np.mean)
+
+  @property
+  def composed(self) -> dict[str, np.ndarray]:
+    """Every curve summed over the queries (Pois-MINQ's natural composition)."""
+    return {name: getattr(self.per_query, name).sum(axis=0) for name in CURVES}
+
+  def composition(self, query_repeats: int | None = None) -> dict[str, Any]:
+    """The composed block (:func:`composition`): the natural queries summed (None), or the
+    worst query repeated ``query_repeats`` times (MIAQ)."""
+    c = self.config
+    if query_repeats is None:
+      return composition(self.composed, c.orders, c.delta, self.num_queries, "natural",
+                         self.model_divergence_replicates.sum(axis=1))
+    _validate.check_integer("query_repeats", query_repeats, 1)
+    worst = {name: query_repeats * v for name, v in self.worst_query.items()}
+    return composition(worst, c.orders, c.delta, query_repeats, "repeated",
+                       query_repeats * self.model_divergence_replicates.max(axis=1))
+
+  def to_dict(self, query_repeats: int | None = None) -> dict[str, Any]:
+    """Plain values (:func:`check_cell` accepts them); ``composed`` as
+    :meth:`composition` with ``query_repeats``."""
     plain = noisy_argmax_audit.to_plain
-    return {"config": plain(dataclasses.asdict(self.config)),
-            "num_queries": self.num_queries,
+    return {**_cell_head(self.config.orders, self.num_queries, "monte_carlo"),
+            "config": plain(dataclasses.asdict(self.config)),
+            "worst_query": plain(self.worst_query),
+            "average_query": plain(self.average_query),
             "per_query": plain(dataclasses.asdict(self.per_query)),
-            "composed": plain(self.composed), "worst_query": plain(self.worst_query),
-            "average_query": plain(self.average_query), "epsilon": plain(self.epsilon),
-            "audit_curves_through_thm1": plain(self.audit_curves_through_thm1),
+            "composed": self.composition(query_repeats),
             "class_probabilities": plain(self.class_probabilities),
             "class_probabilities_standard_error": plain(
                 self.class_probabilities_standard_error),
             "counts": plain(self.counts)}
+
+
+def check_cell(cell: Any) -> None:
+  """Raises ValueError (naming the key) unless ``cell`` is a whole audit cell as
+  :meth:`PredictionAuditResult.to_dict` (or PromptPATE's audit) writes it: every curve one
+  value per order, per-query curves ``(num_queries, num_orders)``, lower bounds finite and
+  >= 0, the other curves >= 0, the worst and average query consistent with the per-query
+  curves, the composed block with its epsilons (>= 0) and caveat. The validator of stored
+  cells (:meth:`dpaudit.results.CellStore.get_or_compute`)."""
+  if not isinstance(cell, Mapping):
+    raise ValueError(f"cell must be a mapping, got {type(cell).__name__}")
+  for key in ("orders", "num_queries", "model_divergence_method", "meaning", "caveats",
+              "per_query", "worst_query", "average_query", "composed"):
+    if key not in cell:
+      raise ValueError(f"cell has no {key!r}")
+  orders = np.asarray(cell["orders"], np.float64)
+  num_queries = cell["num_queries"]
+  if orders.ndim != 1 or orders.size == 0 or not np.all(orders > 1):
+    raise ValueError(f"cell orders={cell['orders']!r} must be a non-empty list of orders > 1")
+  _validate.check_integer("cell num_queries", num_queries, 1)
+  shape = (num_queries, orders.size)
+
+  def curve(where: str, block: Any, name: str, want: tuple[int, ...]) -> np.ndarray:
+    if not isinstance(block, Mapping) or name not in block:
+      raise ValueError(f"cell {where} has no {name!r}")
+    try:
+      value = np.asarray(block[name], np.float64)
+    except (TypeError, ValueError):
+      raise ValueError(f"cell {where}[{name!r}] is not numeric") from None
+    if value.shape != want:
+      raise ValueError(f"cell {where}[{name!r}] has shape {value.shape}; expected {want}")
+    if name in AUDIT_CURVES and not np.all(np.isfinite(value)):
+      raise ValueError(f"cell {where}[{name!r}] must be finite (a lower bound)")
+    if name != "model_divergence_sd" and not np.all(value >= 0):
+      raise ValueError(f"cell {where}[{name!r}] must be >= 0")
+    if name == "model_divergence_sd" and np.any(value < 0):
+      raise ValueError(f"cell {where}[{name!r}] must be >= 0 (or NaN)")
+    return value
+
+  names = CURVES + ("model_divergence_sd",)
+  per_query = {name: curve("per_query", cell["per_query"], name, shape) for name in names}
+  for where, reduce in (("worst_query", np.max), ("average_query", np.mean)):
+    for name in names:
+      value = curve(where, cell[where], name, (orders.size,))
+      if name in CURVES and not np.allclose(value, reduce(per_query[name], axis=0),
+                                            rtol=1e-9, atol=1e-12):
+        raise ValueError(f"cell {where}[{name!r}] disagrees with per_query")
+  composed = cell["composed"]
+  if not isinstance(composed, Mapping):
+    raise ValueError("cell composed must be a mapping")
+  for key in ("kind", "num_queries", "rdp", "epsilon", "caveat"):
+    if key not in composed:
+      raise ValueError(f"cell composed has no {key!r}")
+  _validate.check_choice("cell composed kind", composed["kind"], tuple(COMPOSITIONS))
+  for name in names:
+    curve("composed rdp", composed["rdp"], name, (orders.size,))
+  for name in CURVES:
+    value = composed["epsilon"].get(name) if isinstance(composed["epsilon"], Mapping) else None
+    if not isinstance(value, (int, float)) or not value >= 0:
+      raise ValueError(f"cell composed epsilon[{name!r}]={value!r} must be a number >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDivergence:
+  """The divergence of a histogram model's two output laws at each order, estimated by Monte
+  Carlo over sampled histograms (:func:`model_divergence`)."""
+  value: np.ndarray  # (num_orders,)
+  sd: np.ndarray  # (num_orders,): bootstrap standard deviation
+  replicates: np.ndarray  # (num_bootstrap, num_orders)
+  probabilities: np.ndarray  # (2, C): mixture Pr[c] on S and S'
+  standard_error: np.ndarray  # (2, C)
 
 
 def _release(family: histograms.Family, neighbor: bool) -> Callable:
@@ -175,6 +373,42 @@ def mixture_class_probabilities(key: jax.Array, family: histograms.Family, model
   sampled histograms, and its standard error (float64 NumPy arrays of shape ``(C,)``)."""
   probs = _sampled_class_probabilities(key, family, model, neighbor, sigma, num_histograms)
   return probs.mean(axis=0), probs.std(axis=0, ddof=1) / math.sqrt(num_histograms)
+
+
+def model_divergence(key: jax.Array, family: histograms.Family, model, sigma: float,
+                     num_histograms: int, orders, num_bootstrap: int = 200) -> ModelDivergence:
+  r"""The divergence of the modelled output laws, :math:`D_\alpha(\mathbb E_H[\Pr[\cdot\mid H]]
+  \| \mathbb E_{H'}[\Pr[\cdot \mid H']])`, as a Monte Carlo estimate: Eq. (4) averaged over
+  ``num_histograms`` histograms per side, then the divergence of the averages (a plug-in:
+  slightly biased upwards, neither a lower nor an upper bound). Both sides come from the same
+  random words (common random numbers), so their sampling errors are correlated and the bias
+  is small (zero when S' changes nothing).
+
+  Its spread: ``num_bootstrap`` resamples of the histogram index, the same indices for S and S'
+  (which keeps the pairing), each giving the divergence again; ``sd`` is their standard
+  deviation per order. On the two-class toy model of the tests (PATE, k = 6, sigma = 2) it was
+  0.92-1.05 times the standard deviation across 20 independent seeds, at 256 and at 4096
+  histograms."""
+  _validate.check_integer("num_histograms", num_histograms, 2)
+  _validate.check_integer("num_bootstrap", num_bootstrap, 2)
+  orders = jnp.asarray(orders, jnp.result_type(float))
+  probs_s = _sampled_class_probabilities(key, family, model, False, sigma, num_histograms)
+  probs_n = _sampled_class_probabilities(key, family, model, True, sigma, num_histograms)
+  mean = np.stack([probs_s.mean(axis=0), probs_n.mean(axis=0)])
+  error = np.stack([p.std(axis=0, ddof=1) for p in (probs_s, probs_n)]) / math.sqrt(
+      num_histograms)
+  value = np.asarray(renyi_cuts.renyi_divergence(jnp.asarray(mean[0]), jnp.asarray(mean[1]),
+                                                 orders), np.float64)
+  index = np.asarray(jax.random.randint(jax.random.fold_in(key, 1),
+                                        (num_bootstrap, num_histograms), 0, num_histograms))
+  rows = np.arange(num_bootstrap)[:, None] * num_histograms
+  weights = np.bincount((rows + index).ravel(), minlength=num_bootstrap * num_histograms)
+  weights = weights.reshape(num_bootstrap, num_histograms) / num_histograms
+  replicates = np.asarray(renyi_cuts.renyi_divergence(
+      jnp.asarray(weights @ probs_s), jnp.asarray(weights @ probs_n), orders), np.float64)
+  with np.errstate(invalid="ignore"):  # an infinite replicate makes the sd NaN
+    sd = replicates.std(axis=0, ddof=1)
+  return ModelDivergence(value, sd, replicates, mean, error)
 
 
 def _sample_histograms(key, family: histograms.Family, model, neighbor: bool,
@@ -221,6 +455,10 @@ def _query_counts(key, release_s, release_n, model, config, progress):
   return out
 
 
+_QUERY_ARRAYS = ("two_cut", "k_cut", "model_divergence", "model_divergence_sd",
+                 "data_dependent", "replicates", "probabilities", "errors", "counts")
+
+
 def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
         progress: Callable[[int, int], None] | None = None,
         checkpoint_dir: str | None = None) -> PredictionAuditResult:
@@ -261,8 +499,7 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
       done[0] += trials
       progress(min(done[0], total), total)
 
-  curves = {name: [] for name in ("two_cut", "k_cut", "exact", "data_dependent")}
-  probabilities, errors, all_counts = [], [], []
+  stored_queries = {name: [] for name in _QUERY_ARRAYS}
   settings = np.frombuffer(repr(dataclasses.astuple(config)).encode(), np.uint8)
   for q, model in enumerate(models):
     key_q = jax.random.fold_in(key, q)
@@ -270,12 +507,9 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
             else os.path.join(checkpoint_dir, f"query_{q:05d}.npz"))
     fingerprint = _fingerprint(key_q, model, settings, np.int64(len(models)))
     stored = results.load_arrays(path, fingerprint)
-    if stored is not None:
-      for name in curves:
-        curves[name].append(stored[name])
-      probabilities.append(stored["probabilities"])
-      errors.append(stored["errors"])
-      all_counts.append(stored["counts"])
+    if stored is not None and all(name in stored for name in _QUERY_ARRAYS):
+      for name in _QUERY_ARRAYS:
+        stored_queries[name].append(stored[name])
       query_progress(4 * (config.num_trials // 2), 4 * (config.num_trials // 2))
       continue
     key_counts, key_mix, key_mean = jax.random.split(key_q, 3)
@@ -288,49 +522,38 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
         in_s, jnp.sum(c["eval_s"]), in_n, jnp.sum(c["eval_n"]), orders, beta))
     all_s, all_n = c["sel_s"] + c["eval_s"], c["sel_n"] + c["eval_n"]
     k_cut = renyi_cuts.renyi_k_cut_lower_bound(all_s, all_n, orders, beta, config.k_cut_method)
-    # Common random numbers: both sides from the same words, so that their sampling errors
-    # are correlated and bias the plug-in divergence far less (zero when S' changes nothing).
-    p_s, se_s = mixture_class_probabilities(key_mix, family, model, False, config.sigma,
-                                            config.num_histograms)
-    p_n, se_n = mixture_class_probabilities(key_mix, family, model, True, config.sigma,
-                                            config.num_histograms)
-    exact = renyi_cuts.renyi_divergence(jnp.asarray(p_s), jnp.asarray(p_n), orders)
+    divergence = model_divergence(key_mix, family, model, config.sigma, config.num_histograms,
+                                  config.orders, config.num_bootstrap)
     mean_hist = _expected_histogram(family, model, key_mean, config.num_histograms)
     dd = accounting.gnmax_data_dependent_rdp(jnp.asarray(mean_hist), config.sigma, orders)
-    for name, value in (("two_cut", two_cut), ("k_cut", k_cut), ("exact", exact),
-                        ("data_dependent", dd)):
-      curves[name].append(np.asarray(value, np.float64))
-    probabilities.append(np.stack([p_s, p_n]))
-    errors.append(np.stack([se_s, se_n]))
-    all_counts.append(np.stack([np.asarray(all_s), np.asarray(all_n)]).astype(np.int64))
-    _save_checkpoint(path, fingerprint, {
-        **{name: v[-1] for name, v in curves.items()}, "probabilities": probabilities[-1],
-        "errors": errors[-1], "counts": all_counts[-1]})
+    arrays = {"two_cut": two_cut, "k_cut": k_cut, "model_divergence": divergence.value,
+              "model_divergence_sd": divergence.sd, "data_dependent": dd,
+              "replicates": divergence.replicates, "probabilities": divergence.probabilities,
+              "errors": divergence.standard_error,
+              "counts": np.stack([np.asarray(all_s), np.asarray(all_n)]).astype(np.int64)}
+    arrays = {name: np.asarray(v, np.int64 if name == "counts" else np.float64)
+              for name, v in arrays.items()}
+    for name in _QUERY_ARRAYS:
+      stored_queries[name].append(arrays[name])
+    _save_checkpoint(path, fingerprint, arrays)
 
+  stacked = {name: np.stack(v) for name, v in stored_queries.items()}
   di = data_independent_rdp(config)
-  per_query = QueryBounds(**{name: np.stack(v) for name, v in curves.items()},
+  per_query = QueryBounds(**{name: stacked[name] for name in (
+      "two_cut", "k_cut", "model_divergence", "model_divergence_sd", "data_dependent")},
                           data_independent=np.tile(di, (len(models), 1)))
-  names = ("two_cut", "k_cut", "exact", "data_dependent", "data_independent")
-  stacked = {name: getattr(per_query, name) for name in names}
-  composed = {name: np.asarray(rdp_lib.compose_rdp(jnp.asarray(v)), np.float64)
-              for name, v in stacked.items()}
-  upper = {name: composed[name] for name in ("exact", "data_dependent", "data_independent")}
-  audits = {name: composed[name] for name in ("two_cut", "k_cut")}
-  epsilon, _ = noisy_argmax_audit.epsilon_table(upper, config.orders, 1, config.delta)
-  through_thm1, _ = noisy_argmax_audit.epsilon_table(audits, config.orders, 1, config.delta)
   return PredictionAuditResult(
-      config=config, per_query=per_query, composed=composed,
-      worst_query={name: v.max(axis=0) for name, v in stacked.items()},
-      average_query={name: v.mean(axis=0) for name, v in stacked.items()},
-      epsilon=epsilon, audit_curves_through_thm1=through_thm1,
-      class_probabilities=np.stack(probabilities), class_probabilities_standard_error=np.stack(
-          errors), counts=np.stack(all_counts))
+      config=config, per_query=per_query,
+      model_divergence_replicates=np.moveaxis(stacked["replicates"], 0, 1),
+      class_probabilities=stacked["probabilities"],
+      class_probabilities_standard_error=stacked["errors"], counts=stacked["counts"])
 
 
 # ---------------------------------------------------------------- from teachers to the audit
 
 ADVERSARIES = ("nat_miaq", "pois_miaq", "pois_minq")
 ENSEMBLE_ALGORITHMS = ("pate", "capc")
+POISON_LABELS = ("next", "runner_up")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,6 +572,10 @@ class EnsembleAuditConfig:
     query_repeats: MIAQ: times the chosen point is queried (n_Q); composed in RDP.
     instantiations_per_call: instantiations trained by one vmapped call (memory knob).
     teacher: how each teacher trains.
+    poison_label: the label a Pois adversary gives its point (the paper says only
+      "mislabelled"): "next", the class after the true one, (y + 1) mod C; or "runner_up", the
+      class the clean teachers vote most for other than the true label (the runner-up of their
+      histogram when the plurality is right), from a probe (:func:`clean_votes`).
   """
   adversary: str = "pois_minq"
   model: str = "mlp"
@@ -358,31 +585,80 @@ class EnsembleAuditConfig:
   query_repeats: int = 1000
   instantiations_per_call: int = 8
   teacher: teachers.TeacherConfig = teachers.TeacherConfig()
+  poison_label: str = "next"
 
   def __post_init__(self):
     _validate.check_choice("adversary", self.adversary, ADVERSARIES)
-    _validate.check_range("num_teachers", self.num_teachers, 2)
-    _validate.check_range("num_instantiations", self.num_instantiations, 2)
-    _validate.check_range("num_queries", self.num_queries, 1)
-    _validate.check_range("query_repeats", self.query_repeats, 1)
-    _validate.check_range("instantiations_per_call", self.instantiations_per_call, 1)
+    for name, low in (("num_teachers", 2), ("num_instantiations", 2), ("num_queries", 1),
+                      ("query_repeats", 1), ("instantiations_per_call", 1)):
+      object.__setattr__(self, name, _validate.check_integer(name, getattr(self, name), low))
+    _validate.check_choice("poison_label", self.poison_label, POISON_LABELS)
 
 
 def crafted_points(adversary: str, test_features, test_labels, num_queries: int,
-                   num_classes: int):
+                   num_classes: int, poison=None):
   """``(crafted_x, crafted_y, queries, query_labels)`` of the adversary (Sec. 4.1): MIAQ adds
-  each of the first ``num_queries`` test points (mislabelled as the next class for Pois-MIAQ)
-  and queries that point; Pois-MINQ adds test point 0 mislabelled and queries the next
-  ``num_queries`` test points."""
+  each of the first ``num_queries`` test points (mislabelled for Pois-MIAQ) and queries that
+  point; Pois-MINQ adds test point 0 mislabelled and queries the next ``num_queries`` test
+  points. ``poison``: the Pois adversaries' labels of the crafted points (one per point; default
+  the next class, (y + 1) mod C)."""
   x, y = np.asarray(test_features), np.asarray(test_labels)
   needed = num_queries + (1 if adversary == "pois_minq" else 0)
   if len(y) < needed:
     raise ValueError(f"num_queries={num_queries} needs {needed} test points; the test split "
                      f"has {len(y)}")
+  num_crafted = 1 if adversary == "pois_minq" else num_queries
+  if poison is None:
+    poison = (y[:num_crafted] + 1) % num_classes
+  poison = np.asarray(poison)
+  if poison.shape != (num_crafted,):
+    raise ValueError(f"poison has shape {poison.shape}; the {adversary} adversary crafts "
+                     f"{num_crafted} points")
   if adversary == "pois_minq":
-    return x[:1], (y[:1] + 1) % num_classes, x[1:needed], y[1:needed]
-  crafted_y = y[:num_queries] if adversary == "nat_miaq" else (y[:num_queries] + 1) % num_classes
+    return x[:1], poison, x[1:needed], y[1:needed]
+  crafted_y = y[:num_queries] if adversary == "nat_miaq" else poison
   return x[:num_queries], crafted_y, x[:num_queries], y[:num_queries]
+
+
+def runner_up_labels(votes: np.ndarray, truth) -> np.ndarray:
+  """The "runner_up" poison label of each point: the class with the most clean votes other
+  than the point's true label (the runner-up of the histogram whenever the plurality is right;
+  the plurality itself when it is wrong, so the point is always mislabelled). Ties go to the
+  lower class; with no vote outside the true label, the next class, (y + 1) mod C.
+
+  Args:
+    votes: clean vote histograms, ``(M, C)``.
+    truth: the points' true labels, ``(M,)``.
+  """
+  votes = np.asarray(votes, np.float64)
+  truth = np.asarray(truth, np.int64)
+  if votes.ndim != 2 or truth.shape != votes.shape[:1]:
+    raise ValueError(f"votes has shape {votes.shape} and truth {truth.shape}; need (M, C) "
+                     "and (M,)")
+  rows = np.arange(len(truth))
+  others = votes.copy()
+  others[rows, truth] = -1.0
+  best = np.argmax(others, axis=1)  # the first of the tied classes
+  lone = others[rows, best] <= 0.0
+  return np.where(lone, (truth + 1) % votes.shape[1], best)
+
+
+def clean_votes(key, model, train_x, train_y, points, queries, partitioning,
+                config: EnsembleAuditConfig, checkpoint_dir: str | None = None) -> np.ndarray:
+  """The runner-up probe: votes ``(G, k, M)`` of the k clean teachers of G =
+  ``max(2, instantiations_per_call)`` instantiations on the M crafted ``points``, trained on
+  S alone with ``key`` (independent of the audited instantiations), as an adversary with a
+  shadow ensemble would. It reuses :func:`teacher_votes` with the same shapes (the points
+  first among the queries, M <= Q), so it costs one more vmapped call and no new program."""
+  points, queries = np.asarray(points), np.asarray(queries)
+  if len(points) > len(queries):
+    raise ValueError(f"{len(points)} points exceed the {len(queries)} queries")
+  probe = dataclasses.replace(config, num_instantiations=max(2, config.instantiations_per_call))
+  probe_queries = np.concatenate([points, queries])[:len(queries)]
+  votes = teacher_votes(key, model, train_x, train_y, points,
+                        np.zeros(len(points), np.int32), probe_queries, partitioning, probe,
+                        checkpoint_dir=checkpoint_dir)
+  return votes[:, :config.num_teachers, :len(points)]
 
 
 def teacher_votes(key, model, train_x, train_y, crafted_x, crafted_y, queries, partitioning,
@@ -471,8 +747,10 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
                    checkpoint_dir: str | None = None) -> dict[str, Any]:
   """Trains the teacher ensembles, fits the histogram models and audits them: the whole
   PATE / CaPC audit of Secs. 5.1-5.2 for one adversary. ``train`` and ``test`` are
-  :class:`dpaudit.data.Dataset`. Returns plain values (the audit's ``to_dict()`` plus the
-  teachers' accuracy, the model's fit and the worst MIAQ point's repeated-query epsilon).
+  :class:`dpaudit.data.Dataset`. Returns plain values: the audit's ``to_dict()`` (composed
+  over the MIAQ point's ``query_repeats`` repeats or the Pois-MINQ natural queries) plus the
+  teachers' accuracy, the model's fit and the crafted labels. With ``poison_label="runner_up"``
+  the Pois labels come from a probe of clean teachers (:func:`clean_votes`, its own key).
   ``checkpoint_dir`` keeps the teachers' votes and each audited query, so that a rerun after
   an interruption loses no finished work."""
   from dpaudit import models as models_lib
@@ -485,10 +763,20 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
                      "training examples; each teacher needs at least one")
   num_classes = train.num_classes
   model = models_lib.make_model(ensemble.model, train.features.shape[1:], num_classes)
-  crafted_x, crafted_y, queries, query_labels = crafted_points(
-      ensemble.adversary, test.features, test.labels, ensemble.num_queries, num_classes)
+  args = (ensemble.adversary, test.features, test.labels, ensemble.num_queries, num_classes)
+  crafted_x, crafted_y, queries, query_labels = crafted_points(*args)
   key_teachers, key_audit = jax.random.split(key)
   partitioning = "random" if algorithm == "pate" else "fixed"
+  poison = {"poison_label": ensemble.poison_label}
+  if ensemble.poison_label == "runner_up" and ensemble.adversary != "nat_miaq":
+    probe = clean_votes(jax.random.fold_in(key_teachers, 2**31 - 1), model, train.features,
+                        train.labels, crafted_x, queries, partitioning, ensemble,
+                        _subdir(checkpoint_dir, "probe"))
+    hist = np.eye(num_classes, dtype=np.int64)[probe].sum(axis=(0, 1))  # (M, C)
+    truth = np.asarray(test.labels)[:len(crafted_x)]
+    crafted_x, crafted_y, queries, query_labels = crafted_points(
+        *args, poison=runner_up_labels(hist, truth))
+    poison["probe_vote_histograms"] = hist.tolist()
   votes = teacher_votes(key_teachers, model, train.features, train.labels, crafted_x, crafted_y,
                         queries, partitioning, ensemble, progress,
                         _subdir(checkpoint_dir, "votes"))
@@ -497,32 +785,17 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
   plurality = np.eye(num_classes)[votes[:, :k]].sum(axis=1).argmax(axis=-1)
   result = run(key_audit, histogram_models(votes, algorithm, ensemble, num_classes), audit,
                checkpoint_dir=_subdir(checkpoint_dir, "queries"))
-  out = result.to_dict()
+  out = result.to_dict(None if ensemble.adversary == "pois_minq" else ensemble.query_repeats)
   out["teacher_accuracy"] = accuracy
   out["ensemble_accuracy"] = float(np.mean(plurality == query_labels[None, :]))
   out["model_fit"] = model_fit(votes, k, num_classes, algorithm)
   out["crafted_labels"] = np.asarray(crafted_y).tolist()
-  if ensemble.adversary != "pois_minq":
-    out.update(repeated_query_epsilons(result.worst_query, ("exact", "data_dependent",
-                                                            "data_independent"),
-                                       audit.orders, ensemble.query_repeats, audit.delta))
+  out["poison"] = poison
   return out
 
 
 def _subdir(directory: str | None, name: str) -> str | None:
   return None if directory is None else os.path.join(directory, name)
-
-
-def repeated_query_epsilons(curves: dict[str, np.ndarray], upper: Sequence[str], orders,
-                            repeats: int, delta: float) -> dict[str, dict[str, float]]:
-  """MIAQ's display: the worst point's per-query curves composed over ``repeats`` identical
-  queries and converted with Thm. 1; the ``upper`` curves as epsilon, the 2-cut and k-cut as
-  their (display-only) images."""
-  eps, _ = noisy_argmax_audit.epsilon_table({n: curves[n] for n in upper}, orders, repeats,
-                                            delta)
-  through, _ = noisy_argmax_audit.epsilon_table({n: curves[n] for n in ("two_cut", "k_cut")},
-                                                orders, repeats, delta)
-  return {"repeated_query_epsilon": eps, "repeated_query_audit_curves_through_thm1": through}
 
 
 # ------------------------------------------------------------------------------ Private-kNN
@@ -547,6 +820,9 @@ class KnnAuditConfig:
       joins. "embedding" is App. E.3's adversary over the whole feature space: per class, the
       training points in the top k of that class's queries, averaged with weights their counts
       (:func:`embedding_candidates`).
+    poison_label: the label of a Pois adversary's point: "next", (y + 1) mod C, or
+      "runner_up", the commonest label other than y among the point's own k nearest neighbours
+      in S (:func:`runner_up_labels`).
   """
   adversary: str = "pois_minq"
   num_neighbors: int = 20
@@ -554,14 +830,15 @@ class KnnAuditConfig:
   num_queries: int = 16
   query_repeats: int = 1000
   poison_source: str = "train"
+  poison_label: str = "next"
 
   def __post_init__(self):
     _validate.check_choice("adversary", self.adversary, ADVERSARIES)
-    _validate.check_range("num_neighbors", self.num_neighbors, 1)
+    for name, low in (("num_neighbors", 1), ("num_queries", 1), ("query_repeats", 1)):
+      object.__setattr__(self, name, _validate.check_integer(name, getattr(self, name), low))
     _validate.check_range("sampling_rate", self.sampling_rate, 0.0, 1.0, low_open=True)
-    _validate.check_range("num_queries", self.num_queries, 1)
-    _validate.check_range("query_repeats", self.query_repeats, 1)
     _validate.check_choice("poison_source", self.poison_source, POISON_SOURCES)
+    _validate.check_choice("poison_label", self.poison_label, POISON_LABELS)
 
 
 def embed(model, params, features, layer: str) -> np.ndarray:
@@ -605,12 +882,20 @@ def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAu
   if len(test_y) < needed:
     raise ValueError(f"num_queries={config.num_queries} needs {needed} test points; the test "
                      f"split has {len(test_y)}")
+
+  def mislabel(points, truth):
+    if config.poison_label == "next":
+      return (truth + 1) % num_classes
+    nearest = np.argsort(_sq_distances(points, train_x), axis=1, kind="stable")[:, :k]
+    votes = np.stack([np.bincount(train_y[row], minlength=num_classes) for row in nearest])
+    return runner_up_labels(votes, truth)
+
   if miaq:
     queries = test_x[:config.num_queries]
     crafted_y = (test_y[:config.num_queries] if config.adversary == "nat_miaq"
-                 else (test_y[:config.num_queries] + 1) % num_classes)
+                 else mislabel(queries, test_y[:config.num_queries]))
     ranks = np.ones(config.num_queries)  # each crafted point is its own query's nearest
-    chosen = {"crafted_labels": crafted_y.tolist()}
+    chosen = {"crafted_labels": crafted_y.tolist(), "poison_label": config.poison_label}
   else:
     queries = test_x[1:needed]
     if config.poison_source == "test" and len(test_y) == needed:
@@ -627,11 +912,11 @@ def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAu
     pool_ranks = 1 + (to_train[:, None, :] < to_pool[:, :, None]).sum(-1)  # (Q, P)
     expected = np.asarray(histograms.knn_inclusion_probability(pool_ranks, k, gamma)).sum(0)
     best = int(np.argmax(expected))
-    crafted_y = np.array([(pool_y[best] + 1) % num_classes])
+    crafted_y = mislabel(pool_x[best:best + 1], pool_y[best:best + 1])
     ranks = pool_ranks[:, best]
     chosen = {"poison_index": best, "poison_source": config.poison_source,
               "expected_top_k_queries": float(expected[best]), "crafted_labels":
-              crafted_y.tolist()}
+              crafted_y.tolist(), "poison_label": config.poison_label}
   order = np.argsort(_sq_distances(queries, train_x), axis=1, kind="stable")
   votes = [histograms.knn_vote_model(train_y[order[q]], k, gamma, num_classes)
            for q in range(len(queries))]
@@ -661,16 +946,13 @@ def knn_audit_on_features(key: jax.Array, train_x, train_y, test_x, test_y, num_
   models, chosen = knn_models(np.asarray(train_x, np.float64), train_y,
                               np.asarray(test_x, np.float64), test_y, num_classes, knn)
   result = run(key, models, audit, checkpoint_dir=_subdir(checkpoint_dir, "queries"))
-  out = result.to_dict()
+  out = result.to_dict(None if knn.adversary == "pois_minq" else knn.query_repeats)
   out["adversary"] = chosen
   queries_y = test_y[:knn.num_queries] if knn.adversary != "pois_minq" else \
       test_y[1:knn.num_queries + 1]
   plurality = np.array([np.argmax(m.table_k.permutation[-1]) for m in models])
   # the class most likely among the top k (the noiseless prediction), against the truth
   out["teacher_accuracy"] = float(np.mean(plurality == queries_y))
-  if knn.adversary != "pois_minq":
-    out.update(repeated_query_epsilons(result.worst_query, ("exact", "data_independent"),
-                                       audit.orders, knn.query_repeats, audit.delta))
   return out
 
 
@@ -826,37 +1108,44 @@ def minq_poisons(hist: np.ndarray, num_classes: int) -> dict[str, dict[str, Any]
 
 def _audit_fixed_pairs(key, hist, neighbors, audit, miaq: bool, query_repeats: int):
   """Each query's fixed pair of histograms through the noisy-argmax audit, at
-  ``significance / Q``; the worst query (MIAQ, repeated) or the sum over queries (MINQ)."""
+  ``significance / Q``, as a cell (:func:`check_cell`): the model divergence is exact here
+  (Eq. (4) by quadrature; sd 0); composed over the worst query's repeats (MIAQ) or the natural
+  queries (MINQ)."""
   per_query = []
   beta = audit.significance / len(hist)
   independent = np.asarray(accounting.gnmax_data_independent_rdp(
       audit.sigma, jnp.asarray(audit.orders)), np.float64)
+  zeros = np.zeros(len(audit.orders))
   for q in range(len(hist)):
     config_q = dataclasses.replace(audit, histogram=tuple(hist[q].tolist()),
                                    neighbor=tuple(neighbors[q].tolist()), significance=beta)
     forward = noisy_argmax_audit.run(jax.random.fold_in(key, q), config_q).forward
     per_query.append({"two_cut": forward.two_cut, "k_cut": forward.k_cut,
-                      "exact": forward.exact, "data_dependent": forward.data_dependent,
+                      "model_divergence": forward.exact, "model_divergence_sd": zeros,
+                      "data_dependent": forward.data_dependent,
                       # the algorithm's bound, alpha / sigma^2, whatever this pair is
                       "data_independent": independent})
   stacked = {name: np.stack([p[name] for p in per_query]) for name in per_query[0]}
   worst = {name: v.max(axis=0) for name, v in stacked.items()}
-  source = worst if miaq else {name: v.sum(axis=0) for name, v in stacked.items()}
-  shown = repeated_query_epsilons(source, ("exact", "data_dependent", "data_independent"),
-                                  audit.orders, query_repeats if miaq else 1, audit.delta)
-  if not miaq:  # composed over the natural queries
-    shown = {"epsilon": shown["repeated_query_epsilon"],
-             "audit_curves_through_thm1": shown["repeated_query_audit_curves_through_thm1"]}
+  if miaq:
+    composed = composition({n: query_repeats * worst[n] for n in CURVES}, audit.orders,
+                           audit.delta, query_repeats, "repeated")
+  else:
+    composed = composition({n: stacked[n].sum(axis=0) for n in CURVES}, audit.orders,
+                           audit.delta, len(hist), "natural")
   plain = noisy_argmax_audit.to_plain
-  return {**shown, "per_query": plain(stacked), "worst_query": plain(worst),
+  return {**_cell_head(audit.orders, len(hist), "exact"), "per_query": plain(stacked),
+          "worst_query": plain(worst),
           "average_query": plain({n: v.mean(axis=0) for n, v in stacked.items()}),
-          "histograms": hist.tolist(), "neighbor_histograms": neighbors.tolist()}
+          "composed": composed, "histograms": hist.tolist(),
+          "neighbor_histograms": neighbors.tolist()}
 
 
 def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teachers: int,
                      num_queries: int, query_repeats: int,
                      audit: noisy_argmax_audit.NoisyArgmaxAuditConfig,
-                     minq_prompts: Sequence[str] = MINQ_PROMPTS) -> dict[str, Any]:
+                     minq_prompts: Sequence[str] = MINQ_PROMPTS,
+                     poison_label: str = "next") -> dict[str, Any]:
   """PromptPATE's audit (Sec. 5.3, App. E.2). Teacher i is the language model ``llm = (params,
   config, tokenizer)`` (:func:`dpaudit.models.llama.load_gguf`) prompted with training example
   i of ``train`` (a :class:`~dpaudit.data.text_classification.TextClassification`; ``test``
@@ -864,19 +1153,25 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
   are fixed and only the noise is random (no parametric model). The adversaries:
 
   * Nat-MIAQ / Pois-MIAQ: test example j replaces the example of one teacher, with its label
-    (the first teacher that got j wrong) or mislabelled (the first that got it right), and j is
-    queried ``query_repeats`` times; every one of ``num_queries`` candidates is audited, the
-    worst reported.
+    (the first teacher that got j wrong) or mislabelled (the first that got it right; the label
+    by ``poison_label``: "next", (y + 1) mod C, or "runner_up", the class the clean teachers
+    vote most for other than y, :func:`runner_up_labels`), and j is queried ``query_repeats``
+    times; every one of ``num_queries`` candidates is audited, the worst reported.
   * Pois-MINQ: teacher 0's prompt is poisoned and ``num_queries`` natural queries are made,
     with each adversary of ``minq_prompts`` (:func:`minq_poisons`): Confident and Unconfident
     put a mislabelled query in the prompt, All-same tells the teacher to answer one class,
-    Mapping describes the task with a wrong class map. As the paper, the cell reports the
-    adversary with the largest exact leakage; ``minq_adversaries`` holds each one's.
+    Mapping describes the task with a wrong class map (their labels are always App. E.2's
+    runner-up heuristics, whatever ``poison_label``). As the paper, the cell reports the
+    adversary with the largest exact leakage (composed model divergence through Thm. 1);
+    ``minq_adversaries`` holds each one's.
 
   Each query's pair of histograms goes through :func:`dpaudit.audits.noisy_argmax.run` (2-cut,
-  k-cut, exact Eq. (4), GNMax bounds) at ``audit.significance / num_queries``."""
+  k-cut, exact Eq. (4), GNMax bounds) at ``audit.significance / num_queries``; the cell has the
+  layout of :meth:`PredictionAuditResult.to_dict` (:func:`check_cell`), with the model
+  divergence exact."""
   from dpaudit.models import llama
   _validate.check_choice("adversary", adversary, ADVERSARIES)
+  _validate.check_choice("poison_label", poison_label, POISON_LABELS)
   _validate.check_range("num_teachers", num_teachers, 2, len(train))
   _validate.check_range("num_queries", num_queries, 1)
   for name in minq_prompts:
@@ -916,7 +1211,12 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
   if adversary != "pois_minq":
     before, after, changed = [], [], []
     for q, (text, truth) in enumerate(zip(queries, query_labels)):
-      crafted = truth if adversary == "nat_miaq" else (truth + 1) % num_classes
+      if adversary == "nat_miaq":
+        crafted = truth
+      elif poison_label == "next":
+        crafted = (truth + 1) % num_classes
+      else:
+        crafted = int(runner_up_labels(hist[q:q + 1], [truth])[0])
       candidates = np.flatnonzero(base[:, q] != truth if adversary == "nat_miaq"
                                   else base[:, q] == truth)
       teacher = int(candidates[0]) if candidates.size else 0
@@ -927,7 +1227,7 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
                       "vote_before": int(base[teacher, q]), "vote_after": new})
     out = _audit_fixed_pairs(key, hist, moved(np.array(before), np.array(after)), audit, True,
                              query_repeats)
-    return {**out, **common, "adversary": changed}
+    return {**out, **common, "adversary": changed, "poison_label": poison_label}
 
   poisons = minq_poisons(hist, num_classes)
   cells = {}
@@ -945,7 +1245,8 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
     out["adversary"] = {"name": name, "teacher": 0, **chosen,
                         "votes_changed": int(np.sum(new != base[0]))}
     cells[name] = out
-  best = max(cells, key=lambda n: (cells[n]["epsilon"]["exact"], -minq_prompts.index(n)))
-  summary = {n: {"exact_epsilon": c["epsilon"]["exact"], **c["adversary"]}
+  leakage = {n: c["composed"]["epsilon"]["model_divergence"] for n, c in cells.items()}
+  best = max(cells, key=lambda n: (leakage[n], -minq_prompts.index(n)))
+  summary = {n: {"model_divergence_epsilon": leakage[n], **c["adversary"]}
              for n, c in cells.items()}
   return {**cells[best], **common, "minq_adversaries": summary, "best_minq_adversary": best}

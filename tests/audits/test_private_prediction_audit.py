@@ -25,17 +25,19 @@ def test_certain_votes_give_the_exact_divergence_of_two_fixed_histograms():
   result = pp.run(jax.random.key(0), [model], _config())
   exact = accounting.noisy_argmax_renyi(jnp.array([0.0, 8.0, 0.0]), jnp.array([1.0, 7.0, 0.0]),
                                         2.0, jnp.asarray(ORDERS)).forward
-  np.testing.assert_allclose(result.per_query.exact[0], exact, rtol=1e-10)
+  divergence = result.per_query.model_divergence
+  np.testing.assert_allclose(divergence[0], exact, rtol=1e-10)
   assert np.all(result.class_probabilities_standard_error < 1e-12)  # every histogram is the same
-  assert np.all(result.per_query.two_cut[0] <= result.per_query.exact[0])
-  assert np.all(result.per_query.k_cut[0] <= result.per_query.exact[0])
-  assert np.all(result.per_query.exact[0] <= result.per_query.data_independent[0])
+  assert np.all(result.per_query.model_divergence_sd < 1e-12)  # and so every resample
+  assert np.all(result.per_query.two_cut[0] <= divergence[0])
+  assert np.all(result.per_query.k_cut[0] <= divergence[0])
+  assert np.all(divergence[0] <= result.per_query.data_independent[0])
   assert result.counts.shape == (1, 2, 3) and np.all(result.counts.sum(-1) == 20_000)
 
 
 def _coverage(algorithm, model, truth_key, config, reps):
   truth = pp.run(truth_key, [model], config.__class__(**{
-      **config.__dict__, "num_trials": 4, "num_histograms": 50_000})).per_query.exact[0]
+      **config.__dict__, "num_trials": 4, "num_histograms": 50_000})).per_query.model_divergence[0]
   assert np.all(truth > 0.01)  # a model that leaks, so the bound has something to approach
   misses = 0
   for rep in range(reps):
@@ -72,20 +74,158 @@ def test_composition_worst_and_average_over_queries():
   weak = H.pate_model([0.6, 0.3, 0.1], [0.6, 0.3, 0.1], 6)
   result = pp.run(jax.random.key(2), [strong, weak], _config(num_histograms=4096))
   per = result.per_query
-  assert per.exact.shape == (2, 2)
+  assert per.model_divergence.shape == per.model_divergence_sd.shape == (2, 2)
   # P' = P: the same law on both sides; the mixture estimate (common random numbers) says so
   # to within its sampling error
-  np.testing.assert_array_less(per.exact[1], 1e-4)
-  assert np.all(per.exact[0] > 0.05)
-  for name in ("two_cut", "k_cut", "exact", "data_dependent", "data_independent"):
+  np.testing.assert_array_less(per.model_divergence[1], 1e-4)
+  assert np.all(per.model_divergence[0] > 0.05)
+  for name in pp.CURVES:
     curve = getattr(per, name)
     np.testing.assert_allclose(result.composed[name], curve.sum(axis=0))
     np.testing.assert_allclose(result.worst_query[name], curve.max(axis=0))
     np.testing.assert_allclose(result.average_query[name], curve.mean(axis=0))
   np.testing.assert_allclose(per.data_independent[0], np.asarray(ORDERS) / 4.0)  # alpha/sigma^2
-  assert result.epsilon["exact"] < result.epsilon["data_independent"]
-  plain = result.to_dict()
+  # the spread of the worst query is the spread of the strong query's estimate (which is the
+  # maximum in every replicate); the sum's sd is no smaller
+  np.testing.assert_allclose(result.worst_query["model_divergence_sd"],
+                             per.model_divergence_sd[0], rtol=1e-9)
+  natural = result.composition()
+  assert natural["kind"] == "natural" and natural["num_queries"] == 2
+  assert np.all(np.asarray(natural["rdp"]["model_divergence_sd"])
+                >= per.model_divergence_sd[0] - 1e-12)
+  assert natural["epsilon"]["model_divergence"] < natural["epsilon"]["data_independent"]
+  repeated = result.composition(query_repeats=10)
+  assert repeated["kind"] == "repeated" and repeated["num_queries"] == 10
+  for name in pp.CURVES:
+    np.testing.assert_allclose(repeated["rdp"][name], 10 * result.worst_query[name])
+  np.testing.assert_allclose(repeated["rdp"]["model_divergence_sd"],
+                             10 * result.worst_query["model_divergence_sd"], rtol=1e-9)
+  plain = result.to_dict(query_repeats=10)
   assert plain["num_queries"] == 2 and plain["config"]["algorithm"] == "pate"
+  # what the numbers are, stored with them
+  assert plain["composed"]["caveat"] == pp.COMPOSITION_CAVEAT
+  assert plain["caveats"] == [pp.COMPOSITION_CAVEAT]
+  assert "freshly trained teachers" in pp.COMPOSITION_CAVEAT
+  assert plain["model_divergence_method"] == "monte_carlo"
+  for key in ("worst_query", "two_cut", "k_cut", "model_divergence", "model_divergence_sd",
+              "composed", "composed.epsilon"):
+    assert key in plain["meaning"]
+  assert "no composition assumption" in plain["meaning"]["worst_query"]
+  assert "NOT an (epsilon, delta) lower bound" in plain["meaning"]["composed.epsilon"]
+  # the validator of stored cells accepts it, and refuses an empty or edited cell
+  from dpaudit import results
+  stored = results.loads(results.dumps(plain))
+  pp.check_cell(stored)
+  with pytest.raises(ValueError, match="no 'orders'"):
+    pp.check_cell({})
+  edited = results.loads(results.dumps(plain))
+  edited["per_query"]["two_cut"] = edited["per_query"]["two_cut"][:1]  # a query dropped
+  with pytest.raises(ValueError, match=r"per_query\['two_cut'\] has shape \(1, 2\); "
+                                       r"expected \(2, 2\)"):
+    pp.check_cell(edited)
+  edited = results.loads(results.dumps(plain))
+  edited["worst_query"]["k_cut"] = [5.0, 5.0]
+  with pytest.raises(ValueError, match="worst_query\\['k_cut'\\] disagrees with per_query"):
+    pp.check_cell(edited)
+  edited = results.loads(results.dumps(plain))
+  edited["composed"]["epsilon"]["two_cut"] = -1.0
+  with pytest.raises(ValueError, match="composed epsilon"):
+    pp.check_cell(edited)
+
+
+def test_a_curve_of_zero_reads_no_leakage_measured():
+  """Thm. 1 never reaches 0 (its floor is 0.138 at delta = 1e-6 over orders up to 64), but a
+  curve that is 0 at every order is no leakage: 0.0 in results, "0 (no leakage measured)" in
+  displays."""
+  from dpaudit.audits import noisy_argmax as na
+  from dpaudit import results
+  orders = (2.0, 8.0, 64.0)
+  eps, order = na.thm1_epsilon(np.zeros(3), orders, 1e-6)
+  assert eps == 0.0 and np.isnan(order)
+  tiny, _ = na.thm1_epsilon(np.full(3, 1e-9), orders, 1e-6)
+  assert 0.1 < tiny < 0.2  # the floor that used to be shown for "nothing measured"
+  curves = {name: np.zeros(3) for name in pp.CURVES}
+  curves["data_independent"] = np.asarray(orders) / 4.0
+  block = pp.composition(curves, orders, 1e-6, 5, "natural")
+  assert block["epsilon"]["two_cut"] == block["epsilon"]["k_cut"] == 0.0
+  assert block["epsilon"]["data_independent"] > 0
+  assert set(block["no_leakage_measured"]) == {"two_cut", "k_cut", "model_divergence",
+                                                "data_dependent"}
+  assert na.format_epsilon(block["epsilon"]["two_cut"]) == "0 (no leakage measured)"
+  assert na.format_epsilon(results.spread([0.0, 0.0])) == "0 (no leakage measured)"
+  assert na.format_epsilon(0.1234) == "0.123"
+  assert na.epsilon_table({"zero": np.zeros(3)}, orders, 10, 1e-6)[0] == {"zero": 0.0}
+
+
+def test_bootstrap_sd_of_the_model_divergence_matches_the_spread_over_seeds():
+  """The bootstrap over sampled histograms (common indices for S and S') gives about the
+  standard deviation that independent reruns show."""
+  model = H.pate_model([0.7, 0.3], [0.0, 1.0], 6)
+  # (20 seeds: the standard deviation of 10 values is itself uncertain by a quarter; seeds
+  # 300-309 happened to give 0.46 of the bootstrap's, 300-339 gave 0.92)
+  runs = [pp.model_divergence(jax.random.key(seed), H.PATE, model, 2.0, 256, ORDERS, 200)
+          for seed in range(20)]
+  across_seeds = np.std([r.value for r in runs], axis=0, ddof=1)
+  bootstrap = np.mean([r.sd for r in runs], axis=0)
+  assert np.all(bootstrap > 0.5 * across_seeds) and np.all(bootstrap < 2.0 * across_seeds), (
+      bootstrap, across_seeds)
+  assert runs[0].replicates.shape == (200, 2)
+  np.testing.assert_allclose(runs[0].sd, runs[0].replicates.std(axis=0, ddof=1))
+
+
+def test_runner_up_poison_labels():
+  """The runner-up label: the class with most clean votes other than the true one."""
+  votes = np.array([[6, 3, 1],   # truth 0 is the plurality: the runner-up, 1
+                    [1, 2, 7],   # truth 2: 1 (tie-free runner-up)
+                    [2, 5, 2],   # truth 0, plurality 1 is wrong: 1 (still a mislabel)
+                    [0, 9, 0],   # truth 1 holds every vote: the next class, 2
+                    [4, 0, 4]])  # truth 1: classes 0 and 2 tie: the lower, 0
+  assert pp.runner_up_labels(votes, [0, 2, 0, 1, 1]).tolist() == [1, 1, 1, 2, 0]
+  x = np.arange(12, dtype=float).reshape(6, 2)
+  y = np.array([0, 1, 2, 0, 1, 2])
+  _, cy, _, _ = pp.crafted_points("pois_miaq", x, y, 2, 3, poison=[2, 0])
+  assert cy.tolist() == [2, 0]
+  _, cy, _, _ = pp.crafted_points("nat_miaq", x, y, 2, 3, poison=[2, 0])
+  assert cy.tolist() == [0, 1]  # Nat-MIAQ keeps the true labels
+  _, cy, _, _ = pp.crafted_points("pois_minq", x, y, 3, 3, poison=[2])
+  assert cy.tolist() == [2]
+  with pytest.raises(ValueError, match="crafts 1 points"):
+    pp.crafted_points("pois_minq", x, y, 3, 3, poison=[2, 1])
+  # Private-kNN: the labels among the crafted point's own k nearest neighbours in S
+  train_x = np.array([[0.0], [0.1], [0.2], [0.3], [5.0], [5.1]])
+  train_y = np.array([0, 2, 2, 1, 1, 1])
+  test_x, test_y = np.array([[0.05], [5.05]]), np.array([0, 1])
+  # point 0 (truth 0): its 4 nearest have labels 0, 2, 2, 1 -> 2 (next: 1); point 1 (truth 1):
+  # labels 1, 1, 1, 2 -> 2 (next: 2)
+  for rule, expected in (("next", [1, 2]), ("runner_up", [2, 2])):
+    config = pp.KnnAuditConfig(adversary="pois_miaq", num_neighbors=4, sampling_rate=0.5,
+                               num_queries=2, poison_label=rule)
+    _, chosen = pp.knn_models(train_x, train_y, test_x, test_y, 3, config)
+    assert chosen["crafted_labels"] == expected and chosen["poison_label"] == rule
+  with pytest.raises(ValueError, match="poison_label='second'"):
+    pp.KnnAuditConfig(poison_label="second")
+  with pytest.raises(ValueError, match="poison_label='second'"):
+    pp.EnsembleAuditConfig(poison_label="second")
+
+
+def test_clean_votes_probe_of_the_ensemble():
+  """The probe trains clean teachers only (S alone): on a point whose true class no training
+  example has, they vote the majority class, which the runner-up rule then picks."""
+  from dpaudit import models as models_lib
+  from dpaudit import teachers
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(40, 4)).astype(np.float32)
+  y = np.where(rng.random(40) < 0.9, 2, 1)  # no class 0
+  model = models_lib.make_model("logistic", (4,), 3)
+  config = pp.EnsembleAuditConfig(adversary="pois_miaq", model="logistic", num_teachers=4,
+                                  num_instantiations=2, instantiations_per_call=2,
+                                  num_queries=2,
+                                  teacher=teachers.TeacherConfig(epochs=5, learning_rate=0.05))
+  votes = pp.clean_votes(jax.random.key(0), model, x, y, x[:2], x[:2], "random", config)
+  assert votes.shape == (2, 4, 2)
+  hist = np.eye(3, dtype=int)[votes].sum(axis=(0, 1))  # (points, classes) over 2 x 4 teachers
+  assert np.all(hist[:, 2] > hist[:, 1]), hist
+  assert pp.runner_up_labels(hist, [0, 0]).tolist() == [2, 2]  # "next" would give 1
 
 
 def test_knn_data_independent_bound_is_the_subsampled_gaussian():
@@ -101,6 +241,17 @@ def test_bad_input():
     _config(algorithm="private_knn")
   with pytest.raises(ValueError, match="sampling_rate=1.5"):
     _config(algorithm="private_knn", sampling_rate=1.5)
+  with pytest.raises(ValueError, match=r"sigma=inf is outside the valid range \(0, inf\)"):
+    _config(sigma=float("inf"))
+  with pytest.raises(ValueError, match="num_histograms=512.5 must be an integer >= 2"):
+    _config(num_histograms=512.5)
+  with pytest.raises(ValueError, match="num_trials=True must be an integer >= 4"):
+    _config(num_trials=True)
+  with pytest.raises(ValueError, match="num_bootstrap=1 must be an integer >= 2"):
+    _config(num_bootstrap=1)
+  assert type(_config(num_histograms=np.int64(64)).num_histograms) is int
+  with pytest.raises(ValueError, match="num_instantiations=2.0 must be an integer >= 2"):
+    pp.EnsembleAuditConfig(num_instantiations=2.0)
   model = H.pate_model([0.5, 0.5], [1.0, 0.0], 4)
   with pytest.raises(ValueError, match="models\\[0\\] is a PateModel; algorithm='capc' needs "
                                        "CapcModel"):
@@ -266,8 +417,12 @@ def test_promptpate_minq_adversaries_with_a_copying_teacher(monkeypatch):
   assert adv["mapping"]["mapping"][0] == 1 and adv["mapping"]["votes_changed"] == 2
   assert out["neighbor_histograms"] == [[2.0, 2.0, 1.0], [2.0, 2.0, 1.0]]
   best = out["best_minq_adversary"]
-  assert adv[best]["exact_epsilon"] == max(a["exact_epsilon"] for a in adv.values())
-  assert out["epsilon"]["exact"] == adv[best]["exact_epsilon"]
+  leakage = [a["model_divergence_epsilon"] for a in adv.values()]
+  assert adv[best]["model_divergence_epsilon"] == max(leakage)
+  assert out["composed"]["epsilon"]["model_divergence"] == max(leakage)
+  pp.check_cell(out)  # the layout of every cell; the model divergence exact here
+  assert out["model_divergence_method"] == "exact" and out["composed"]["kind"] == "natural"
+  assert np.all(np.asarray(out["per_query"]["model_divergence_sd"]) == 0.0)
   assert out["teacher_accuracy"] == pytest.approx(np.mean([[0, 0], [0, 0], [0, 0], [1, 0],
                                                            [0, 1]]))
   miaq = pp.promptpate_audit(jax.random.key(0), (None, None, None), train, test, "pois_miaq",
@@ -276,6 +431,14 @@ def test_promptpate_minq_adversaries_with_a_copying_teacher(monkeypatch):
   assert miaq["adversary"][0] == {"teacher": 3, "crafted_label": 2, "vote_before": 1,
                                   "vote_after": 2}
   assert miaq["neighbor_histograms"][0] == [3.0, 0.0, 2.0]
+  pp.check_cell(miaq)
+  assert miaq["composed"]["kind"] == "repeated" and miaq["composed"]["num_queries"] == 10
+  runner_up = pp.promptpate_audit(jax.random.key(0), (None, None, None), train, test,
+                                  "pois_miaq", 5, 2, 10, audit, poison_label="runner_up")
+  # query 0's clean votes (3 red, 1 green, 1 blue), truth green: the runner-up label is red
+  assert runner_up["adversary"][0] == {"teacher": 3, "crafted_label": 0, "vote_before": 1,
+                                       "vote_after": 0}
+  assert runner_up["poison_label"] == "runner_up"
 
 
 def test_minq_poisons_choose_by_agreement():
@@ -307,7 +470,8 @@ def test_text_knn_audit_embeds_with_the_language_model(monkeypatch):
                                        num_trials=2000, num_histograms=16))
   assert seen == [8, 3] and out["task"] == "toy"
   assert out["feature_layer"] == "llm_mean_final_hidden_state"
-  assert set(out["repeated_query_epsilon"]) == {"exact", "data_independent"}
+  assert out["composed"]["kind"] == "repeated" and out["composed"]["num_queries"] == 4
+  pp.check_cell(out)
   with pytest.raises(ValueError, match="algorithm='private_knn'"):
     pp.text_knn_audit(jax.random.key(0), (None, None, None), train, _task([1, 0, 2]), knn,
                       _config())
@@ -326,7 +490,7 @@ def test_run_resumes_from_finished_queries(tmp_path, monkeypatch):
   again = pp.run(jax.random.key(0), models, config, checkpoint_dir=str(tmp_path))
   assert len(calls) == 1  # only the missing query ran
   assert (tmp_path / "query_00000.npz").stat().st_mtime_ns == kept
-  for name in ("two_cut", "k_cut", "exact", "data_dependent"):
+  for name in ("two_cut", "k_cut", "model_divergence", "model_divergence_sd", "data_dependent"):
     np.testing.assert_array_equal(getattr(again.per_query, name),
                                   getattr(first.per_query, name))
   np.testing.assert_array_equal(again.counts, first.counts)
