@@ -1,21 +1,42 @@
-"""Runs one sweep job the way launch.local does, for launchers that start a plain command.
+"""Runs one sweep job and guards it: ``python -m launch.job --launch_module=experiments.X ...``.
 
 ``python -m launch.job --launch_module=experiments.X --flag=value ... --output_dir=DIR`` runs
 ``python -m experiments.X`` with the other arguments, sends its output to ``DIR/job.log``,
 and, when it exits 0 having written ``DIR/results.json``, marks the job finished
-(``DIR/job.json``) so that a rerun of the sweep skips it. Exits with the experiment's status,
-or 0 whenever ``DPAUDIT_JOB_EXIT_ZERO=1`` (set by launchers that would otherwise stop the other
-jobs when one fails, such as xmanager's local executor; the marker tells them apart).
+(``DIR/job.json``) so that a rerun of the sweep skips it. :mod:`launch.local` starts every job
+this way, and xmanager's jobs run it as their command (:mod:`launch.xm`).
+
+It is the experiment's guard (Linux):
+
+* the experiment runs in a process group of its own and receives SIGKILL if this guard dies
+  (``PR_SET_PDEATHSIG``);
+* SIGTERM, SIGINT or SIGHUP to the guard (also the parent-death signal :mod:`launch.local`
+  arms: a launcher killed with ``kill -9`` takes its jobs with it) stops the experiment's whole
+  process group: SIGTERM, then SIGKILL after :data:`GRACE_S` seconds; the guard then exits
+  128 + the signal;
+* when the experiment ends, anything left in its process group is killed;
+* a job whose ``DIR`` another live process holds (an experiment claims its ``--output_dir``
+  while it runs, e.g. one still running from an earlier launch) is not started a second time:
+  one line on stderr, exit status :data:`EXIT_IN_USE`.
+
+Exits with the experiment's status (2 for bad arguments), or 0 whenever
+``DPAUDIT_JOB_EXIT_ZERO=1`` (set by launchers that would otherwise stop the other jobs when one
+fails, such as xmanager's local executor; the marker tells them apart).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 
+from launch import processes
 from launch import sweep as sweep_lib
+
+GRACE_S = 10.0  # from SIGTERM to SIGKILL of a stopped experiment's process group
+EXIT_IN_USE = 75  # EX_TEMPFAIL: the job's directory is held by a live process
 
 
 def split_args(argv: list[str]) -> tuple[str, dict[str, str], str]:
@@ -36,28 +57,59 @@ def split_args(argv: list[str]) -> tuple[str, dict[str, str], str]:
   return module, flags, output_dir
 
 
+def run_guarded(argv: list[str], log, stop: processes.StopRequest, poll: float = 0.1,
+                grace: float = GRACE_S) -> int:
+  """Runs ``argv`` in a process group of its own with its output to ``log``, until it ends or
+  ``stop`` is requested (then its group is stopped: SIGTERM, SIGKILL after ``grace``). Returns
+  its exit status (negative: killed by that signal)."""
+  process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                             preexec_fn=processes.die_with_parent(signal.SIGKILL,
+                                                                  new_group=True))
+  while not processes.exited(process):
+    if stop:
+      processes.stop([process], grace)
+      break
+    stop.sleep(poll)
+  return processes.reap(process)
+
+
 def main(argv: list[str]) -> int:
+  stop = processes.StopRequest()  # first: a stop from now on is honoured
   try:
     module, flags, output_dir = split_args(argv)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  os.makedirs(output_dir, exist_ok=True)
-  marker = os.path.join(output_dir, sweep_lib.MARKER)
-  if os.path.exists(marker):
-    os.remove(marker)
+  holder = processes.directory_holder(output_dir)
+  if holder is not None:
+    print(f"error: {output_dir} is in use by process {holder} (this job, still running from an "
+          "earlier launch?); not starting a second copy", file=sys.stderr)
+    return EXIT_IN_USE
   job = sweep_lib.Job("", module, flags, output_dir)
   start = time.perf_counter()
-  with open(os.path.join(output_dir, sweep_lib.LOG), "w") as log:
-    code = subprocess.call(job.argv(sys.executable), stdout=log, stderr=subprocess.STDOUT)
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+    marker = os.path.join(output_dir, sweep_lib.MARKER)
+    if os.path.exists(marker):
+      os.remove(marker)
+    with open(os.path.join(output_dir, sweep_lib.LOG), "w") as log:
+      code = run_guarded(job.argv(sys.executable), log, stop)
+  except OSError as e:
+    print(f"error: {output_dir}: {processes.describe_os_error(e)}", file=sys.stderr)
+    return 2
   seconds = time.perf_counter() - start
+  if stop:
+    print(f"STOPPED {module} -> {output_dir} by signal {stop.signum}", file=sys.stderr)
+    return 128 + stop.signum
   if code == 0 and os.path.isfile(os.path.join(output_dir, "results.json")):
     sweep_lib.mark_finished(output_dir, module, flags, seconds)
     print(f"done {module} -> {output_dir} ({seconds:.1f} s)")
   else:
     print(f"FAILED {module} -> {output_dir}: exit code {code}; log: "
           f"{os.path.join(output_dir, sweep_lib.LOG)}", file=sys.stderr)
-  return 0 if os.environ.get("DPAUDIT_JOB_EXIT_ZERO") == "1" else code
+  if os.environ.get("DPAUDIT_JOB_EXIT_ZERO") == "1":
+    return 0
+  return 128 - code if code < 0 else code  # killed by signal n: 128 + n, as a shell reports
 
 
 if __name__ == "__main__":

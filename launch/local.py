@@ -1,18 +1,36 @@
 r"""Runs a sweep's jobs on this machine: ``python -m launch.local --sweep=NAME``.
 
-Every job is ``python -m experiments.X --flags --output_dir=ROOT/SWEEP/JOB`` in its own
-subprocess, ``--parallelism`` at a time. With several jobs at once each is pinned to its share of
-the CPU cores (and, when the machine has several GPUs, to one GPU through
-``CUDA_VISIBLE_DEVICES``). A job's output (stdout and stderr) goes to ``JOB/job.log``; the
-launcher prints one line when a job starts and ends and an overall progress line.
+Every job is ``python -m experiments.X --flags --output_dir=ROOT/SWEEP/JOB``, started through
+its guard :mod:`launch.job` in a session of its own, ``--parallelism`` at a time. With several
+jobs at once each is pinned to its share of the CPU cores (and, when the machine has several
+GPUs, to one GPU through ``CUDA_VISIBLE_DEVICES``). A job's output (stdout and stderr) goes to
+``JOB/job.log``; the launcher prints one line when a job starts and ends and an overall
+progress line.
 
 A job that exits 0 and wrote ``results.json`` is marked finished (``JOB/job.json``, with the
 hash of its command) and skipped by a rerun (``--noresume`` reruns everything). A job that
 crashes or is killed is reported with its exit code and log, the others go on, and a rerun
 starts it again (the experiments' own cell stores keep its finished cells). At the end
 ``ROOT/SWEEP/summary.csv`` and ``summary.md`` list every job: status, exit code, seconds, the
-flags that vary and the scalar numbers of its ``results.json``. Exit status: 0 when every job
-finished, 1 otherwise, 2 for bad flags.
+flags that vary and the scalar numbers of its ``results.json``.
+
+Stopping and crashes (Linux):
+
+* SIGTERM, SIGINT (Ctrl-C) or SIGHUP only set a flag, which the launcher's loop notices within
+  a fraction of a second, however loaded the machine: it then stops every running job's
+  process groups (SIGTERM; SIGKILL after a grace period), writes the summary (those jobs:
+  ``stopped``) and exits 130;
+* if the launcher itself dies, ``kill -9`` included, each job's guard receives SIGTERM
+  (``PR_SET_PDEATHSIG``) and stops its experiment's process group the same way, so no job is
+  left running without its launcher;
+* the launcher holds ``ROOT/SWEEP`` (:func:`dpaudit.results.lock_directory`, released by the
+  kernel on any exit): a second launcher on the same sweep exits 2 with one line;
+* a job whose directory a live process still holds (its experiment, from an earlier launch
+  or another launcher) is not started again: one line, status ``running elsewhere``, not
+  finished.
+
+Exit status: 0 when every job finished, 1 otherwise, 2 for bad flags (one line on stderr,
+nothing written), 130 when stopped by a signal.
 """
 
 from __future__ import annotations
@@ -28,6 +46,8 @@ from typing import Any, Sequence
 from absl import app
 from absl import flags
 
+from launch import job as job_lib
+from launch import processes
 from launch import summary
 from launch import sweep as sweep_lib
 
@@ -41,6 +61,8 @@ flags.DEFINE_list("only", [], "Run only the jobs whose names contain one of thes
 
 MARKER, LOG = sweep_lib.MARKER, sweep_lib.LOG
 is_finished = sweep_lib.is_finished
+MAX_PARALLELISM = 1024
+STOP_GRACE_S = job_lib.GRACE_S + 5.0  # the guards stop their experiments within GRACE_S
 
 
 def core_slices(parallelism: int) -> list[set[int]]:
@@ -68,7 +90,7 @@ def gpu_ids() -> list[str]:
 
 
 class Running:
-  """A started job and its slot."""
+  """A started job (its guard, :mod:`launch.job`) and its slot."""
 
   def __init__(self, job: sweep_lib.Job, slot: int, cores: set[int], gpu: str | None):
     os.makedirs(job.output_dir, exist_ok=True)
@@ -77,22 +99,20 @@ class Running:
       os.remove(marker)  # running again: no longer finished
     self.job, self.slot, self.start = job, slot, time.perf_counter()
     self.log_path = os.path.join(job.output_dir, LOG)
-    self.log = open(self.log_path, "w")
     env = dict(os.environ)
     if gpu is not None:
       env["CUDA_VISIBLE_DEVICES"] = gpu
-    self.process = subprocess.Popen(
-        job.argv(sys.executable), stdout=self.log, stderr=subprocess.STDOUT, env=env,
-        preexec_fn=lambda: os.sched_setaffinity(0, cores), start_new_session=True)
+    env.pop("DPAUDIT_JOB_EXIT_ZERO", None)
+    argv = [sys.executable, "-m", "launch.job", f"--launch_module={job.module}",
+            *(f"--{k}={v}" for k, v in job.flags.items()), f"--output_dir={job.output_dir}"]
+    # The guard truncates the log for the experiment; its own lines are appended after.
+    with open(self.log_path, "a") as log:
+      self.process = subprocess.Popen(
+          argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+          preexec_fn=processes.die_with_parent(signal.SIGTERM, cores), start_new_session=True)
 
   def seconds(self) -> float:
     return time.perf_counter() - self.start
-
-  def stop(self) -> None:
-    try:
-      os.killpg(self.process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-      pass
 
 
 def progress_bar(done: int, failed: int, running: int, total: int, width: int = 30) -> str:
@@ -101,13 +121,31 @@ def progress_bar(done: int, failed: int, running: int, total: int, width: int = 
           f"{done} finished, {failed} failed, {running} running")
 
 
-def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
-              only: Sequence[str] = (), stream=None) -> list[dict[str, Any]]:
-  """Runs the sweep's jobs; returns one record per job (also written as the summary)."""
-  stream = stream or sys.stderr
+def select_jobs(sweep: sweep_lib.Sweep, root: str, only: Sequence[str] = ()
+                ) -> list[sweep_lib.Job]:
+  """The sweep's jobs whose names contain one of ``only`` (all when empty); ValueError when
+  ``only`` matches none."""
   jobs = sweep.jobs(root)
   if only:
-    jobs = [j for j in jobs if any(s in j.name for s in only)]
+    selected = [j for j in jobs if any(s in j.name for s in only)]
+    if not selected:
+      names = ", ".join(j.name for j in jobs[:5]) + (", ..." if len(jobs) > 5 else "")
+      raise ValueError(f"--only={','.join(only)} matches none of the {len(jobs)} jobs of sweep "
+                       f"{sweep.name} ({names})")
+    jobs = selected
+  return jobs
+
+
+def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
+              only: Sequence[str] = (), stream=None,
+              stop: processes.StopRequest | None = None) -> list[dict[str, Any]]:
+  """Runs the sweep's jobs until they have ended or ``stop`` is requested (then the running
+  ones are stopped: status ``stopped``); returns one record per job (also written as the
+  summary)."""
+  stream = stream or sys.stderr
+  own_stop = stop is None
+  stop = stop if stop is not None else processes.StopRequest()
+  jobs = select_jobs(sweep, root, only)
   records = {j.name: {"job": j.name, "status": "pending", "exit_code": None, "seconds": None,
                       "log": os.path.join(j.output_dir, LOG)} for j in jobs}
   pending = []
@@ -123,20 +161,30 @@ def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
   free = list(range(parallelism))
   running: list[Running] = []
   done, failed = skipped, 0
+
+  def say(line: str) -> None:
+    print(line, file=stream, flush=True)
+
   try:
-    while pending or running:
-      while pending and free:
-        slot = free.pop(0)
+    while (pending or running) and not stop:
+      while pending and free and not stop:
         job = pending.pop(0)
+        holder = processes.directory_holder(job.output_dir)
+        if holder is not None:  # e.g. still running from an earlier launch: not a second copy
+          failed += 1
+          records[job.name]["status"] = f"running elsewhere (pid {holder})"
+          say(f"SKIPPED {job.name}: {job.output_dir} is in use by process {holder} (still "
+              "running from an earlier launch?); not starting a second copy")
+          continue
+        slot = free.pop(0)
         gpu = gpus[slot % len(gpus)] if len(gpus) > 1 else None
         running.append(Running(job, slot, cores[slot], gpu))
-        print(f"start {job.name}" + (f" (GPU {gpu})" if gpu else ""), file=stream, flush=True)
-      time.sleep(0.2)
-      for r in [r for r in running if r.process.poll() is not None]:
+        say(f"start {job.name}" + (f" (GPU {gpu})" if gpu else ""))
+      stop.sleep(0.2)
+      for r in [r for r in running if processes.exited(r.process)]:
         running.remove(r)
         free.append(r.slot)
-        r.log.close()
-        code, seconds = r.process.returncode, r.seconds()
+        code, seconds = processes.reap(r.process), r.seconds()
         ok = code == 0 and os.path.isfile(os.path.join(r.job.output_dir, "results.json"))
         record = records[r.job.name]
         record.update(exit_code=code, seconds=round(seconds, 2))
@@ -144,64 +192,81 @@ def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
           done += 1
           record["status"] = "finished"
           sweep_lib.mark_finished(r.job.output_dir, r.job.module, r.job.flags, seconds)
-          print(f"done  {r.job.name} ({seconds:.1f} s)", file=stream, flush=True)
+          say(f"done  {r.job.name} ({seconds:.1f} s)")
+        elif code == job_lib.EXIT_IN_USE:
+          failed += 1
+          record["status"] = "running elsewhere"
+          say(f"SKIPPED {r.job.name}: its directory is in use by another process; not "
+              "starting a second copy")
         else:
           failed += 1
           record["status"] = "failed"
           reason = f"exit code {code}" if code != 0 else "exit 0 without results.json"
-          print(f"FAILED {r.job.name}: {reason}; log: {r.log_path}", file=stream, flush=True)
-        print(progress_bar(done, failed, len(running), total), file=stream, flush=True)
-  except KeyboardInterrupt:
-    for r in running:
-      r.stop()
-    for r in running:
-      try:
-        r.process.wait(timeout=15)
-      except subprocess.TimeoutExpired:
-        os.killpg(r.process.pid, signal.SIGKILL)
-      r.log.close()
-    raise
+          say(f"FAILED {r.job.name}: {reason}; log: {r.log_path}")
+        say(progress_bar(done, failed, len(running), total))
+  finally:
+    if running:  # a stop request, or an error in the loop itself: no job outlives it
+      if stop:
+        say(f"stopping {len(running)} running job(s) (signal {stop.signum})")
+      processes.stop([r.process for r in running], STOP_GRACE_S)
+      for r in running:
+        records[r.job.name].update(status="stopped", exit_code=r.process.returncode,
+                                   seconds=round(r.seconds(), 2))
+    if own_stop:
+      stop.restore()
   rows = [summary.summary_row(records[j.name], j, sweep) for j in jobs]
   summary.write_summary(rows, os.path.join(root, sweep.name))
   return rows
 
 
+def check_flags() -> tuple[sweep_lib.Sweep, list[sweep_lib.Job]]:
+  """Every flag checked before anything is written; ValueError (one line) otherwise."""
+  if not FLAGS.sweep:
+    raise ValueError("--sweep is required (a file or one of: "
+                     + ", ".join(f[:-3] for f in sweep_lib.available()) + ")")
+  if not 1 <= FLAGS.parallelism <= MAX_PARALLELISM:
+    raise ValueError(f"--parallelism={FLAGS.parallelism} is outside the valid range "
+                     f"[1, {MAX_PARALLELISM}]")
+  sweep = sweep_lib.load(sweep_lib.resolve(FLAGS.sweep))
+  processes.check_directory(FLAGS.output_root, "output_root")
+  processes.check_directory(os.path.join(FLAGS.output_root, sweep.name), "output_root")
+  return sweep, select_jobs(sweep, FLAGS.output_root, FLAGS.only)
+
+
 def main(argv: Sequence[str]) -> None:
+  stop = processes.StopRequest()  # before anything starts: a signal is never lost
   if len(argv) > 1:
     print(f"error: unexpected positional arguments {argv[1:]}", file=sys.stderr)
     sys.exit(2)
   try:
-    if not FLAGS.sweep:
-      raise ValueError("--sweep is required (a file or one of: "
-                       + ", ".join(f[:-3] for f in sweep_lib.available()) + ")")
-    if FLAGS.parallelism < 1:
-      raise ValueError(f"--parallelism={FLAGS.parallelism} must be at least 1")
-    sweep = sweep_lib.load(sweep_lib.resolve(FLAGS.sweep))
+    sweep, jobs = check_flags()
+    if FLAGS.dry_run:
+      for job in jobs:
+        print(" ".join(job.argv("python")))
+      return
+    processes.lock_directory(os.path.join(FLAGS.output_root, sweep.name))
   except ValueError as e:
-    print(f"error: {e}", file=sys.stderr)
+    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
     sys.exit(2)
-  if FLAGS.dry_run:
-    for job in sweep.jobs(FLAGS.output_root):
-      print(" ".join(job.argv("python")))
-    return
-  def interrupted(signum, frame):  # SIGTERM stops the jobs too, like Ctrl-C
-    raise KeyboardInterrupt
-
-  signal.signal(signal.SIGTERM, interrupted)
-  try:
-    rows = run_sweep(sweep, FLAGS.output_root, FLAGS.parallelism, FLAGS.resume, FLAGS.only)
-  except KeyboardInterrupt:
-    print("interrupted: the running jobs were stopped; a rerun finishes what is missing",
+  except OSError as e:
+    print(f"error: --output_root={FLAGS.output_root}: {processes.describe_os_error(e)}",
           file=sys.stderr)
+    sys.exit(2)
+  rows = run_sweep(sweep, FLAGS.output_root, FLAGS.parallelism, FLAGS.resume, FLAGS.only,
+                   stop=stop)
+  summary_path = os.path.join(FLAGS.output_root, sweep.name, "summary.md")
+  if stop:
+    print(f"interrupted (signal {stop.signum}): the running jobs were stopped; a rerun "
+          f"finishes what is missing; summary: {summary_path}", file=sys.stderr)
     sys.exit(130)
-  failed = [r for r in rows if r["status"] == "failed"]
-  print(f"summary: {os.path.join(FLAGS.output_root, sweep.name, 'summary.md')}", file=sys.stderr)
+  failed = [r for r in rows if r["status"] not in ("finished", "skipped (finished earlier)")]
+  print(f"summary: {summary_path}", file=sys.stderr)
   if failed:
-    print(f"{len(failed)} of {len(rows)} jobs failed: "
-          + ", ".join(f"{r['job']} (exit {r['exit_code']}, log {r['log']})" for r in failed),
-          file=sys.stderr)
+    print(f"{len(failed)} of {len(rows)} jobs did not finish: "
+          + ", ".join(f"{r['job']} ({r['status']}, exit {r['exit_code']}, log {r['log']})"
+                      for r in failed), file=sys.stderr)
     sys.exit(1)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=processes.parse_flags)

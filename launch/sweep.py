@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import re
+import traceback
 from typing import Any, Iterable, Mapping, Sequence
 
 Grid = tuple[dict[str, Any], ...]
@@ -173,13 +174,25 @@ def resolve(name: str) -> str:
 
 
 def load(path: str) -> Sweep:
-  """The ``SWEEP`` defined by a sweep file."""
+  """The ``SWEEP`` defined by a sweep file. ValueError (one line naming the file, the line and
+  the error) when the file cannot be read, does not compile, or raises while it runs."""
   if not os.path.isfile(path):
     raise ValueError(f"--sweep={path} is not a file")
   spec = importlib.util.spec_from_file_location(
       "dpaudit_sweep_" + re.sub(r"\W", "_", os.path.basename(path)), path)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  try:
+    spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise ValueError(f"sweep file {path}, line {e.lineno}: {type(e).__name__}: {e.msg}"
+                     ) from None
+  except Exception as e:  # pylint: disable=broad-except  # anything the file's code raises
+    lines = [frame.lineno for frame in traceback.extract_tb(e.__traceback__)
+             if os.path.abspath(frame.filename) == os.path.abspath(path)]
+    where = f", line {lines[-1]}" if lines else ""
+    message = " ".join(str(e).split())[:300]
+    raise ValueError(f"sweep file {path}{where} raised {type(e).__name__}"
+                     + (f": {message}" if message else "")) from None
   sweep = getattr(module, "SWEEP", None)
   if not isinstance(sweep, Sweep):
     raise ValueError(f"{path} must define SWEEP = launch.sweep.Sweep(...)")
