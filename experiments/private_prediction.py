@@ -350,7 +350,8 @@ def run_cells(ensembles, knns, audits, seed: int):
         out["seconds"] = timer.seconds
         return out
 
-      cell, reused = store.get_or_compute(signature, compute, label)
+      cell, reused = store.get_or_compute(signature, compute, label,
+                                          validate=check_stored_cell)
       status = "reused" if reused else f"{cell['seconds']:.0f} s"
       print(f"{alg}/{adv} (seed {seed}): done [{status}]", file=sys.stderr, flush=True)
       cells[f"{alg}/{adv}"] = cell

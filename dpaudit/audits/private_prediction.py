@@ -284,18 +284,17 @@ class PredictionAuditResult:
 
 
 def check_cell(cell: Any) -> None:
-  """Raises ValueError (naming the key) unless ``cell`` is a whole audit cell as
+  """Raises (KeyError or TypeError for a missing or mistyped field, ValueError naming the key
+  for a bad value) unless ``cell`` is a whole audit cell as
   :meth:`PredictionAuditResult.to_dict` (or PromptPATE's audit) writes it: every curve one
   value per order, per-query curves ``(num_queries, num_orders)``, lower bounds finite and
   >= 0, the other curves >= 0, the worst and average query consistent with the per-query
   curves, the composed block with its epsilons (>= 0) and caveat. The validator of stored
   cells (:meth:`dpaudit.results.CellStore.get_or_compute`)."""
-  if not isinstance(cell, Mapping):
-    raise ValueError(f"cell must be a mapping, got {type(cell).__name__}")
-  for key in ("orders", "num_queries", "model_divergence_method", "meaning", "caveats",
-              "per_query", "worst_query", "average_query", "composed"):
-    if key not in cell:
-      raise ValueError(f"cell has no {key!r}")
+  results.check_fields("cell", cell, {
+      "orders": list, "num_queries": int, "model_divergence_method": str, "meaning": dict,
+      "caveats": list, "per_query": dict, "worst_query": dict, "average_query": dict,
+      "composed": dict})
   orders = np.asarray(cell["orders"], np.float64)
   num_queries = cell["num_queries"]
   if orders.ndim != 1 or orders.size == 0 or not np.all(orders > 1):
@@ -303,9 +302,9 @@ def check_cell(cell: Any) -> None:
   _validate.check_integer("cell num_queries", num_queries, 1)
   shape = (num_queries, orders.size)
 
-  def curve(where: str, block: Any, name: str, want: tuple[int, ...]) -> np.ndarray:
-    if not isinstance(block, Mapping) or name not in block:
-      raise ValueError(f"cell {where} has no {name!r}")
+  def curve(where: str, block: Mapping[str, Any], name: str, want: tuple[int, ...]):
+    if name not in block:
+      raise KeyError(f"cell {where} has no {name!r}")
     try:
       value = np.asarray(block[name], np.float64)
     except (TypeError, ValueError):
@@ -328,19 +327,17 @@ def check_cell(cell: Any) -> None:
       if name in CURVES and not np.allclose(value, reduce(per_query[name], axis=0),
                                             rtol=1e-9, atol=1e-12):
         raise ValueError(f"cell {where}[{name!r}] disagrees with per_query")
-  composed = cell["composed"]
-  if not isinstance(composed, Mapping):
-    raise ValueError("cell composed must be a mapping")
-  for key in ("kind", "num_queries", "rdp", "epsilon", "caveat"):
-    if key not in composed:
-      raise ValueError(f"cell composed has no {key!r}")
+  composed = results.check_fields("cell composed", cell["composed"], {
+      "kind": str, "num_queries": int, "rdp": dict, "epsilon": dict, "caveat": str})
   _validate.check_choice("cell composed kind", composed["kind"], tuple(COMPOSITIONS))
   for name in names:
     curve("composed rdp", composed["rdp"], name, (orders.size,))
+  results.check_fields("cell composed epsilon", composed["epsilon"],
+                       {name: float for name in CURVES})
   for name in CURVES:
-    value = composed["epsilon"].get(name) if isinstance(composed["epsilon"], Mapping) else None
-    if not isinstance(value, (int, float)) or not value >= 0:
-      raise ValueError(f"cell composed epsilon[{name!r}]={value!r} must be a number >= 0")
+    if not composed["epsilon"][name] >= 0:
+      raise ValueError(f"cell composed epsilon[{name!r}]={composed['epsilon'][name]!r} must "
+                       "be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,8 +116,12 @@ def test_composition_worst_and_average_over_queries():
   from dpaudit import results
   stored = results.loads(results.dumps(plain))
   pp.check_cell(stored)
-  with pytest.raises(ValueError, match="no 'orders'"):
+  with pytest.raises(KeyError, match="cell has no 'orders'"):
     pp.check_cell({})
+  edited = results.loads(results.dumps(plain))
+  del edited["composed"]["caveat"]
+  with pytest.raises(KeyError, match="cell composed has no 'caveat'"):
+    pp.check_cell(edited)
   edited = results.loads(results.dumps(plain))
   edited["per_query"]["two_cut"] = edited["per_query"]["two_cut"][:1]  # a query dropped
   with pytest.raises(ValueError, match=r"per_query\['two_cut'\] has shape \(1, 2\); "
