@@ -9,7 +9,10 @@ validated at the boundary.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
+import os
 
 from typing import Any, Iterable
 
@@ -30,15 +33,39 @@ def _first_offender(values: np.ndarray, bad: np.ndarray) -> Any:
   return item if values.ndim == 0 else f"{item} (at flat index {idx})"
 
 
+def _as_array(name: str, value: Any) -> np.ndarray:
+  """``np.asarray(value)``, with ragged or otherwise unconvertible input as a ValueError."""
+  try:
+    return np.asarray(value)
+  except (TypeError, ValueError) as error:
+    raise ValueError(f"{name} must be an array of numbers, got {type(value).__name__} that "
+                     f"NumPy cannot convert ({error})") from None
+
+
+def _describe(value: Any) -> str:
+  text = repr(value)
+  return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_range(name: str, value: Any, low: float | None = None, high: float | None = None,
-                *, low_open: bool = False, high_open: bool = False) -> None:
-  """Raises ValueError unless every element of ``value`` lies in the given interval."""
+                *, low_open: bool = False, high_open: bool = False,
+                finite: bool = False) -> None:
+  """Raises ValueError unless every element of ``value`` lies in the given interval.
+
+  NaN is always outside; ``finite=True`` puts -inf and +inf outside too (the range is then
+  written with open ends at infinity). A boolean scalar (``True``) is rejected as not a
+  number: it would silently read as 1; boolean arrays are accepted as 0/1 (labels).
+  """
+  if isinstance(value, (bool, np.bool_)):
+    raise ValueError(f"{name}={value!r} is a boolean, not a number")
   if not is_concrete(value):
     return
-  arr = np.asarray(value)
+  arr = _as_array(name, value)
   if arr.dtype.kind not in "biuf":
-    raise ValueError(f"{name} must be numeric, got {value!r}")
+    raise ValueError(f"{name} must be numeric, got {_describe(value)} (dtype {arr.dtype})")
   bad = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, bool)
+  if finite and arr.dtype.kind == "f":
+    bad |= np.isinf(arr)
   if low is not None:
     bad |= (arr <= low) if low_open else (arr < low)
   if high is not None:
@@ -46,7 +73,125 @@ def check_range(name: str, value: Any, low: float | None = None, high: float | N
   if np.any(bad):
     lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
     hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
+    if finite and (low is None or math.isinf(low)):
+      lo = "(-inf"
+    if finite and (high is None or math.isinf(high)):
+      hi = "inf)"
     raise ValueError(f"{name}={_first_offender(arr, bad)} is outside the valid range {lo}, {hi}")
+
+
+def check_real_array(name: str, value: Any, *, ndim: int | None = None, nonempty: bool = True,
+                     neg_inf: bool = False, pos_inf: bool = False) -> None:
+  """A real-valued finite array: integer or floating dtype (not boolean, complex, strings or
+  objects), no NaN, and no infinities unless ``neg_inf``/``pos_inf`` allow that side.
+
+  Booleans are refused rather than read as 0/1: for scores, ``True``/``False`` could mean
+  either order, so the caller casts explicitly. ``ndim`` (when given) is the required number of
+  axes and ``nonempty`` requires at least one element. Inside ``jit``/``vmap`` only the dtype
+  and shape are checked.
+  """
+  if isinstance(value, (jax.Array, np.ndarray)):  # tracers included: no conversion
+    dtype, shape = value.dtype, tuple(value.shape)
+  else:
+    arr = _as_array(name, value)
+    dtype, shape = arr.dtype, arr.shape
+  kind = getattr(dtype, "kind", "V")  # PRNG key arrays have no NumPy kind
+  if kind == "b":
+    raise ValueError(f"{name} is boolean; it must hold real numbers: cast it explicitly (e.g. "
+                     f"{name}.astype(float)) so that the order of True and False is yours")
+  if kind not in "iuf":
+    what = {"c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects"}.get(
+        kind, "no numbers")
+    raise ValueError(f"{name} has dtype {dtype} ({what}); it must hold real numbers (an "
+                     "integer or floating array)")
+  if ndim is not None and len(shape) != ndim:
+    raise ValueError(f"{name} must be {ndim}-D, got shape {shape}")
+  if nonempty and math.prod(shape) == 0:
+    raise ValueError(f"{name} is empty (shape {shape}); need at least one element")
+  if not is_concrete(value) or kind != "f":
+    return
+  arr = np.asarray(value)
+  bad = np.isnan(arr)
+  if np.any(bad):
+    index = int(np.flatnonzero(bad.reshape(-1))[0])
+    raise ValueError(f"{name}=nan (at flat index {index}): NaN is not a comparable real number")
+  if not neg_inf:
+    bad |= np.isneginf(arr)
+  if not pos_inf:
+    bad |= np.isposinf(arr)
+  if np.any(bad):
+    lo = "[-inf" if neg_inf else "(-inf"
+    hi = "inf]" if pos_inf else "inf)"
+    raise ValueError(f"{name}={_first_offender(arr, bad)} is outside the valid range {lo}, {hi}")
+
+
+def float_tuple(name: str, values: Any, *, finite: bool = True) -> tuple[float, ...]:
+  """A sequence of real numbers as a tuple of floats, for configuration fields (histograms,
+  orders, noise levels): strings, booleans, complex numbers and non-sequences are refused
+  rather than converted (``float("3")`` would silently accept a string); with ``finite``,
+  NaN and infinities too."""
+  if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+    raise ValueError(f"{name} must be a sequence of numbers, got {_describe(values)}")
+  values = tuple(values)
+  for i, v in enumerate(values):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer,
+                                                            np.floating)):
+      raise ValueError(f"{name}[{i}]={_describe(v)} is not a real number")
+    if (finite and not math.isfinite(float(v))) or math.isnan(float(v)):
+      raise ValueError(f"{name}[{i}]={float(v)} is not a finite number")
+  return tuple(float(v) for v in values)
+
+
+def check_binary(name: str, value: Any) -> None:
+  """Membership labels and the like: a boolean array, or numbers that are all 0 or 1."""
+  if not is_concrete(value):
+    return
+  arr = _as_array(name, value)
+  if arr.dtype.kind not in "biuf" or not np.all((arr == 0) | (arr == 1)):
+    shown = np.unique(arr)[:5] if arr.dtype.kind != "O" else arr.reshape(-1)[:5]
+    raise ValueError(f"{name} must be boolean or 0/1, got values {shown!r} (dtype {arr.dtype})")
+
+
+@functools.lru_cache(maxsize=1)
+def memory_limit_bytes() -> int:
+  """The most memory any one array could get on this machine: the larger of the physical
+  memory (``SC_PAGE_SIZE * SC_PHYS_PAGES``) and the first accelerator's memory limit. A request
+  above it cannot fit, whatever else is running."""
+  try:
+    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (AttributeError, ValueError, OSError):
+    limit = 1 << 40
+  try:
+    stats = jax.devices()[0].memory_stats() or {}
+    limit = max(limit, int(stats.get("bytes_limit", 0)))
+  except Exception:  # pylint: disable=broad-except  # no stats on this backend
+    pass
+  return int(limit)
+
+
+def _bytes(n: float) -> str:
+  for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+    if n < 1024 or unit == "EiB":
+      return f"{n:.3g} {unit}"
+    n /= 1024
+  return f"{n:.3g} EiB"  # unreachable
+
+
+def check_allocation(name: str, value: Any, bytes_per_unit: float, low: int = 1,
+                     what: str = "") -> None:
+  """Raises ValueError when ``value`` units of ``bytes_per_unit`` bytes each (one array, or the
+  few a function allocates together) cannot fit in :func:`memory_limit_bytes`, before the
+  allocation is tried (XLA would fail with RESOURCE_EXHAUSTED or a multi-PiB allocation
+  error). ``what`` says what one unit is, for the message."""
+  if not is_concrete(value):
+    return
+  limit = memory_limit_bytes()
+  need = float(value) * float(bytes_per_unit)
+  if need > limit:
+    largest = max(low, int(limit // max(bytes_per_unit, 1)))
+    per = f" ({_bytes(bytes_per_unit)} per {what})" if what else ""
+    raise ValueError(f"{name}={value} would need {_bytes(need)} of memory{per}, more than this "
+                     f"machine's {_bytes(limit)}; valid range [{low}, {largest}]")
 
 
 def check_significance(significance: Any, name: str = "significance") -> None:
@@ -58,10 +203,16 @@ def check_delta(delta: Any, name: str = "delta") -> None:
   check_range(name, delta, 0.0, 1.0, high_open=True)
 
 
-def check_integer(name: str, value: Any, low: int) -> int:
-  """A Python or NumPy integer (not a bool) >= ``low``, returned as ``int``."""
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-    raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+def check_integer(name: str, value: Any, low: int, high: int | None = None) -> int:
+  """A Python or NumPy integer (not a bool, a float or a string) in ``[low, high]``, returned
+  as ``int``. Counts (trials, histograms, resamples, sizes) go through this: a float such as
+  ``1e6`` or ``1000000.5`` is refused rather than truncated."""
+  if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
+      or value < low or (high is not None and value > high)):
+    valid = f">= {low}" if high is None else f"in [{low}, {high}]"
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    kind = "" if integral else f" (got {type(value).__name__})"
+    raise ValueError(f"{name}={_describe(value)} must be an integer {valid}{kind}")
   return int(value)
 
 
@@ -76,12 +227,16 @@ def check_integer_valued(name: str, value: Any) -> None:
       raise ValueError(f"{name}={_first_offender(arr, bad)} must be a whole number")
 
 
-def check_not_boolean(name: str, value: Any) -> None:
-  """Booleans are not counts: ``True`` as a number of trials is almost always a mistake."""
-  if isinstance(value, (bool, np.bool_)) or (
-      is_concrete(value) and np.asarray(value).dtype.kind == "b"):
-    raise ValueError(f"{name}={value!r} is boolean; counts must be whole numbers >= 0 (sum "
-                     "indicators first, or convert with .astype(int))")
+def check_not_boolean(name: str, value: Any, what: str = "counts") -> None:
+  """Booleans are not numbers here: ``True`` as a number of trials (or a probability, an RDP
+  value) is almost always a mistake. ``what`` ("counts" or e.g. "probabilities") words the
+  message."""
+  if isinstance(value, (bool, np.bool_)) or getattr(value, "dtype", None) == np.bool_ or (
+      not hasattr(value, "dtype") and is_concrete(value) and np.asarray(value).dtype.kind == "b"):
+    hint = ("counts must be whole numbers >= 0 (sum indicators first, or convert with "
+            ".astype(int))") if what == "counts" else (
+                f"{what} must be numbers (convert with .astype(float) if that is meant)")
+    raise ValueError(f"{name}={_describe(value)} is boolean; {hint}")
 
 
 def check_counts(name: str, counts: Any, trials: Any = None, trials_name: str = "trials") -> None:

@@ -39,6 +39,7 @@ ProgressFn = Callable[[int, int], None]
 
 _ONE_HOT_MAX_OUTCOMES = 64
 _MAX_TRIALS_PER_CALL = 2**30  # per-device int32 counts stay far from overflow
+_MIN_BYTES_PER_TRIAL = 16  # a trial's key and outcome, the least a chunk holds per trial
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,15 +61,21 @@ class Plan:
 
 def make_plan(num_trials: int, chunk_size: int, num_devices: int,
               chunks_per_call: int | None = None, target_trials_per_call: int = 2**24) -> Plan:
-  """Chooses a chunking for ``num_trials``; small runs get a chunk no larger than needed."""
-  _validate.check_range("num_trials", num_trials, 1)
-  _validate.check_range("chunk_size", chunk_size, 1)
+  """Chooses a chunking for ``num_trials``; small runs get a chunk no larger than needed.
+
+  ``num_trials`` may be as large as one likes (the trials stream through the chunks); the chunk
+  that is actually used must fit in memory, at :data:`_MIN_BYTES_PER_TRIAL` bytes per trial at
+  least (its key and outcome; a trial's own working set comes on top)."""
+  _validate.check_integer("num_trials", num_trials, 1)
+  _validate.check_integer("chunk_size", chunk_size, 1)
+  _validate.check_integer("num_devices", num_devices, 1)
   per_device = math.ceil(num_trials / num_devices)
   chunk_size = int(min(chunk_size, 1 << max(0, (per_device - 1).bit_length())))
+  _validate.check_allocation("chunk_size", chunk_size, _MIN_BYTES_PER_TRIAL, what="trial")
   if chunks_per_call is None:
     chunks_needed = math.ceil(per_device / chunk_size)
     chunks_per_call = max(1, min(chunks_needed, target_trials_per_call // chunk_size))
-  _validate.check_range("chunks_per_call", chunks_per_call, 1)
+  _validate.check_integer("chunks_per_call", chunks_per_call, 1)
   if chunks_per_call * chunk_size > _MAX_TRIALS_PER_CALL:
     raise ValueError(f"chunks_per_call * chunk_size = {chunks_per_call * chunk_size} exceeds "
                      f"{_MAX_TRIALS_PER_CALL} trials per device call; lower chunks_per_call")
@@ -238,7 +245,8 @@ def count_outcomes(sample_fn: SampleFn, key: jax.Array, num_trials: int, num_out
     ValueError: on bad arguments, or if ``sample_fn`` returned outcomes outside
       ``[0, num_outcomes)``.
   """
-  _validate.check_range("num_outcomes", num_outcomes, 1)
+  _validate.check_integer("num_outcomes", num_outcomes, 1)
+  _validate.check_key(key)
   devices = list(devices) if devices is not None else jax.devices()
   if not devices:
     raise ValueError("devices is empty; need at least one device")

@@ -91,9 +91,11 @@ def _random_bits(key: jax.Array, bit_width: int, shape: tuple[int, ...]) -> jax.
   if bit_width not in (8, 16, 32, 64):
     raise ValueError(f"bit_width={bit_width} is not one of 8, 16, 32, 64")
   size = math.prod(shape)
-  max_count = max(1, math.ceil(bit_width * size / 32))
-  bits = _hash(key, jax.lax.iota(jnp.uint32, max_count))
   dtype = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32, 64: jnp.uint64}[bit_width]
+  if size == 0:  # no words to hash (64-bit draws would split one padding word in two)
+    return jnp.zeros(shape, dtype)
+  max_count = math.ceil(bit_width * size / 32)
+  bits = _hash(key, jax.lax.iota(jnp.uint32, max_count))
   if bit_width == 64:
     high, low = jnp.split(bits, 2)
     bits = (high.astype(dtype) << dtype(32)) | low.astype(dtype)

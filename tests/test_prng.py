@@ -53,3 +53,20 @@ def test_first_argmax_matches_argmax_including_ties():
   np.testing.assert_array_equal(first_argmax(jnp.asarray(values)), np.argmax(values, axis=-1))
   wide = rng.normal(size=(20, 100)).astype(np.float32)  # > 64 classes: jnp.argmax path
   np.testing.assert_array_equal(first_argmax(jnp.asarray(wide)), np.argmax(wide, axis=-1))
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5)])
+def test_zero_size_draws_are_empty_arrays(shape):
+  """Zero-size draws of every width return empty arrays of the right shape and dtype (64-bit
+  draws hashed one padding word and split it in two, which failed; e.g. PANORAMIA with no
+  canaries)."""
+  key = prng.make_key(0)
+  reference = jax.random.key(0, impl="threefry2x32")
+  for dtype in (jnp.uint8, jnp.uint16, jnp.uint32, jnp.uint64):
+    got = jax.random.bits(key, shape, dtype)
+    assert got.shape == shape and got.dtype == jax.random.bits(reference, shape, dtype).dtype
+  for draw in (lambda k: jax.random.normal(k, shape, jnp.float64),
+               lambda k: jax.random.uniform(k, shape, jnp.float32),
+               lambda k: jax.random.randint(k, shape, 0, 9, jnp.int64)):
+    got, want = draw(key), draw(reference)
+    assert got.shape == want.shape == shape and got.dtype == want.dtype

@@ -57,6 +57,22 @@ from dpaudit.accounting import noisy_argmax
 # A move counts as an improvement only above quadrature rounding (~1e-14 relative): flat
 # ridges (classes far below the top two barely matter) must not send the search wandering.
 _IMPROVEMENT = 1e-12
+MAX_SIGMA = 1e4
+"""Largest sigma searched. The divergences are about alpha / sigma^2 / 2, computed from
+log-probabilities whose rounding is absolute, so their relative accuracy falls as sigma grows:
+against mpmath (two classes, one vote) 1e-10 at sigma = 1e3, 3e-8 at 1e4, 2e-6 at 1e5 and 1e-4 at
+1e6, where the ratio to alpha / sigma^2 this search is for means little."""
+MIN_SIGMA_PER_TEACHER = 1.0 / noisy_argmax.MAX_SPREAD_OVER_SIGMA
+"""Smallest sigma per vote: the quadrature resolves (largest - smallest count) / sigma up to
+:data:`dpaudit.accounting.noisy_argmax.MAX_SPREAD_OVER_SIGMA`, and the histograms' counts span
+up to ``num_teachers``. Down to there the divergences match mpmath to 1e-15 relative."""
+_BOUND_ROUNDING = 1e-12  # relative excess over alpha / sigma^2 that is rounding, not a bug
+
+
+def sigma_range(num_teachers: int) -> tuple[float, float]:
+  """The closed range of sigma :func:`worst_case_neighbors` computes reliably for
+  ``num_teachers`` votes: ``[num_teachers * MIN_SIGMA_PER_TEACHER, MAX_SIGMA]``."""
+  return num_teachers * MIN_SIGMA_PER_TEACHER, MAX_SIGMA
 
 
 class WorstCase(NamedTuple):
@@ -131,6 +147,8 @@ class _Evaluator:
 
   def __call__(self, histograms: np.ndarray) -> np.ndarray:
     """Divergences (N, K) of canonical int histograms (N, C)."""
+    if len(histograms) == 0:  # e.g. no move from (1, 0, ..., 0) with one vote
+      return np.zeros((0, len(self.orders)))
     keys = [h.tobytes() for h in histograms]
     todo = np.array([h for h, key in zip(histograms, keys) if key not in self.cache])
     todo = np.unique(todo, axis=0) if todo.size else todo
@@ -167,10 +185,15 @@ def worst_case_neighbors(num_teachers: int, num_classes: int, sigma: float, orde
   See the module docstring for the search (Chadha et al., Sec. 4.2, Eq. 4; the bound it is held
   against is Papernot et al. 2018, Prop. 8). Needs ``jax_enable_x64``.
 
+  With one vote (``k = 1``) the only pair is ``H = e_0``, ``H' = e_1``: the family is that
+  pair and the local search has no move.
+
   Args:
     num_teachers: votes ``k`` >= 1 in each histogram.
     num_classes: classes ``C`` >= 2.
-    sigma: noise standard deviation > 0.
+    sigma: noise standard deviation in :func:`sigma_range` (``k * 1e-12`` to ``1e4``): outside
+      it the divergences cannot be computed to the accuracy the comparison with
+      :math:`\alpha/\sigma^2` needs (see :data:`MAX_SIGMA`, :data:`MIN_SIGMA_PER_TEACHER`).
     orders: Renyi orders > 1 (1-D).
     key: PRNG key of the random starts (required when ``num_random_starts`` > 0).
     num_random_starts: uniform random starting histograms per order, besides the two-level one.
@@ -182,11 +205,19 @@ def worst_case_neighbors(num_teachers: int, num_classes: int, sigma: float, orde
 
   Returns:
     :class:`WorstCase`; ``divergence <= data_independent`` always, and each ``divergence[i]`` is
-    attained by ``(histogram[i], neighbor[i])``.
+    attained by ``(histogram[i], neighbor[i])``. (At small sigma the worst pairs come within a
+    few units in the last place of :math:`\alpha/\sigma^2`; a computed value above it by less
+    than 1e-12 relative is that rounding and is reported as the bound itself.)
   """
   _validate.check_integer("num_teachers", num_teachers, 1)
   _validate.check_integer("num_classes", num_classes, 2)
-  _validate.check_range("sigma", sigma, 0.0, None, low_open=True)
+  _validate.check_not_boolean("sigma", sigma, "noise scales")
+  low, high = sigma_range(num_teachers)
+  _validate.check_range("sigma", sigma, 0.0, low_open=True, finite=True)
+  if not low <= sigma <= high:
+    raise ValueError(f"sigma={sigma:g} is outside the valid range [{low:g}, {high:g}] for "
+                     f"num_teachers={num_teachers} (beyond it the exact divergences lose the "
+                     "accuracy a comparison with alpha / sigma^2 needs)")
   _validate.check_orders(orders)
   _validate.check_nonempty("orders", orders)
   if np.ndim(orders) != 1:
@@ -196,6 +227,10 @@ def worst_case_neighbors(num_teachers: int, num_classes: int, sigma: float, orde
   _validate.check_integer("chunk_size", chunk_size, 1)
   if num_random_starts and key is None:
     raise ValueError("key is required when num_random_starts > 0")
+  if num_random_starts:
+    _validate.check_key(key)
+  if num_nodes is not None:
+    _validate.check_integer("num_nodes", num_nodes, 3)
   if not jax.config.jax_enable_x64:
     raise ValueError("worst_case_neighbors needs jax_enable_x64 (the divergences are float64)")
   orders = np.asarray(orders, np.float64)
@@ -249,9 +284,17 @@ def worst_case_neighbors(num_teachers: int, num_classes: int, sigma: float, orde
   neighbor = histogram.copy()
   neighbor[:, 0] -= 1
   neighbor[:, 1] += 1
+  bound = orders / float(sigma) ** 2
+  excess = divergence > bound * (1.0 + _BOUND_ROUNDING)
+  if np.any(excess) or not np.all(np.isfinite(divergence)):
+    j = int(np.flatnonzero(excess | ~np.isfinite(divergence))[0])
+    raise RuntimeError(f"the divergence {divergence[j]!r} at order {orders[j]:g} is not within "
+                       f"[0, alpha / sigma^2 = {bound[j]:g}]: a numerical failure at "
+                       f"sigma={sigma:g}, please report it")
+  divergence = np.minimum(divergence, bound)
+  two_level = np.minimum(two_level, bound)
   return WorstCase(orders=orders, divergence=divergence, histogram=histogram,
-                   neighbor=neighbor, two_level=two_level,
-                   data_independent=orders / float(sigma) ** 2,
+                   neighbor=neighbor, two_level=two_level, data_independent=bound,
                    evaluations=len(evaluate.cache))
 
 

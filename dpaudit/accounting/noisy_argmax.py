@@ -41,6 +41,14 @@ _EDGE_NEWTON_STEPS = 3
 # Terms of the asymptotic series jax uses for log Phi(x), x < -20 (3 terms leave a 2e-9
 # absolute error in log Phi there; 10 terms are exact to rounding).
 _LOG_NDTR_SERIES_ORDER = 10
+# Below x = -_MILLS_SWITCH the inverse Mills ratio phi(x)/Phi(x) comes from Laplace's continued
+# fraction, _MILLS_TERMS terms deep (relative error below 1e-15 from x = -5 on, against mpmath).
+_MILLS_SWITCH = 5.0
+_MILLS_TERMS = 28
+MAX_SPREAD_OVER_SIGMA = 1e12
+"""Largest vote spread ``(max H - min H) / sigma`` the quadrature resolves: its grid sits near
+``z ~ spread / sigma`` with a peak about one unit wide, and float64 spaces numbers of size
+1e12 by 1e-4 (at 1e30 the grid's nodes coincide and the probabilities come out as 0)."""
 
 
 def _float_dtype():
@@ -64,13 +72,37 @@ def default_num_nodes(num_classes: int) -> int:
   40) this choice has a maximum error below 1e-14 in :math:`\log\Pr[c]` (relative error for
   :math:`|\log\Pr[c]| > 1`), while 8 fewer nodes already lose accuracy for C >= 10.
   """
+  num_classes = _validate.check_integer("num_classes", num_classes, 2)
   return int(max(40, math.ceil(24.0 + 8.0 * math.sqrt(num_classes))))
 
 
 def _log_mills_terms(x):
-  """For :math:`x`: ``r = phi(x)/Phi(x)`` and ``-(log Phi)''(x) = r (x + r)``."""
-  r = jnp.exp(_log_phi(x) - _log_ndtr(x))
-  return r, r * (x + r)
+  r"""For :math:`x`: ``r = phi(x)/Phi(x)`` and ``-(log Phi)''(x) = r (x + r)``.
+
+  Above :math:`x = -5`, ``r = exp(log phi(x) - log Phi(x))``. Below, that difference of two
+  logs of size :math:`x^2/2` loses :math:`\epsilon x^2/2` absolute accuracy, and ``x + r`` then
+  cancels as well: at :math:`x = -2\cdot 10^6` (a class two votes behind at
+  :math:`\sigma = 10^{-6}`) ``r`` was off by about 500, which put the quadrature grid of
+  :func:`_class_log_probabilities` thousands of peak widths away from the peak, and the
+  divergences of :func:`noisy_argmax_renyi` above their bound :math:`lpha/\sigma^2` (or NaN
+  for smaller :math:`\sigma`). There, with :math:`t = -x`, Laplace's continued fraction for
+  the Mills ratio gives ``r = t + K`` with
+
+  .. math:: K = \cfrac{1}{t + \cfrac{2}{t + \cfrac{3}{t + \cdots}}},
+
+  so that ``x + r = K`` needs no subtraction; every term is accurate to rounding.
+  """
+  far = x < -_MILLS_SWITCH
+  near_x = jnp.where(far, -_MILLS_SWITCH, x)
+  r_near = jnp.exp(_log_phi(near_x) - _log_ndtr(near_x))
+  t = jnp.maximum(-x, _MILLS_SWITCH)
+  s = t
+  for j in range(_MILLS_TERMS, 1, -1):  # backwards: s = t + j / (t + (j + 1) / (...))
+    s = t + j / s
+  k = 1.0 / s
+  r = jnp.where(far, t + k, r_near)
+  x_plus_r = jnp.where(far, k, near_x + r_near)
+  return r, r * x_plus_r
 
 
 def _class_log_probabilities(hist, sigma, num_nodes):
@@ -153,12 +185,31 @@ def _check_histogram(name, histogram):
 
 
 def _check_sigma(sigma, batch_shape):
-  _validate.check_range("sigma", sigma, 0.0, None, low_open=True)
+  _validate.check_not_boolean("sigma", sigma, "noise scales")
+  _validate.check_range("sigma", sigma, 0.0, None, low_open=True, finite=True)
   try:
     np.broadcast_shapes(np.shape(sigma), batch_shape)
   except ValueError:
     raise ValueError(f"sigma has shape {np.shape(sigma)}, which does not broadcast against the "
                      f"histogram batch shape {batch_shape}") from None
+
+
+def _check_resolution(name, histogram, sigma):
+  """Raises unless every ``(max - min of the histogram) / sigma`` is at most
+  :data:`MAX_SPREAD_OVER_SIGMA` (concrete values only)."""
+  if not _validate.is_concrete((histogram, sigma)):
+    return
+  hist = np.asarray(histogram, np.float64)
+  spread = np.max(hist, axis=-1) - np.min(hist, axis=-1)
+  spread, sig = np.broadcast_arrays(spread, np.asarray(sigma, np.float64))
+  bad = spread > MAX_SPREAD_OVER_SIGMA * sig
+  if np.any(bad):
+    i = int(np.flatnonzero(bad.reshape(-1))[0])
+    s, v = sig.reshape(-1)[i], spread.reshape(-1)[i]
+    raise ValueError(f"sigma={s:g} is too small for {name} (spread {v:g} between its largest "
+                     f"and smallest count): the quadrature resolves spread / sigma up to "
+                     f"{MAX_SPREAD_OVER_SIGMA:g}; valid range sigma >= "
+                     f"{v / MAX_SPREAD_OVER_SIGMA:g}")
 
 
 def _prepare(histogram, sigma):
@@ -210,12 +261,12 @@ def noisy_argmax_log_probabilities(histogram, sigma, *, num_nodes: int | None = 
   """
   _check_histogram("histogram", histogram)
   _check_sigma(sigma, np.shape(histogram)[:-1])
+  _check_resolution("histogram", histogram, sigma)
   hist, sig = _prepare(histogram, sigma)
   if num_nodes is None:
     num_nodes = default_num_nodes(hist.shape[-1])
-  if int(num_nodes) < 3:
-    raise ValueError(f"num_nodes={num_nodes} is outside the valid range [3, inf)")
-  return _log_probabilities_jit(hist, sig, int(num_nodes))
+  num_nodes = _validate.check_integer("num_nodes", num_nodes, 3)
+  return _log_probabilities_jit(hist, sig, num_nodes)
 
 
 def noisy_argmax_class_probabilities(histogram, sigma, *, num_nodes: int | None = None
@@ -278,12 +329,15 @@ def noisy_argmax_renyi(histogram, neighbor, sigma, orders, *, num_nodes: int | N
   _check_histogram("neighbor", neighbor)
   _validate.check_same_shape("histogram", histogram, "neighbor", neighbor)
   _check_sigma(sigma, np.shape(histogram)[:-1])
+  _check_resolution("histogram", histogram, sigma)
+  _check_resolution("neighbor", neighbor, sigma)
   _validate.check_orders(orders)
   _validate.check_nonempty("orders", orders)
   hist, sig = _prepare(histogram, sigma)
   nbr, _ = _prepare(neighbor, sigma)
   if num_nodes is None:
     num_nodes = default_num_nodes(hist.shape[-1])
+  num_nodes = _validate.check_integer("num_nodes", num_nodes, 3)
   scalar = np.ndim(orders) == 0
   ords = jnp.atleast_1d(jnp.asarray(orders, hist.dtype))
   out = _renyi_jit(hist, nbr, sig, ords, int(num_nodes))
@@ -317,7 +371,8 @@ def gnmax_data_independent_rdp(sigma, orders) -> jax.Array:
   Returns:
     Shape ``S + (K,)`` (``S`` for scalar orders).
   """
-  _validate.check_range("sigma", sigma, 0.0, None, low_open=True)
+  _validate.check_not_boolean("sigma", sigma, "noise scales")
+  _validate.check_range("sigma", sigma, 0.0, None, low_open=True, finite=True)
   _validate.check_orders(orders)
   sig, ords = _orders_and_sigma(sigma, orders)
   out = ords / (sig * sig)

@@ -200,9 +200,9 @@ def fit_kde(data: Any, *, eigenvalue_floor: float = 1e-6) -> KdeModel:
 def _kde_log_density(model: KdeModel, x: jax.Array, chunk_size: int) -> jax.Array:
   m = x.shape[0]
   z = (x.astype(model.points.dtype) - model.center) @ model.whitening
-  chunk = min(chunk_size, m)
+  chunk = max(1, min(chunk_size, m))  # no query rows: no chunks, an empty result
   num_chunks = -(-m // chunk)
-  z = jnp.pad(z, ((0, num_chunks * chunk - m), (0, 0))).reshape(num_chunks, chunk, -1)
+  z = jnp.pad(z, ((0, num_chunks * chunk - m), (0, 0))).reshape(num_chunks, chunk, z.shape[-1])
   point_sq = jnp.sum(model.points**2, axis=1)
 
   def one_chunk(zc):  # [chunk, d] -> [chunk]; the [chunk, n] distance block is the peak memory

@@ -121,25 +121,36 @@ def nearest_distances(x: Any, points: Any, chunk_size: int = 256) -> np.ndarray:
                                        chunk_size=min(chunk_size, x.shape[0])))
 
 
+def _log_densities(name: str, values: Any) -> np.ndarray:
+  """1-D real log-densities as float64: infinities allowed (a density may underflow to 0 or be
+  a point mass), NaN, booleans, complex numbers and strings not."""
+  _validate.check_real_array(name, values, ndim=1, nonempty=False, neg_inf=True, pos_inf=True)
+  return np.asarray(values, np.float64)
+
+
 def domias_scores(log_p_synthetic: Any, log_p_reference: Any) -> np.ndarray:
   r"""DOMIAS, Eq. (2) of van Breugel et al.: :math:`\log p_G(x) - \log p_R(x)`, the log of the
-  density ratio, from log-densities fitted to the synthetic and to the reference data."""
-  log_g = np.asarray(log_p_synthetic, np.float64)
-  log_r = np.asarray(log_p_reference, np.float64)
-  if log_g.ndim != 1 or log_g.shape != log_r.shape:
-    raise ValueError(f"log_p_synthetic {log_g.shape} and log_p_reference {log_r.shape} must be "
-                     "1-D of the same length")
-  if np.isnan(log_g).any() or np.isnan(log_r).any():
-    raise ValueError("log-densities contain NaN")
-  return log_g - log_r
+  density ratio, from log-densities fitted to the synthetic and to the reference data.
+
+  Where both log-densities are :math:`-\infty` (neither estimate puts mass on the record, e.g.
+  after underflow far from all data) or both :math:`+\infty`, the ratio is 0/0 (or inf/inf)
+  and the difference NaN; the score there is 0, the log of a ratio of 1: the generator neither
+  over- nor under-represents the record relative to the real data, which is all Eq. (2)
+  measures, so the record ranks between those it over-represents (score > 0) and those it
+  under-represents (< 0). One infinite side gives :math:`\pm\infty` as the ratio does
+  (:math:`p_R = 0 < p_G`: :math:`+\infty`).
+  """
+  log_g = _log_densities("log_p_synthetic", log_p_synthetic)
+  log_r = _log_densities("log_p_reference", log_p_reference)
+  _validate.check_same_shape("log_p_synthetic", log_g, "log_p_reference", log_r)
+  same_infinity = np.isinf(log_g) & (log_g == log_r)
+  with np.errstate(invalid="ignore"):
+    return np.where(same_infinity, 0.0, log_g - log_r)
 
 
 def eq1_scores(log_p_synthetic: Any) -> np.ndarray:
   r"""The ablation of Sec. 5.2 (Eq. 1 of van Breugel et al.): :math:`\log p_G(x)` alone."""
-  log_g = np.asarray(log_p_synthetic, np.float64)
-  if log_g.ndim != 1 or np.isnan(log_g).any():
-    raise ValueError(f"log_p_synthetic must be 1-D without NaN, got shape {log_g.shape}")
-  return log_g
+  return _log_densities("log_p_synthetic", log_p_synthetic)
 
 
 def gan_leaks_scores(x: Any, synthetic: Any) -> np.ndarray:

@@ -46,16 +46,29 @@ FIG6_NEIGHBOR = (13.0, 13.0, 10.0, 8.0, 6.0)
 
 
 def check_audit_settings(sigma, num_trials, orders, significance, k_cut_method) -> None:
-  """The settings every noisy-argmax audit shares: sigma > 0, at least 4 trials, strictly
-  increasing orders > 1, a significance in (0, 1) and a known k-cut method."""
-  _validate.check_range("sigma", sigma, 0.0, low_open=True)
-  _validate.check_range("num_trials", num_trials, 4)
+  """The settings every noisy-argmax audit shares: a finite sigma > 0 (at sigma = inf the
+  simulated mechanism stops matching the exact law it is held against), a whole number of at
+  least 4 trials, strictly increasing orders > 1, a significance in (0, 1) and a known k-cut
+  method."""
+  _validate.check_range("sigma", sigma, 0.0, low_open=True, finite=True)
+  _validate.check_integer("num_trials", num_trials, 4)
   _validate.check_nonempty("orders", orders)
   _validate.check_orders(orders)
   if list(orders) != sorted(set(orders)):
     raise ValueError(f"orders={list(orders)} must be strictly increasing")
   _validate.check_significance(significance)
   _validate.check_choice("k_cut_method", k_cut_method, renyi_cuts.K_CUT_METHODS)
+
+
+def check_resample_sizes(num_bootstrap, chunk_size, num_classes: int, num_orders: int) -> None:
+  """Whole numbers >= 1 whose arrays fit in memory, checked before any Monte Carlo trial runs:
+  the bootstraps hold (num_bootstrap, sets or classes, orders) float64 arrays, a Monte Carlo
+  chunk one noise vector per trial."""
+  _validate.check_integer("num_bootstrap", num_bootstrap, 1)
+  per_resample = 8 * max(num_classes, num_orders) * (8 + 2 * num_orders)
+  _validate.check_allocation("num_bootstrap", num_bootstrap, per_resample, what="resample")
+  _validate.check_integer("chunk_size", chunk_size, 1)
+  _validate.check_allocation("chunk_size", chunk_size, 8 * (num_classes + 4), what="trial")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,25 +102,20 @@ class NoisyArgmaxAuditConfig:
   chunk_size: int = 2**16
 
   def __post_init__(self):
-    object.__setattr__(self, "histogram", tuple(float(v) for v in self.histogram))
-    object.__setattr__(self, "neighbor", tuple(float(v) for v in self.neighbor))
-    object.__setattr__(self, "orders", tuple(float(v) for v in self.orders))
+    for name in ("histogram", "neighbor", "orders"):
+      object.__setattr__(self, name, _validate.float_tuple(name, getattr(self, name)))
     if len(self.histogram) < 2:
       raise ValueError(f"histogram={list(self.histogram)} has {len(self.histogram)} classes; "
                        "need at least 2")
     if len(self.neighbor) != len(self.histogram):
       raise ValueError(f"neighbor has {len(self.neighbor)} classes but histogram has "
                        f"{len(self.histogram)}; they must match")
-    for name in ("histogram", "neighbor"):
-      values = np.asarray(getattr(self, name))
-      if not np.all(np.isfinite(values)):
-        raise ValueError(f"{name}={list(values)} must contain finite numbers")
     check_audit_settings(self.sigma, self.num_trials, self.orders, self.significance,
                          self.k_cut_method)
-    _validate.check_range("num_bootstrap", self.num_bootstrap, 1)
-    _validate.check_range("num_queries", self.num_queries, 1)
+    check_resample_sizes(self.num_bootstrap, self.chunk_size, len(self.histogram),
+                         len(self.orders))
+    _validate.check_integer("num_queries", self.num_queries, 1)
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-    _validate.check_range("chunk_size", self.chunk_size, 1)
 
   @property
   def num_classes(self) -> int:

@@ -93,6 +93,15 @@ def _epsilon_from_error_counts(false_positives, negatives, false_negatives, posi
   return _epsilon_from_rate_bounds(upper[0], upper[1], delta)
 
 
+def _check_scores(name: str, scores, minimum: int = 1, method: str | None = None) -> None:
+  """1-D real scores (NaN, booleans, complex numbers and strings refused; infinities are
+  ordered and allowed), at least ``minimum`` of them (``method`` names what needs them)."""
+  _validate.check_real_array(name, scores, ndim=1, nonempty=False, neg_inf=True, pos_inf=True)
+  if np.shape(scores)[0] < minimum:
+    needs = f"method={method!r} needs" if method else "need"
+    raise ValueError(f"{name} has {np.shape(scores)[0]} scores; {needs} at least {minimum}")
+
+
 class ThresholdCounts(NamedTuple):
   """Error counts of the tests "score >= threshold means D'" at every distinct threshold.
 
@@ -110,9 +119,12 @@ def threshold_counts(in_scores, out_scores) -> ThresholdCounts:
   """Error counts of every threshold test with one sort and cumulative sums.
 
   Args:
-    in_scores: scores of runs on D' (positives); the test calls D' when score >= threshold.
-    out_scores: scores of runs on D (negatives).
+    in_scores: 1-D scores of runs on D' (positives); the test calls D' when score >= threshold.
+      Real numbers (infinities allowed, NaN and booleans not).
+    out_scores: 1-D scores of runs on D (negatives), likewise.
   """
+  _check_scores("in_scores", in_scores)
+  _check_scores("out_scores", out_scores)
   in_scores = jnp.asarray(in_scores)
   out_scores = jnp.asarray(out_scores)
   scores = jnp.concatenate([in_scores, out_scores]).astype(jnp.result_type(float))
@@ -380,16 +392,9 @@ def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance:
   _validate.check_choice("method", method, METHODS)
   _validate.check_significance(significance)
   _validate.check_delta(delta)
+  for name, s in (("in_scores", in_scores), ("out_scores", out_scores)):
+    _check_scores(name, s, 2 if method == "split" else 1, method)
   in_scores = _compile.argument(in_scores)
   out_scores = _compile.argument(out_scores)
-  for name, s in (("in_scores", in_scores), ("out_scores", out_scores)):
-    if s.ndim != 1:
-      raise ValueError(f"{name} must be 1-D, got shape {s.shape}")
-    minimum = 2 if method == "split" else 1
-    if s.shape[0] < minimum:
-      raise ValueError(f"{name} has {s.shape[0]} scores; method={method!r} needs at least "
-                       f"{minimum}")
-    if _validate.is_concrete(s) and np.isnan(np.asarray(s)).any():
-      raise ValueError(f"{name} contains NaN; scores must be comparable numbers")
   solve = _bonferroni if method == "bonferroni" else _split
   return solve(in_scores, out_scores, _float(delta), _float(significance))

@@ -43,6 +43,32 @@ def _as_float(*xs):
 _STIRLING_SHIFT = 16
 
 
+def _check_positive(**values) -> None:
+  """Shape parameters and the like: real numbers > 0 (no NaN, booleans or strings)."""
+  for name, value in values.items():
+    if value is not None:
+      _validate.check_not_boolean(name, value, "parameters")
+      _validate.check_range(name, value, 0.0, low_open=True)
+
+
+def _check_probability(name: str, value, open_ends: bool = False) -> None:
+  if value is not None:
+    _validate.check_not_boolean(name, value, "probabilities")
+    _validate.check_range(name, value, 0.0, 1.0, low_open=open_ends, high_open=open_ends)
+
+
+def _check_binomial(k, n, p, q=None) -> None:
+  """Whole ``k`` (any sign: the tails are 0 or 1 outside [1, n]) and ``n >= 0``, and
+  probabilities ``p`` (and ``q``) in [0, 1]. Concrete values only (traced ones are the calling
+  estimator's to check)."""
+  for name, value in (("k", k), ("n", n)):
+    _validate.check_not_boolean(name, value)
+    _validate.check_integer_valued(name, value)
+    _validate.check_range(name, value, 0.0 if name == "n" else None)
+  _check_probability("p", p)
+  _check_probability("q", q)
+
+
 def _stirling_series(z):
   """The asymptotic series of :func:`stirling_remainder`, for ``z > 15`` (error below 1e-16)."""
   inv = 1.0 / z  # one division (five nested quotients took ~10 ms of a million CP pairs)
@@ -96,8 +122,15 @@ def stirling_remainder(z: jax.Array) -> jax.Array:
   whose terms cancel to an absolute error of about 2e-14 (what matters, since ``s`` enters
   every bound as an additive term of a logarithm) at a fraction of the cost of ``lgamma``. The
   shift's three logarithms per element were a quarter of the cost of a binomial tail, hence the
-  table (the choice is one test per batch; under ``vmap`` both are computed).
+  table (the choice is one test per batch; under ``vmap`` both are computed). Needs ``z > 0``.
   """
+  _check_positive(z=z)
+  return _stirling(z)
+
+
+def _stirling(z):
+  """:func:`stirling_remainder` without the checks (for the estimators' own calls, whose
+  arguments are formed inside them)."""
   (z,) = _as_float(z)
   whole = jnp.all(jnp.logical_or(z > 15.0, jnp.logical_and(z >= 1.0, z == jnp.floor(z))))
   return jax.lax.cond(whole, _stirling_remainder_whole, _stirling_remainder_shifted, z)
@@ -117,7 +150,16 @@ def _stirling_remainder_shifted(z):
 
 
 def binomial_deviance(k: jax.Array, m: jax.Array) -> jax.Array:
-  r"""Loader's ``bd0(k, m) = k log(k/m) + m - k`` without cancellation when ``k ~ m``."""
+  r"""Loader's ``bd0(k, m) = k log(k/m) + m - k`` without cancellation when ``k ~ m``; needs
+  ``k >= 0`` and ``m > 0``."""
+  _validate.check_not_boolean("k", k, "values")
+  _validate.check_range("k", k, 0.0)
+  _check_positive(m=m)
+  return _bd0(k, m)
+
+
+def _bd0(k, m):
+  """:func:`binomial_deviance` without the checks."""
   return _deviance(*_as_float(k, m), jnp.log)
 
 
@@ -156,12 +198,20 @@ def log_beta_prefactor(a: jax.Array, b: jax.Array, x: jax.Array, y: jax.Array | 
   where ``s`` is :func:`stirling_remainder` (Loader 2000, Sec. 2). Pass ``y = 1 - x`` when it
   is known more accurately than ``1 - x`` can be formed (x close to 1).
   """
+  _check_positive(a=a, b=b)
+  _check_probability("x", x, open_ends=True)
+  _check_probability("y", y, open_ends=True)
+  return _log_beta_prefactor(a, b, x, y)
+
+
+def _log_beta_prefactor(a, b, x, y=None):
+  """:func:`log_beta_prefactor` without the checks."""
   a, b, x = _as_float(a, b, x)
   y = 1.0 - x if y is None else _as_float(y)[0]
   n = a + b
   log_d = (0.5 * (jnp.log(n) - jnp.log(a) - jnp.log(b)) - _HALF_LOG_2PI
-           + stirling_remainder(n) - stirling_remainder(a) - stirling_remainder(b)
-           - binomial_deviance(a, n * x) - binomial_deviance(b, n * y))
+           + _stirling(n) - _stirling(a) - _stirling(b)
+           - _bd0(a, n * x) - _bd0(b, n * y))
   return log_d + jnp.log(b) - jnp.log(n)
 
 
@@ -572,7 +622,7 @@ def _beta_shape(a, b, log=jnp.log, bulk_shape=None) -> _BetaShape:
   bulk_shape = min_shape if bulk_shape is None else bulk_shape
   reach = jnp.sqrt(_series_reach_squared(min_shape))
   # One call for the three: one test of whether all are whole, one set of kernels.
-  stirling = stirling_remainder(jnp.stack([r, a, b]))
+  stirling = _stirling(jnp.stack([r, a, b]))
   return _BetaShape(
       stirling[0] - stirling[1] - stirling[2],
       0.5 * (log_a + log_b - log_r), log_a, log_b, log_r, min_shape, bulk_shape,
@@ -676,6 +726,11 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
   ``[0, 1]``. ``y = 1 - x`` may be passed separately so that tiny ``1 - x`` keeps its relative
   accuracy.
   """
+  _check_positive(a=a, b=b)
+  for name, value in (("x", x), ("y", y)):
+    if value is not None:
+      _validate.check_not_boolean(name, value, "points")
+      _validate.check_range(name, value)  # real, not NaN (clipped to [0, 1] below)
   a, b, x = _as_float(a, b, x)
   y = 1.0 - x if y is None else _as_float(y)[0]
   return _incomplete_beta_tails(a, b, x, y)
@@ -716,12 +771,14 @@ def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   exponentiated: shapes ``k, n - k + 1 >= 1``, so the fixed-cost series and fraction serve every
   element (no adaptive loop in the program).
   """
+  _check_binomial(k, n, p)
   return _binomial_sf(*_compile.float_arguments(k, n, p))
 
 
 def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   r""":math:`\Pr[\mathrm{Bin}(n, p) \le k] = \Pr[\mathrm{Bin}(n, p) < k + 1]`, accurate in
   relative terms in the lower tail (see :func:`binomial_sf`)."""
+  _check_binomial(k, n, p)
   return _binomial_cdf(*_compile.float_arguments(k, n, p))
 
 
@@ -773,7 +830,7 @@ def log_binomial_tails(k, n, p, q=None, fast: bool = False,
   r"""Both tails of :math:`\mathrm{Bin}(n, p)` at ``k``, on the log scale, from one evaluation of
   the incomplete beta function (:math:`\Pr[\mathrm{Bin}(n, p) \ge k] = I_p(k, n - k + 1)`).
   ``q = 1 - p`` may be passed when it is known more accurately. Whole ``k`` and ``n``; for use
-  inside other estimators (no validation, traceable, broadcasts). ``fast=True`` takes the
+  inside other estimators (traceable, broadcasts; concrete inputs are checked). ``fast=True`` takes the
   vectorised logarithms (faster to run, slower to compile; see :func:`_logs`);
   ``skip_unused`` computes the series or the fraction only where some element takes it (for
   the grouped chunks of :func:`_map_grouped`)."""
@@ -793,7 +850,8 @@ def log_binomial_tails_and_density(k, n, p, q=None, fast: bool = False,
   a pmf next to the tails (the one-run bound, :mod:`dpaudit.estimators.one_run`) take it from
   here instead of compiling :func:`binomial_logpmf` beside them. Valid for
   :math:`1 \le k \le n` and :math:`0 < p < 1`; elsewhere the value is meaningless (callers
-  mask it)."""
+  mask it). Concrete inputs are checked (whole k and n >= 0, p and q in [0, 1])."""
+  _check_binomial(k, n, p, q)
   k, n, p = _as_float(k, n, p)
   q = 1.0 - p if q is None else _as_float(q)[0]
   k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
@@ -821,14 +879,15 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
 
   ``q = 1 - p`` may be passed when it is known more accurately than ``1 - p`` (p near 1).
   """
+  _check_binomial(k, n, p, q)
   k, n, p = _as_float(k, n, p)
   q = 1.0 - p if q is None else _as_float(q)[0]
   k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
   interior = jnp.logical_and(k > 0.0, k < n)
   ks = jnp.where(interior, k, 1.0)
   ns = jnp.where(interior, n, 2.0)
-  general = (stirling_remainder(ns) - stirling_remainder(ks) - stirling_remainder(ns - ks)
-             - binomial_deviance(ks, ns * p) - binomial_deviance(ns - ks, ns * q)
+  general = (_stirling(ns) - _stirling(ks) - _stirling(ns - ks)
+             - _bd0(ks, ns * p) - _bd0(ns - ks, ns * q)
              + 0.5 * (jnp.log(ns) - jnp.log(ks) - jnp.log(ns - ks))
              - _HALF_LOG_2PI)
   log_q = jnp.where(q > 0.0, jnp.where(p < 0.5, jnp.log1p(-p),
@@ -1293,15 +1352,26 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False, orde
   return [v.reshape(shape) for v in x]
 
 
+def _check_limit_inputs(k, n, log_tail) -> None:
+  _validate.check_counts("k", k, n, "n")
+  _validate.check_range("n", n, 1)
+  _validate.check_not_boolean("log_tail", log_tail, "log probabilities")
+  _validate.check_range("log_tail", log_tail, None, 0.0)
+
+
 def cp_lower_limit(k, n, log_tail):
   """Lower Clopper-Pearson limit: p with ``Pr[Bin(n, p) >= k] = exp(log_tail)`` (0 for k = 0).
-  For use inside other estimators: no validation, traceable, broadcasts."""
+  For use inside other estimators: traceable, broadcasts; concrete inputs are checked
+  (0 <= k <= n whole, n >= 1, log_tail <= 0)."""
+  _check_limit_inputs(k, n, log_tail)
   return _cp_limits(k, n, log_tail, True, False)[0]
 
 
 def cp_upper_limit(k, n, log_tail):
   """Upper Clopper-Pearson limit: p with ``Pr[Bin(n, p) <= k] = exp(log_tail)`` (1 for k = n).
-  For use inside other estimators: no validation, traceable, broadcasts."""
+  For use inside other estimators: traceable, broadcasts; concrete inputs are checked as by
+  :func:`cp_lower_limit`."""
+  _check_limit_inputs(k, n, log_tail)
   return _cp_limits(k, n, log_tail, False, True)[0]
 
 

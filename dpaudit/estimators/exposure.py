@@ -60,8 +60,7 @@ def _check_log_probs(name, values, *, allow_neg_inf=True, need_axis=False):
       raise ValueError(f"{name} must have at least one axis (the candidates), got a scalar")
     if np.shape(values)[-1] == 0:
       raise ValueError(f"{name} is empty along its last axis; need at least one candidate")
-  low = None if allow_neg_inf else -np.inf
-  _validate.check_range(name, values, low, np.inf, low_open=not allow_neg_inf, high_open=True)
+  _validate.check_real_array(name, values, nonempty=False, neg_inf=allow_neg_inf)
 
 
 def _check_batch(canary_log_prob, candidates, cand_name):

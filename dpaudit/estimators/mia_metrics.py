@@ -48,10 +48,9 @@ def _as_float(*xs):
 
 
 def _check_scores(name, scores):
-  if np.ndim(scores) != 1:
-    raise ValueError(f"{name} must be 1-D, got shape {np.shape(scores)}")
-  _validate.check_nonempty(name, scores)
-  _validate.check_range(name, scores, None, np.inf, high_open=True)  # no NaN or +inf
+  """1-D, non-empty, real (no booleans: cast them), no NaN or +inf (the curve's first
+  threshold); -inf is allowed."""
+  _validate.check_real_array(name, scores, ndim=1, neg_inf=True)
 
 
 def _tie_groups(sorted_scores):
@@ -188,15 +187,9 @@ def precision_at_top(scores, is_member, fraction) -> jax.Array:
   Returns:
     The precision, with the shape of ``fraction``.
   """
-  if np.ndim(scores) != 1:
-    raise ValueError(f"scores must be 1-D, got shape {np.shape(scores)}")
-  _validate.check_nonempty("scores", scores)
-  _validate.check_range("scores", scores)
+  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
   _validate.check_same_shape("scores", scores, "is_member", is_member)
-  if _validate.is_concrete(is_member):
-    values = np.asarray(is_member)
-    if values.dtype.kind not in "biuf" or not np.all((values == 0) | (values == 1)):
-      raise ValueError(f"is_member must be boolean or 0/1, got values {np.unique(values)[:5]!r}")
+  _validate.check_binary("is_member", is_member)
   _validate.check_range("fraction", fraction, 0.0, 1.0, low_open=True)
   dtype = _float_dtype()
   return _precision_at_top(jnp.asarray(scores, dtype), jnp.asarray(is_member, dtype),

@@ -38,8 +38,9 @@ from jax.scipy.special import erfc, ndtri
 
 from dpaudit import _validate
 from dpaudit.estimators import _compile
-from dpaudit.estimators.binomial import (Interval, _as_float, binomial_deviance,
-                                         stirling_remainder)
+from dpaudit.estimators.binomial import Interval, _as_float
+from dpaudit.estimators.binomial import _bd0 as binomial_deviance  # unchecked: inner calls
+from dpaudit.estimators.binomial import _stirling as stirling_remainder
 
 __all__ = ["Interval", "TruncatedPoissonMoments", "goodman_intervals", "sison_glaz_intervals",
            "truncated_poisson_moments"]
@@ -364,6 +365,10 @@ def truncated_poisson_moments(rate, lower, upper) -> TruncatedPoissonMoments:
     ``TruncatedPoissonMoments`` with the broadcast shape of the inputs; where the window has
     probability 0 the moments are reported relative to ``rate`` as 0 (mean = rate).
   """
+  _validate.check_range("rate", rate, 0.0, finite=True)
+  for name, end in (("lower", lower), ("upper", upper)):
+    _validate.check_not_boolean(name, end)
+    _validate.check_integer_valued(name, end)
   m = _window_moments(rate, lower, upper)
   (rate,) = _as_float(rate)
   return TruncatedPoissonMoments(m.prob, rate + m.shift, m.var, m.mu3, m.mu4)
@@ -596,7 +601,10 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
 
 def simultaneous_intervals(method: str, counts, significance) -> Interval:
   """``method``'s intervals ("sison-glaz" or "goodman") for use inside other estimators'
-  programs: no validation (:func:`check_interval_inputs`), traceable; float counts whose batch
-  broadcasts against ``significance``."""
+  programs: traceable; float counts whose batch broadcasts against ``significance``. Concrete
+  inputs are checked as by :func:`check_interval_inputs` (traced ones are the caller's to
+  check)."""
+  _validate.check_choice("method", method, ("sison-glaz", "goodman"))
+  check_interval_inputs(counts, significance)
   core = {"sison-glaz": _sison_glaz_core, "goodman": _goodman_core}[method]
   return _broadcast_call(core, counts, jnp.asarray(significance, counts.dtype))

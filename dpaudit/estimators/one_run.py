@@ -445,8 +445,10 @@ class OneRunResult(NamedTuple):
 
 
 def default_guess_grid(num_examples: int, size: int = DEFAULT_GRID_SIZE) -> np.ndarray:
-  """About ``size`` guess counts geometrically spaced from min(10, m) to m, deduplicated."""
-  m = int(num_examples)
+  """About ``size`` guess counts geometrically spaced from min(10, m) to m, deduplicated
+  (``[0]`` for m = 0)."""
+  m = _validate.check_integer("num_examples", num_examples, 0)
+  size = _validate.check_integer("size", size, 1)
   if m <= 0:
     return np.zeros((1,), np.int64)
   grid = np.round(np.geomspace(min(10, m), m, size)).astype(np.int64)
@@ -511,17 +513,9 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   _validate.check_choice("correction", correction, CORRECTIONS)
   _validate.check_delta(delta)
   _validate.check_significance(significance)
-  if np.ndim(scores) != 1:
-    raise ValueError(f"scores must be 1-D, got shape {np.shape(scores)}")
-  _validate.check_nonempty("scores", scores)
+  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
   _validate.check_same_shape("scores", scores, "is_member", is_member)
-  _validate.check_range("scores", scores)
-  if _validate.is_concrete(is_member):
-    member_values = np.asarray(is_member)
-    if member_values.dtype.kind not in "biuf" or not np.all(
-        (member_values == 0) | (member_values == 1)):
-      raise ValueError(f"is_member must be boolean or 0/1, got values "
-                       f"{np.unique(member_values)[:5]!r}")
+  _validate.check_binary("is_member", is_member)
   m = int(np.shape(scores)[0])
   if num_guesses is None:
     grid = default_guess_grid(m)

@@ -37,6 +37,7 @@ def check_rdp_curve(rdp, orders, name: str = "rdp") -> None:
   if len(shape) < 1 or shape[-1] != np.shape(orders)[0]:
     raise ValueError(f"{name} has shape {shape} but orders has shape {np.shape(orders)}; the "
                      f"last axis of {name} must run over the {np.shape(orders)[0]} orders")
+  _validate.check_not_boolean(name, rdp, "RDP values")
   _validate.check_range(name, rdp, 0.0)
 
 
@@ -94,14 +95,22 @@ def balle_epsilon_per_order(rdp, orders, delta) -> jax.Array:
      \varepsilon(\alpha) = \varepsilon_\alpha + \log\frac{\alpha - 1}{\alpha}
        - \frac{\log\delta + \log\alpha}{\alpha - 1}.
 
-  No validation and no clipping; broadcasts ``rdp`` (..., K) against ``orders`` (K,) and
-  ``delta`` (...,). See :func:`rdp_to_epsilon`.
+  No clipping; broadcasts ``rdp`` (..., K) against ``orders`` (K,) and ``delta`` (...,). Concrete
+  inputs are checked as by :func:`rdp_to_epsilon` (traced ones are the caller's to check).
   """
+  _check_conversion(rdp, orders, delta)
   dtype = _float_dtype()
   rdp = jnp.asarray(rdp, dtype)
   orders = jnp.asarray(orders, dtype)
   log_delta = jnp.log(jnp.asarray(delta, dtype))[..., None]
   return rdp + jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
+
+
+def _check_conversion(rdp, orders, delta) -> None:
+  check_rdp_curve(rdp, orders)
+  _validate.check_not_boolean("delta", delta, "probabilities")
+  _validate.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+  _validate.check_broadcastable("delta", delta, np.shape(rdp)[:-1], "rdp batch shape")
 
 
 @_compile.jit
@@ -137,9 +146,7 @@ def rdp_to_epsilon(rdp, orders, delta) -> EpsilonFromRdp:
   Returns:
     ``EpsilonFromRdp(epsilon, order)``, each of the broadcast batch shape.
   """
-  check_rdp_curve(rdp, orders)
-  _validate.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-  _validate.check_broadcastable("delta", delta, np.shape(rdp)[:-1], "rdp batch shape")
+  _check_conversion(rdp, orders, delta)
   dtype = _float_dtype()
   return _rdp_to_epsilon(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype),
                          jnp.asarray(delta, dtype))

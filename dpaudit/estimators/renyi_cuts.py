@@ -17,6 +17,8 @@ from __future__ import annotations
 import warnings
 from typing import NamedTuple
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +30,32 @@ from dpaudit.estimators import binomial, multinomial
 
 def _float(x):
   return _compile.float_arguments(x)[0]
+
+
+_ROUNDING = 1e-9  # probabilities formed as sums may leave [0, 1] by this much
+
+
+def _check_probabilities(**values) -> None:
+  """Probabilities in [0, 1], up to a rounding of 1e-9 (a sum of class probabilities may come
+  to 1 + 2e-16; outside [0, 1] a value counts as the nearest end)."""
+  for name, value in values.items():
+    _validate.check_not_boolean(name, value, "probabilities")
+    _validate.check_range(name, value)
+    if _validate.is_concrete(value):
+      arr = np.asarray(value)
+      bad = (arr < -_ROUNDING) | (arr > 1.0 + _ROUNDING)
+      if np.any(bad):
+        item = arr.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
+        raise ValueError(f"{name}={item} is outside the valid range [0, 1]")
+
+
+def _check_num_bootstrap(num_bootstrap, batch_shape, cells: int, orders) -> int:
+  """A whole number of resamples >= 1 whose arrays (the draws, their probabilities and the
+  divergences of each, in float64) fit in memory."""
+  num_bootstrap = _validate.check_integer("num_bootstrap", num_bootstrap, 1)
+  per_resample = 8 * max(1, math.prod(batch_shape)) * (4 * cells + 2 * max(1, np.size(orders)))
+  _validate.check_allocation("num_bootstrap", num_bootstrap, per_resample, what="resample")
+  return num_bootstrap
 
 
 def _orders_last(orders):
@@ -55,6 +83,7 @@ def binary_renyi_divergence(p1, p2, orders) -> jax.Array:
     p1, p2: probabilities of the set under the two distributions (broadcast).
     orders: scalar or 1-D orders alpha > 1 (appended as the last axis when 1-D).
   """
+  _check_probabilities(p1=p1, p2=p2)
   alpha = _orders_last(orders)
   p1, p2 = _float(p1), _float(p2)
   if alpha.ndim:
@@ -71,6 +100,8 @@ def renyi_divergence(p, q, orders) -> jax.Array:
   Outcomes with ``p_i = 0`` contribute nothing; ``p_i > 0 = q_i`` gives ``+inf``. This is the
   k-cut of Eq. (5) evaluated at the finest partition, i.e. the plug-in divergence of counts.
   """
+  _check_probabilities(p=p, q=q)
+  _validate.check_broadcastable("q", q, np.shape(p), "shape of p")
   alpha = _orders_last(orders)
   p, q = _float(p), _float(q)
   if alpha.ndim:
@@ -83,6 +114,8 @@ def renyi_divergence(p, q, orders) -> jax.Array:
 
 def per_sample_significance(significance):
   """Significance for each of two independent samples so that both hold with 1 - beta."""
+  _validate.check_not_boolean("significance", significance, "significances")
+  _validate.check_significance(significance)
   return 1.0 - jnp.sqrt(1.0 - _float(significance))
 
 
@@ -148,9 +181,12 @@ def renyi_two_cut_from_intervals(p_lower, p_upper, q_lower, q_upper, orders) -> 
   a lower bound on the 2-cut whenever the box holds :math:`(P(O), Q(O))`, whatever
   confidence intervals made it (e.g. :func:`empirical_bernstein_interval` on Rao-Blackwellised
   estimates). Shape ``(..., len(orders))``."""
-  for name, value in (("p_lower", p_lower), ("p_upper", p_upper), ("q_lower", q_lower),
-                      ("q_upper", q_upper)):
-    _validate.check_range(name, value, 0.0, 1.0)
+  _check_probabilities(p_lower=p_lower, p_upper=p_upper, q_lower=q_lower, q_upper=q_upper)
+  for (lower, lo), (upper, hi) in ((("p_lower", p_lower), ("p_upper", p_upper)),
+                                    (("q_lower", q_lower), ("q_upper", q_upper))):
+    if _validate.is_concrete((lo, hi)) and np.any(np.asarray(lo) > np.asarray(hi)):
+      raise ValueError(f"{upper} is below {lower} somewhere ({upper}={np.asarray(hi)!r}, "
+                       f"{lower}={np.asarray(lo)!r}); an interval needs {lower} <= {upper}")
   alpha = _orders_last(orders)
   return _two_cut_over_box(*(_float(v) for v in (p_lower, p_upper, q_lower, q_upper)), alpha)
 
@@ -183,11 +219,11 @@ def empirical_bernstein_interval(values, significance: float = 0.05):
     ``(lower, upper)``, shape ``values.shape[:-1]``.
   """
   _validate.check_significance(significance)
-  values = _float(values)
-  n = values.shape[-1]
+  _validate.check_range("values", values, 0.0, 1.0)
+  n = np.shape(values)[-1] if np.ndim(values) else 0
   if n < 2:
     raise ValueError(f"values has {n} samples on its last axis; need at least 2")
-  _validate.check_range("values", values, 0.0, 1.0)
+  values = _float(values)
   mean = jnp.mean(values, axis=-1)
   variance = jnp.var(values, axis=-1, ddof=1)
   log_term = jnp.log(4.0 / significance)
@@ -342,8 +378,11 @@ def renyi_two_cut_bootstrap(key: jax.Array, counts_p, trials_p, counts_q, trials
   _validate.check_counts("counts_q", counts_q, trials_q, "trials_q")
   _validate.check_range("trials_p", trials_p, 1)
   _validate.check_range("trials_q", trials_q, 1)
-  _validate.check_range("num_bootstrap", num_bootstrap, 1)
+  _validate.check_key(key)
   _orders_last(orders)
+  num_bootstrap = _check_num_bootstrap(
+      num_bootstrap, np.broadcast_shapes(*(np.shape(v) for v in (counts_p, trials_p, counts_q,
+                                                                  trials_q))), 2, orders)
   counts_p, trials_p, counts_q, trials_q = jnp.broadcast_arrays(
       *(_float(v) for v in (counts_p, trials_p, counts_q, trials_q)))
   return _two_cut_bootstrap(key, counts_p, trials_p, counts_q, trials_q, _float(orders),
@@ -403,12 +442,18 @@ def renyi_k_cut_bootstrap(key: jax.Array, counts_p, counts_q, orders,
   _validate.check_significance(significance)
   _validate.check_counts("counts_p", counts_p)
   _validate.check_counts("counts_q", counts_q)
-  _validate.check_range("num_bootstrap", num_bootstrap, 1)
   cells_p, cells_q = np.shape(counts_p)[-1:], np.shape(counts_q)[-1:]
   if cells_p != cells_q:
     raise ValueError(f"counts_p has {cells_p[0] if cells_p else 0} cells but counts_q has "
                      f"{cells_q[0] if cells_q else 0}; the partitions must match")
+  if not cells_p or cells_p[0] < 2:
+    raise ValueError(f"counts_p must have at least 2 cells on its last axis, got shape "
+                     f"{np.shape(counts_p)}")
+  _validate.check_key(key)
   _orders_last(orders)
+  num_bootstrap = _check_num_bootstrap(
+      num_bootstrap, np.broadcast_shapes(np.shape(counts_p)[:-1], np.shape(counts_q)[:-1]),
+      cells_p[0], orders)
   return _k_cut_bootstrap(key, _float(counts_p), _float(counts_q), _float(orders),
                           _float(significance), num_bootstrap)
 

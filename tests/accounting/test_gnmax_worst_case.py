@@ -96,6 +96,13 @@ def test_two_level_family_is_every_spread_histogram():
     ({"num_teachers": 0}, "num_teachers"),
     ({"num_classes": 1}, "num_classes"),
     ({"sigma": 0.0}, "sigma"),
+    ({"sigma": np.inf}, r"sigma=inf is outside the valid range \(0, inf\)"),
+    ({"sigma": 2e4}, r"sigma=20000 is outside the valid range \[4e-12, 10000\]"),
+    ({"sigma": 1e-13}, r"sigma=1e-13 is outside the valid range \[4e-12, 10000\]"),
+    ({"sigma": True}, "sigma"),
+    ({"num_teachers": 4.0}, "num_teachers"),
+    ({"num_nodes": 2}, "num_nodes"),
+    ({"key": 0}, "key"),
     ({"orders": [1.0]}, "orders"),
     ({"orders": []}, "orders"),
     ({"num_random_starts": -1}, "num_random_starts"),
@@ -108,6 +115,33 @@ def test_bad_input_is_named(kwargs, match):
   with pytest.raises(ValueError, match=match):
     wc.worst_case_neighbors(args.pop("num_teachers"), args.pop("num_classes"),
                             args.pop("sigma"), args.pop("orders"), **args)
+
+
+@pytest.mark.parametrize("sigma", [4e-12, 1e-6, 1e-3])
+def test_tiny_sigma_stays_finite_and_within_the_bound(sigma):
+  """Every divergence in [0, alpha / sigma^2] and finite down to the smallest valid sigma. At
+  sigma = 1e-6 the search returned 2.00015e12 at alpha = 2, above the bound 2e12 (log
+  probabilities off by ~1e8 from a misplaced quadrature grid), and NaN at 1e-8."""
+  out = wc.worst_case_neighbors(4, 3, sigma, [1.5, 2.0, 64.0], num_random_starts=0,
+                                max_steps=0)
+  assert np.all(np.isfinite(out.divergence)) and np.all(out.divergence >= 0)
+  assert np.all(out.divergence <= out.data_independent)
+  if sigma <= 1e-6:  # three classes: the worst pair nears the bound at alpha <= 2 as sigma -> 0
+    np.testing.assert_allclose(out.divergence[:2] / out.data_independent[:2], 1.0, rtol=1e-9)
+
+
+def test_one_vote_has_the_single_pair():
+  """k = 1: H = e_0 and H' = e_1 (the family and the search, which has no move, agree)."""
+  for c in (2, 4):
+    out = wc.worst_case_neighbors(1, c, 1.0, ORDERS, key=jax.random.key(0),
+                                  num_random_starts=2, max_steps=3)
+    expected = np.zeros((len(ORDERS), c), int)
+    expected[:, 0] = 1
+    np.testing.assert_array_equal(out.histogram, expected)
+    ref = np.asarray(na.noisy_argmax_renyi(expected[0].astype(float),
+                                           np.roll(expected[0], 1).astype(float), 1.0,
+                                           ORDERS).forward)
+    np.testing.assert_allclose(out.divergence, ref, rtol=1e-12)
 
 
 def test_local_search_moves_are_valid_canonical_neighbours():

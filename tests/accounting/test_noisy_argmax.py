@@ -120,6 +120,47 @@ def test_small_probabilities_relative_accuracy(hist, sigma, cls):
   assert abs(got - ref) < 1e-11 * max(1.0, abs(ref))
 
 
+@pytest.mark.parametrize("hist,sigma", [
+    ([1.0, 3.0, 1.0], 1e-6),   # two votes behind: the quadrature sits near z = 1e6
+    ([0.0, 4.0, 1.0], 1e-6),
+    ([5.0, 0.0, 0.0], 1e-9),
+])
+def test_tiny_sigma_matches_mpmath(hist, sigma):
+  """Classes millions of standard deviations behind: the inverse Mills ratio from the continued
+  fraction keeps the grid on the peak (from exp(log phi - log Phi) it was off by ~500 at
+  z = -2e6, and log Pr[c] by ~1e8)."""
+  got = np.asarray(na.noisy_argmax_log_probabilities(hist, sigma))
+  for cls in range(len(hist)):
+    ref = _log_eq4_mpmath(hist, sigma, cls)
+    assert abs(got[cls] - ref) < 1e-13 * max(1.0, abs(ref)), (cls, got[cls], ref)
+
+
+def test_tiny_sigma_divergence_matches_mpmath_and_stays_below_the_bound():
+  """Two classes: D_alpha between Bernoulli(Phi(a)) and Bernoulli(Phi(-a)), a = 1/(sigma sqrt 2),
+  in 50 digits. At sigma = 1e-6 this was NaN-free but 7.6e-5 above alpha/sigma^2 for three
+  classes (below)."""
+  for sigma in (1e-12, 1e-6, 1e-3):
+    for alpha in (1.5, 2.0, 64.0):
+      got = float(na.noisy_argmax_renyi([1.0, 0.0], [0.0, 1.0], sigma, alpha).forward)
+      with mpmath.workdps(50):
+        a = mpmath.mpf(1) / (mpmath.mpf(sigma) * mpmath.sqrt(2))
+        p, q, al = mpmath.ncdf(a), mpmath.ncdf(-a), mpmath.mpf(alpha)
+        ref = mpmath.log(p**al * q**(1 - al) + (1 - p)**al * (1 - q)**(1 - al)) / (al - 1)
+      assert abs(got - float(ref)) <= 1e-14 * float(ref), (sigma, alpha, got, float(ref))
+  got = np.asarray(na.noisy_argmax_renyi([1.0, 3.0, 1.0], [0.0, 4.0, 1.0], 1e-6,
+                                         np.array([1.5, 2.0])).forward)
+  assert np.all(np.isfinite(got)) and np.all(got <= np.array([1.5, 2.0]) / 1e-12)
+  # The asymptotics: D_2 = 2/sigma^2 - 14.39 (the log prefactors of the two Gaussian tails).
+  assert abs(got[1] - (2e12 - 14.39)) < 0.05
+
+
+def test_sigma_below_the_quadrature_resolution_is_rejected():
+  with pytest.raises(ValueError, match=r"sigma=1e-20 is too small .* sigma >= 5e-12"):
+    na.noisy_argmax_log_probabilities([5.0, 0.0], 1e-20)
+  with pytest.raises(ValueError, match="sigma=inf is outside the valid range"):
+    na.noisy_argmax_renyi([1.0, 0.0], [0.0, 1.0], np.inf, 2.0)
+
+
 def test_probabilities_sum_to_one_without_normalisation():
   hists = np.concatenate([_pate_histograms(50, seed=1), 0.1 * _pate_histograms(50, seed=2)])
   sigmas = np.concatenate([np.full(50, 40.0), np.full(50, 1.0)])
