@@ -13,7 +13,9 @@ It is the experiment's guard (Linux):
 * SIGTERM, SIGINT or SIGHUP to the guard (also the parent-death signal :mod:`launch.local`
   arms: a launcher killed with ``kill -9`` takes its jobs with it) stops the experiment's whole
   process group: SIGTERM, then SIGKILL after :data:`GRACE_S` seconds; the guard then exits
-  128 + the signal;
+  128 + the signal. With ``DPAUDIT_JOB_LAUNCHER_PID=PID`` in its environment (set by
+  :mod:`launch.xm` for xmanager's local executor, which starts jobs through a shell) the guard
+  does the same when process PID ends;
 * when the experiment ends, anything left in its process group is killed;
 * a job whose ``DIR`` another live process holds (an experiment claims its ``--output_dir``
   while it runs, e.g. one still running from an earlier launch) is not started a second time:
@@ -58,19 +60,28 @@ def split_args(argv: list[str]) -> tuple[str, dict[str, str], str]:
 
 
 def run_guarded(argv: list[str], log, stop: processes.StopRequest, poll: float = 0.1,
-                grace: float = GRACE_S) -> int:
-  """Runs ``argv`` in a process group of its own with its output to ``log``, until it ends or
-  ``stop`` is requested (then its group is stopped: SIGTERM, SIGKILL after ``grace``). Returns
-  its exit status (negative: killed by that signal)."""
+                grace: float = GRACE_S, launcher: processes.Watch | None = None) -> int:
+  """Runs ``argv`` in a process group of its own with its output to ``log``, until it ends,
+  ``stop`` is requested or the ``launcher`` ends (then its group is stopped: SIGTERM, SIGKILL
+  after ``grace``). Returns its exit status (negative: killed by that signal)."""
   process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL,
                              preexec_fn=processes.die_with_parent(signal.SIGKILL,
                                                                   new_group=True))
   while not processes.exited(process):
+    if launcher is not None and not launcher.alive() and not stop:
+      stop.request(signal.SIGTERM)  # as if the launcher's death had sent it
     if stop:
       processes.stop([process], grace)
       break
     stop.sleep(poll)
   return processes.reap(process)
+
+
+def launcher_watch() -> processes.Watch | None:
+  """A :class:`launch.processes.Watch` on ``DPAUDIT_JOB_LAUNCHER_PID``, or None."""
+  pid = os.environ.get("DPAUDIT_JOB_LAUNCHER_PID", "")
+  return processes.Watch(int(pid)) if pid.isdigit() else None
 
 
 def main(argv: list[str]) -> int:
@@ -80,11 +91,17 @@ def main(argv: list[str]) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  exit_zero = os.environ.get("DPAUDIT_JOB_EXIT_ZERO") == "1"
+  launcher = launcher_watch()
+  if launcher is not None and not launcher.alive():
+    print(f"error: the launcher (process {launcher.pid}) has ended; not starting {output_dir}",
+          file=sys.stderr)
+    return 128 + signal.SIGTERM
   holder = processes.directory_holder(output_dir)
   if holder is not None:
     print(f"error: {output_dir} is in use by process {holder} (this job, still running from an "
           "earlier launch?); not starting a second copy", file=sys.stderr)
-    return EXIT_IN_USE
+    return 0 if exit_zero else EXIT_IN_USE
   job = sweep_lib.Job("", module, flags, output_dir)
   start = time.perf_counter()
   try:
@@ -93,7 +110,7 @@ def main(argv: list[str]) -> int:
     if os.path.exists(marker):
       os.remove(marker)
     with open(os.path.join(output_dir, sweep_lib.LOG), "w") as log:
-      code = run_guarded(job.argv(sys.executable), log, stop)
+      code = run_guarded(job.argv(sys.executable), log, stop, launcher=launcher)
   except OSError as e:
     print(f"error: {output_dir}: {processes.describe_os_error(e)}", file=sys.stderr)
     return 2
@@ -107,7 +124,7 @@ def main(argv: list[str]) -> int:
   else:
     print(f"FAILED {module} -> {output_dir}: exit code {code}; log: "
           f"{os.path.join(output_dir, sweep_lib.LOG)}", file=sys.stderr)
-  if os.environ.get("DPAUDIT_JOB_EXIT_ZERO") == "1":
+  if exit_zero:
     return 0
   return 128 - code if code < 0 else code  # killed by signal n: 128 + n, as a shell reports
 

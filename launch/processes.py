@@ -25,6 +25,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -119,6 +120,37 @@ def stop(processes: Iterable[subprocess.Popen], grace: float = 10.0,
     reap(p)
 
 
+class Watch:
+  """Whether process ``pid`` (not a child of this one) is still alive, without being fooled
+  by the reuse of its id: a pidfd (Linux >= 5.3) becomes readable when it exits. Elsewhere,
+  ``os.kill(pid, 0)``."""
+
+  def __init__(self, pid: int):
+    self.pid, self.fd = pid, None
+    try:
+      self.fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+      self.gone = True
+      return
+    except (AttributeError, OSError):  # no pidfd_open: fall back to signal 0
+      pass
+    self.gone = False
+
+  def alive(self) -> bool:
+    if self.gone:
+      return False
+    if self.fd is not None:
+      self.gone = bool(select.select([self.fd], [], [], 0)[0])
+    else:
+      try:
+        os.kill(self.pid, 0)
+      except ProcessLookupError:
+        self.gone = True
+      except PermissionError:
+        pass
+    return not self.gone
+
+
 class StopRequest:
   """SIGTERM, SIGINT and SIGHUP set :attr:`signum` (the first one received) instead of raising;
   the owner polls :meth:`__bool__`. :meth:`restore` puts the previous handlers back."""
@@ -130,6 +162,10 @@ class StopRequest:
       self._previous[sig] = signal.signal(sig, self._handle)
 
   def _handle(self, signum, frame) -> None:  # pylint: disable=unused-argument
+    self.request(signum)
+
+  def request(self, signum: int) -> None:
+    """Requests a stop as if signal ``signum`` had arrived."""
     if self.signum is None:
       self.signum = signum
 

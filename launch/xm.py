@@ -15,6 +15,13 @@ so either launcher skips what the other finished).
   ``--output_root`` must then be storage the containers share, e.g. a Cloud Storage bucket
   mounted by Vertex AI at ``/gcs/BUCKET/...``. One-time set-up: see the README ("Sweeps on a
   cluster"). ``--dry_run`` builds and prints the job specs without submitting anything.
+
+With the local executor the launcher checks ``--output_root`` first (a file, an unwritable or
+absurd path: one line, exit 2, nothing written) and holds ``ROOT/SWEEP`` while it runs, like
+:mod:`launch.local` (one launcher per sweep); each job's guard (:mod:`launch.job`) stops its
+experiment when this launcher ends, ``kill -9`` included, and does not start a job whose
+directory a live process still holds. A sweep file that does not compile or raises is one line
+naming the file and the line.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from launch import processes
 from launch import summary
 from launch import sweep as sweep_lib
 from launch import xm_jobs
@@ -62,10 +70,19 @@ def main(argv: Sequence[str]) -> None:
     except ImportError:
       raise ValueError("xmanager is not installed: pip install -r requirements-launch.txt"
                        ) from None
+    if FLAGS.executor == "local":  # the other executors' output_root is the containers'
+      processes.check_directory(FLAGS.output_root, "output_root")
+      processes.check_directory(os.path.join(FLAGS.output_root, sweep.name), "output_root")
     p = xm_jobs.plan(sweep, FLAGS.executor, FLAGS.output_root, FLAGS.resume, FLAGS.accelerator,
              FLAGS.accelerator_count, FLAGS.base_image)
+    if FLAGS.executor == "local" and not FLAGS.dry_run:
+      processes.lock_directory(os.path.join(FLAGS.output_root, sweep.name))
   except ValueError as e:
-    print(f"error: {e}", file=sys.stderr)
+    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+    sys.exit(2)
+  except OSError as e:
+    print(f"error: --output_root={FLAGS.output_root}: {processes.describe_os_error(e)}",
+          file=sys.stderr)
     sys.exit(2)
   print(f"sweep {sweep.name}: {len(p.jobs) + len(p.skipped)} jobs, {len(p.skipped)} finished "
         f"earlier, {len(p.jobs)} to run on {FLAGS.executor}", file=sys.stderr, flush=True)
@@ -80,14 +97,16 @@ def main(argv: Sequence[str]) -> None:
   for job in sweep.jobs(FLAGS.output_root):
     finished = sweep_lib.is_finished(job)
     was_skipped = job in p.skipped
+    holder = None if finished else processes.directory_holder(job.output_dir)
     record = {"job": job.name,
               "status": ("skipped (finished earlier)" if was_skipped
-                         else "finished" if finished else "failed"),
+                         else "finished" if finished
+                         else f"running elsewhere (pid {holder})" if holder else "failed"),
               "exit_code": 0 if finished else None, "seconds": None,
               "log": os.path.join(job.output_dir, sweep_lib.LOG)}
     rows.append(summary.summary_row(record, job, sweep))
   summary.write_summary(rows, os.path.join(FLAGS.output_root, sweep.name))
-  failed = [r for r in rows if r["status"] == "failed"]
+  failed = [r for r in rows if r["status"] not in ("finished", "skipped (finished earlier)")]
   print(f"summary: {os.path.join(FLAGS.output_root, sweep.name, 'summary.md')}",
         file=sys.stderr)
   if failed:
@@ -97,4 +116,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=processes.parse_flags)

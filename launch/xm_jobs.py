@@ -81,7 +81,10 @@ def submit(p: Plan, title: str) -> int:
       for _, executor, args in p.jobs:
         # Locally, a failed job must not make xmanager stop the others: launch.job exits 0
         # and the missing finished-marker reports the failure.
-        env = {"DPAUDIT_JOB_EXIT_ZERO": "1"} if isinstance(executor, xm_local.Local) else {}
+        # Its guard stops the experiment when this launcher ends (xmanager starts jobs
+        # through a shell, so a parent-death signal would watch the shell).
+        env = ({"DPAUDIT_JOB_EXIT_ZERO": "1", "DPAUDIT_JOB_LAUNCHER_PID": str(os.getpid())}
+               if isinstance(executor, xm_local.Local) else {})
         experiment.add(xm.Job(executable, executor=executor, args=args, env_vars=env))
   return experiment.experiment_id
 

@@ -4,8 +4,10 @@ process: the Monte Carlo engine's per-chunk keys, and those of the vmapped train
 
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -53,8 +55,86 @@ def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
   assert ngram["num_observations"] == 24 and ngram["unit"] == "models"
 
 
-def test_bad_arguments_exit_2():
-  out = subprocess.run([sys.executable, "-m", "launch.multihost", "--num_processes=0", "--",
-                        "experiments.noisy_argmax_audit"], capture_output=True, text=True,
-                       cwd=ROOT)
-  assert out.returncode == 2 and "num_processes=0" in out.stderr
+BAD_ARGUMENTS = [
+    (["--num_processes=0", "--", "experiments.tightness"], "num_processes=0 is outside"),
+    (["--num_processes=-1", "--", "experiments.tightness"], "num_processes=-1 is outside"),
+    (["--num_processes=100000", "--", "experiments.tightness"], "num_processes=100000 is"),
+    (["--num_processes=two", "--", "experiments.tightness"], "--num_processes=two"),
+    (["--devices_per_process=0", "--", "experiments.tightness"], "devices_per_process=0"),
+    (["--", "experiments.no_such_experiment"], "module experiments.no_such_experiment not"),
+    (["--", "not a module"], "is not a Python module path"),
+    ([], "give the experiment after --"),
+    (["--process_log_dir={file}", "--", "experiments.tightness"], "is a file"),
+    (["--process_log_dir={file}/logs", "--", "experiments.tightness"], "lies under the file"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_ARGUMENTS, ids=[m for _, m in BAD_ARGUMENTS])
+def test_bad_arguments_are_one_line_and_start_nothing(tmp_path, args, message):
+  a_file = tmp_path / "a_file"
+  a_file.write_text("x")
+  out = subprocess.run([sys.executable, "-m", "launch.multihost",
+                        *(a.format(file=a_file) for a in args)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+  assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+  assert out.stderr.startswith("error: ") and message in out.stderr, out.stderr
+  assert os.listdir(tmp_path) == ["a_file"] and a_file.read_text() == "x"
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  with open(f"/proc/{pid}/stat") as f:  # a zombie nobody collected yet has ended too
+    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_for(condition, timeout=30):
+  deadline = time.time() + timeout
+  while not condition():
+    assert time.time() < deadline, "timed out"
+    time.sleep(0.05)
+
+
+def _start(tmp_path, *extra):
+  """launch.multihost with two sleepers; returns (launcher, [their pids]) once both run."""
+  launcher = subprocess.Popen(
+      [sys.executable, "-m", "launch.multihost", "--num_processes=2", "--",
+       "tests.launch.sleeper", str(tmp_path), *extra], cwd=ROOT, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  paths = [tmp_path / f"pid_{i}" for i in range(2)]
+  _wait_for(lambda: all(p.exists() for p in paths) or launcher.poll() is not None, 60)
+  return launcher, [int(p.read_text()) for p in paths if p.exists()]
+
+
+def _kill(pids):
+  for pid in pids:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "a process fails"])
+def test_processes_end_with_the_launcher(tmp_path, how):
+  """SIGTERM to the launcher stops every process (exit 130); kill -9 of the launcher takes
+  them with it (parent-death signal); one process failing stops the others (exit 1)."""
+  launcher, pids = _start(tmp_path, *(["--fail=1"] if how == "a process fails" else []))
+  try:
+    assert len(pids) == 2
+    if how == "SIGTERM":
+      launcher.send_signal(signal.SIGTERM)
+    elif how == "SIGKILL":
+      launcher.kill()
+    _, err = launcher.communicate(timeout=60)
+    expected = {"SIGTERM": 130, "SIGKILL": -9, "a process fails": 1}[how]
+    assert launcher.returncode == expected, err
+    if how == "a process fails":
+      assert "exit codes by process: [-15, 3]" in err
+    _wait_for(lambda: not any(_alive(p) for p in pids))
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.communicate()
+    _kill(pids)

@@ -64,3 +64,57 @@ def test_cloud_job_specs_up_to_submission(tmp_path):
   assert request["node_selector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
   with pytest.raises(ValueError, match="accelerator='Z80'"):
     launch_xm.plan(s, "vertex", "/gcs/b", accelerator="Z80")
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+  """Bad --output_root (local executor), sweep files that do not load, unparsable flags: exit 2,
+  one line, no traceback, nothing written (one child process runs every case)."""
+  a_file = tmp_path / "a_file"
+  a_file.write_text("x")
+  syntax = tmp_path / "syntax.py"
+  syntax.write_text("from launch.sweep import Sweep\nSWEEP = Sweep(name='s',\n  module=)\n")
+  raising = tmp_path / "raising.py"
+  raising.write_text("SWEEP = {}['missing']\n")
+  good = tmp_path / "tiny.py"
+  good.write_text("from launch.sweep import Sweep, product\n"
+                  "SWEEP = Sweep(name='tiny', module='experiments.noisy_argmax_audit',\n"
+                  "              grid=product(sigma=[2.0]))\n")
+  root = f"--output_root={tmp_path / 'out'}"
+  cases = [
+      ([f"--sweep={good}", f"--output_root={a_file}"], "is a file"),
+      ([f"--sweep={good}", f"--output_root={a_file}/sub"], "lies under the file"),
+      ([f"--sweep={good}", f"--output_root={tmp_path}/{'x' * 300}"], "too long"),
+      (["--sweep=", root], "--sweep is required"),
+      (["--sweep=no_such_sweep", root], "is neither a file nor a sweep"),
+      ([f"--sweep={syntax}", root], f"sweep file {syntax}, line 3: SyntaxError"),
+      ([f"--sweep={raising}", root], f"sweep file {raising}, line 1 raised KeyError"),
+      ([f"--sweep={good}", root, "--accelerator_count=two"], "--accelerator_count=two"),
+      ([f"--sweep={good}", root, "--executor=moon"], "--executor"),
+  ]
+  before = sorted(os.listdir(tmp_path))
+  code = (
+      "import io, sys, contextlib\n"
+      "from absl import app, flags\n"
+      "from launch import processes, xm\n"
+      "for argv in eval(sys.stdin.read()):\n"
+      "  err = io.StringIO()\n"
+      "  for name in list(flags.FLAGS):\n"
+      "    flags.FLAGS[name].unparse()\n"
+      "  flags.FLAGS.unparse_flags()\n"
+      "  try:\n"
+      "    with contextlib.redirect_stderr(err):\n"
+      "      app.run(xm.main, argv=['launch.xm'] + argv, flags_parser=processes.parse_flags)\n"
+      "    status = 0\n"
+      "  except SystemExit as e:\n"
+      "    status = e.code\n"
+      "  print(repr((status, err.getvalue())))\n")
+  out = subprocess.run([sys.executable, "-c", code], input=repr([argv for argv, _ in cases]),
+                       capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env={**os.environ, "HOME": str(tmp_path / "home")})
+  assert out.returncode == 0, out.stderr
+  results = [eval(line) for line in out.stdout.splitlines()]  # pylint: disable=eval-used
+  assert len(results) == len(cases), out.stdout
+  for (argv, message), (status, err) in zip(cases, results):
+    assert status == 2 and err.count("\n") == 1 and err.startswith("error: "), (argv, err)
+    assert "Traceback" not in err and message in err, (argv, err)
+  assert sorted(os.listdir(tmp_path)) == before and a_file.read_text() == "x"
