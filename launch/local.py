@@ -176,9 +176,16 @@ def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
           say(f"SKIPPED {job.name}: {job.output_dir} is in use by process {holder} (still "
               "running from an earlier launch?); not starting a second copy")
           continue
-        slot = free.pop(0)
+        slot = free[0]
         gpu = gpus[slot % len(gpus)] if len(gpus) > 1 else None
-        running.append(Running(job, slot, cores[slot], gpu))
+        try:
+          running.append(Running(job, slot, cores[slot], gpu))
+        except OSError as e:  # e.g. its directory cannot be created: this job fails, not all
+          failed += 1
+          records[job.name]["status"] = "failed"
+          say(f"FAILED {job.name}: cannot start: {processes.describe_os_error(e)}")
+          continue
+        free.pop(0)
         say(f"start {job.name}" + (f" (GPU {gpu})" if gpu else ""))
       stop.sleep(0.2)
       for r in [r for r in running if processes.exited(r.process)]:
@@ -210,8 +217,12 @@ def run_sweep(sweep: sweep_lib.Sweep, root: str, parallelism: int, resume: bool,
         say(f"stopping {len(running)} running job(s) (signal {stop.signum})")
       processes.stop([r.process for r in running], STOP_GRACE_S)
       for r in running:
-        records[r.job.name].update(status="stopped", exit_code=r.process.returncode,
-                                   seconds=round(r.seconds(), 2))
+        code, seconds = r.process.returncode, r.seconds()
+        finished = code == 0 and os.path.isfile(os.path.join(r.job.output_dir, "results.json"))
+        if finished:  # it ended on its own just before the stop reached it
+          sweep_lib.mark_finished(r.job.output_dir, r.job.module, r.job.flags, seconds)
+        records[r.job.name].update(status="finished" if finished else "stopped",
+                                   exit_code=code, seconds=round(seconds, 2))
     if own_stop:
       stop.restore()
   rows = [summary.summary_row(records[j.name], j, sweep) for j in jobs]

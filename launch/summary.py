@@ -20,7 +20,7 @@ def summary_row(record: dict[str, Any], job: sweep_lib.Job, sweep: sweep_lib.Swe
       result = json.load(f)
   except (OSError, ValueError):
     return row
-  if record["status"] != "pending":
+  if record["status"] != "pending" and isinstance(result, dict):
     for key, value in result.items():
       if key not in ("command", "experiment") and isinstance(value, (int, float, str, bool)):
         row[key] = value
