@@ -59,6 +59,9 @@ def test_target_that_never_saw_the_members_measures_about_zero():
     tildes.append(result.eps_tilde)
     gaps.append(result.c_plus_eps_lb - result.c_lb)
     assert result.num_audit == 300 and 100 < result.num_members < 200
+    # The null reference does not call this target's eps~ leakage.
+    assert result.beyond_null is False and result.eps_tilde_p_value > 0.05
+    assert result.null_eps_tilde["n"] == ONE_BASELINE.null_samples
   assert max(tildes) < 0.3, tildes
   assert max(gaps) < 0.3, gaps
 
@@ -73,6 +76,13 @@ def test_memorising_target_is_detected_and_bounds_are_valid_binomial_inversions(
   result = pan.run_panoramia(jax.random.key(3), MODALITY, memorising, members, CONFIG)
   assert result.mia_auc > 0.99
   assert result.c_plus_eps_lb > result.c_lb + 1.0
+  # c_lb is the strongest of the three baselines, each tested at beta / 6.
+  assert result.c_lb == max(result.baseline_c_lb.values())
+  assert result.baseline_c_lb[result.strongest_baseline] == result.c_lb
+  assert result.baseline_curve.per_test_significance == pytest.approx(
+      CONFIG.significance / 6 / len(result.baseline_curve.lower_bound))
+  assert result.beyond_null is True
+  assert result.eps_tilde_p_value == pytest.approx(1 / (CONFIG.null_samples + 1))
   assert result.eps_tilde == pytest.approx(result.c_plus_eps_lb - result.c_lb)
   assert result.one_run_rm_gn > 0.5
   for curve, best in ((result.baseline_curve, result.c_lb),
@@ -103,6 +113,31 @@ def test_baseline_sees_nothing_of_the_target():
   assert set(results[0].to_dict()) >= {"c_lb", "c_plus_eps_lb", "eps_tilde", "mia_curve"}
 
 
+def test_result_round_trips_and_a_damaged_one_is_refused():
+  """PanoramiaResult.from_dict (the cell store's validator) rebuilds a stored result exactly
+  and refuses one cut short or edited against its own invariants."""
+  from dpaudit import results
+  result = pan.run_panoramia(jax.random.key(1), MODALITY, _distance_model(None, _data(50)),
+                             _data(1), dataclasses.replace(CONFIG, null_samples=20))
+  stored = results.loads(results.dumps(result.to_dict()))
+  again = pan.PanoramiaResult.from_dict(stored)
+  assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())
+  with pytest.raises(KeyError):
+    pan.PanoramiaResult.from_dict({})
+  for edit, match in ((dict(c_lb=result.c_lb + 1.0), "strongest|eps_tilde"),
+                      (dict(eps_tilde=result.eps_tilde + 0.5), "eps_tilde"),
+                      (dict(mia_auc=1.5), "mia_auc"),
+                      (dict(c_plus_eps_lb=float("nan")), "c_plus_eps_lb"),
+                      (dict(eps_tilde_p_value=None), "go together"),
+                      (dict(num_members=10**6), "num_members")):
+    with pytest.raises(ValueError, match=match):
+      pan.PanoramiaResult.from_dict({**stored, **edit})
+  short = {**stored, "mia_curve": {**stored["mia_curve"],
+                                   "precision": stored["mia_curve"]["precision"][:-1]}}
+  with pytest.raises(ValueError, match="mia_curve"):
+    pan.PanoramiaResult.from_dict(short)
+
+
 def test_one_run_real_members_and_non_members():
   candidates = _data(3, 400)
   included = (np.arange(400) % 2).astype(np.int32)
@@ -117,6 +152,8 @@ def test_one_run_real_members_and_non_members():
     (dict(baseline_helpers=("teacher",)), "baseline_helpers"),
     (dict(baseline_helpers=()), "at least one"),
     (dict(significance=1.5), "significance"),
+    (dict(null_samples=-1), "null_samples=-1"),
+    (dict(baseline_helpers=("real", "real")), "twice"),
 ])
 def test_bad_config_is_a_clear_error(change, match):
   with pytest.raises(ValueError, match=match):
