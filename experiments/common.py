@@ -336,19 +336,17 @@ def claim_output_dir(path: str, flag: str = "output_dir") -> str | None:
   return absolute
 
 
-def _remove_empty_claims() -> None:
-  """After a clean failure: removes the output directories this process's claims created if
-  nothing but the lock file (and empty directories) was written there."""
+def _release_claims() -> None:
+  """After a clean failure: releases this process's claims, and removes each output directory
+  a claim created if nothing but the lock file (and empty directories) was written there."""
   from dpaudit import results
   while _claimed_dirs:
     path, top = _claimed_dirs.pop()
-    if top is None:
-      continue
-    written = [os.path.join(root, name) for root, _, names in os.walk(top) for name in names]
-    if written and written != [os.path.join(path, results.LOCK_FILE)]:
-      continue
+    if top is not None:  # removed while still locked: no other process can have started there
+      written = [os.path.join(root, name) for root, _, names in os.walk(top) for name in names]
+      if not written or written == [os.path.join(path, results.LOCK_FILE)]:
+        shutil.rmtree(top, ignore_errors=True)
     results.unlock_directory(path)
-    shutil.rmtree(top, ignore_errors=True)
 
 
 def cli(main: Callable[[Sequence[str]], Any]) -> Callable[[Sequence[str]], Any]:
@@ -366,7 +364,7 @@ def cli(main: Callable[[Sequence[str]], Any]) -> Callable[[Sequence[str]], Any]:
     try:
       return main(argv)
     except KeyboardInterrupt:
-      _remove_empty_claims()
+      _release_claims()
       fail("interrupted", EXIT_INTERRUPTED)
     except ValueError as error:  # DirectoryInUseError included
       message = str(error)
@@ -376,7 +374,7 @@ def cli(main: Callable[[Sequence[str]], Any]) -> Callable[[Sequence[str]], Any]:
       if not is_out_of_memory(error):
         raise
       message = out_of_memory_message(error, getattr(main, "__module__", None))
-    _remove_empty_claims()
+    _release_claims()
     fail(message)
 
   wrapped._dpaudit_cli = True  # pylint: disable=protected-access

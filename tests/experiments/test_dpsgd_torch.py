@@ -101,8 +101,8 @@ def test_tiny_run_prints_one_json_object(model):
 
 
 @pytest.mark.parametrize("flag,message", [
-    ("--batch_size=0", "error: batch_size=0"),
-    ("--num_steps=0", "error: num_steps=0"),
+    ("--batch_size=0", "error: --batch_size=0 is outside the valid range [1, "),
+    ("--num_steps=0", "error: --num_steps=0 is outside the valid range [1, "),
     ("--methods=opacus,jax", "error: --methods=opacus,jax"),
     ("--model=resnet", "error: flag --model=resnet"),
     ("--threads=two", "error: flag --threads=two"),
