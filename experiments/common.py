@@ -21,7 +21,8 @@ starts work. The claim is an exclusive lock on ``--output_dir/.lock`` held for t
 lifetime (:func:`dpaudit.results.lock_directory`; the kernel releases it when the process ends
 in any way, so a stale lock never blocks a rerun). A second run on the same directory while
 the first is alive exits 2 with one line naming the first one's process id. In a multi-process
-run only process 0 (the one that writes) claims it. A run that fails with one of the errors
+run only process 0 (the one that writes) claims it, and :func:`initialize_distributed` comes
+before the validation (which may start the XLA backend, after which a process cannot join). A run that fails with one of the errors
 above before writing anything removes the output directory it created, so a refused command
 leaves nothing behind.
 """

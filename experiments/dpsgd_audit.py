@@ -153,8 +153,8 @@ def main(argv):
   del argv
   common.enable_compilation_cache()
   common.quiet_logging()
-  config = config_from_flags()
   common.initialize_distributed()  # several processes: many_run's runs spread over them all
+  config = config_from_flags()  # (after joining: validation may start the XLA backend)
   common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer:
     result = grid.run(config, os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)

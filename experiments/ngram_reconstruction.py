@@ -168,8 +168,8 @@ def plot(points, log_p0: float, num_steps: int, path: str) -> None:
 def main(argv):
   del argv
   common.start_float64_experiment()
-  config = config_from_flags()
   common.initialize_distributed()  # several processes: the models spread over them all
+  config = config_from_flags()  # (after joining: validation may start the XLA backend)
   common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer, common.quiet_accountant():
     canary, points = run_points(config)

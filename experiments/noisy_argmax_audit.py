@@ -145,8 +145,8 @@ def main(argv):
   from dpaudit import montecarlo
   from dpaudit.audits import noisy_argmax as audit
 
-  config = config_from_flags()
   common.initialize_distributed()  # several processes: trials spread over all their devices
+  config = config_from_flags()  # (after joining: validation may start the XLA backend)
   common.claim_output_dir(FLAGS.output_dir)
   key = common.make_key(FLAGS.seed, FLAGS.prng_impl)
   checkpoint_dir = os.path.join(FLAGS.output_dir, "checkpoints")

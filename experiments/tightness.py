@@ -128,9 +128,9 @@ def main(argv):
   del argv
   common.quiet_logging()
   common.enable_compilation_cache()
-  config = config_from_flags()
   common.initialize_distributed()  # several processes: Monte Carlo trials, many-run runs and
   # n-gram models spread over all of them
+  config = config_from_flags()  # (after joining: validation may start the XLA backend)
   common.claim_output_dir(FLAGS.output_dir)
   progress = lambda line: print(line, file=sys.stderr, flush=True)
   with common.Timer() as timer:
