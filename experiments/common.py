@@ -276,32 +276,37 @@ def is_out_of_memory(error: BaseException) -> bool:
                                            "out of memory", "llocat"))
 
 
-def size_flags(module_name: str | None = None) -> list[str]:
-  """The numeric and list flags to lower when a run runs out of memory: those given on the
-  command line (``--name=value``), else every integer flag of the experiment's module."""
-  given, defined = [], []
+def size_flags(module_name: str | None = None) -> tuple[list[str], list[str]]:
+  """The flags to lower when a run runs out of memory: (the numeric and list flags given on the
+  command line as ``--name=value``, or every integer flag of the experiment's module when none
+  was given; the module's chunk-size flags not among them)."""
+  given, defined, chunks = [], [], []
   module = sys.modules.get(module_name or "__main__")
   try:
     module_flags = flags.FLAGS.get_key_flags_for_module(module) if module else []
   except Exception:  # pylint: disable=broad-except
     module_flags = []
   for flag in module_flags:
-    if flag.name == "seed" or not isinstance(flag.value, (int, float, list)) or isinstance(
-        flag.value, bool):
+    value = flag.value
+    if flag.name == "seed" or isinstance(value, bool) or not isinstance(value, (int, float, list)):
       continue
     if flag.present:
-      shown = ",".join(flag.value) if isinstance(flag.value, list) else flag.value
-      given.append(f"--{flag.name}={shown}")
-    elif isinstance(flag.value, int):
+      given.append(f"--{flag.name}=" + (",".join(value) if isinstance(value, list) else
+                                         f"{value}"))
+    elif isinstance(value, int):
       defined.append(f"--{flag.name}")
-  return given or defined
+      if flag.name.endswith("chunk_size"):
+        chunks.append(f"--{flag.name}")
+  return (given, chunks) if given else (defined, [])
 
 
 def out_of_memory_message(error: BaseException, module_name: str | None = None) -> str:
-  names = size_flags(module_name)
-  hint = (f"lower {', '.join(names[:8])}" if names else "lower the sizes of the run")
-  first = one_line(str(error))[:200]
-  return f"out of memory: {hint} (or a --chunk_size where there is one) [{first}]"
+  """"out of memory: lower <the size flags>" and the first words of the error."""
+  names, chunks = size_flags(module_name)
+  hint = f"lower {', '.join(names[:8])}" if names else "lower the sizes of the run"
+  if chunks:
+    hint += f", or set {' or '.join(chunks)} to bound the memory of one call"
+  return f"out of memory: {hint} [{one_line(str(error))[:200]}]"
 
 
 # Output directories this process claimed: (absolute path, topmost directory the claim created
