@@ -65,6 +65,9 @@ def _check_dpsgd(noise_multiplier, sampling_rate, num_steps) -> tuple[float, flo
   _check_scalar("noise_multiplier", noise_multiplier)
   _check_scalar("sampling_rate", sampling_rate)
   _check_scalar("num_steps", num_steps)
+  for name, value in (("noise_multiplier", noise_multiplier), ("sampling_rate", sampling_rate),
+                      ("num_steps", num_steps)):
+    _validate.check_not_boolean(name, value, "DP-SGD parameters")
   _validate.check_range("noise_multiplier", noise_multiplier, 0.0, math.inf, high_open=True)
   _validate.check_range("sampling_rate", sampling_rate, 0.0, 1.0)
   _validate.check_integer_valued("num_steps", num_steps)

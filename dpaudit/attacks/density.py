@@ -132,6 +132,8 @@ class KdeModel(NamedTuple):
 
 def scott_factor(num_points: int, dim: int) -> float:
   r"""Scott's rule (Scott 1992, Eq. 6.42): the bandwidth factor :math:`n^{-1/(d+4)}`."""
+  _validate.check_integer("num_points", num_points, 1)
+  _validate.check_integer("dim", dim, 1)
   return float(num_points)**(-1.0 / (dim + 4))
 
 
@@ -231,6 +233,8 @@ def kde_log_density(model: KdeModel, x: Any, *, chunk_size: int = 128) -> jax.Ar
     ``[m]`` log-densities (``[b, m]`` for a batched model).
   """
   _validate.check_integer("chunk_size", chunk_size, 1)
+  if not isinstance(model, KdeModel):
+    raise ValueError(f"model must be a KdeModel (from fit_kde), got {type(model).__name__}")
   dim = model.center.shape[-1]
   _check_queries(x, dim)
   dtype = model.points.dtype
@@ -320,11 +324,13 @@ class FlowConfig:
     _validate.check_integer("hidden_dim", self.hidden_dim, 1)
     _validate.check_choice("transformer", self.transformer, _TRANSFORMERS)
     _validate.check_integer("spline_knots", self.spline_knots, 1)
-    _validate.check_range("spline_interval", self.spline_interval, 0.0, None, low_open=True)
+    _validate.check_range("spline_interval", self.spline_interval, 0.0, None, low_open=True,
+                          finite=True)
     _validate.check_integer("batch_size", self.batch_size, 1)
-    _validate.check_range("learning_rate", self.learning_rate, 0.0, None, low_open=True)
+    _validate.check_range("learning_rate", self.learning_rate, 0.0, None, low_open=True,
+                          finite=True)
     if self.clip_norm is not None:
-      _validate.check_range("clip_norm", self.clip_norm, 0.0, None, low_open=True)
+      _validate.check_range("clip_norm", self.clip_norm, 0.0, None, low_open=True, finite=True)
     if not isinstance(self.amsgrad, bool):
       raise ValueError(f"amsgrad={self.amsgrad!r} must be True or False")
     _validate.check_range("polyak", self.polyak, 0.0, 1.0, high_open=True)
@@ -717,11 +723,16 @@ def flow_log_density(model: FlowModel, x: Any, *, chunk_size: int = 1024) -> jax
     ``[m]`` log-densities (``[s, m]`` for a batched model).
   """
   _validate.check_integer("chunk_size", chunk_size, 1)
+  if not isinstance(model, FlowModel):
+    raise ValueError(f"model must be a FlowModel (from fit_flow), got {type(model).__name__}")
   dim = model.mean.shape[-1]
   _check_queries(x, dim)
   x = jnp.asarray(x, jnp.float32)
   if model.mean.ndim == 1 and x.ndim != 2:
     raise ValueError(f"x must be [rows, {dim}] for a single fit, got shape {x.shape}")
+  if x.shape[-2] == 0:  # no rows: nothing to pad or evaluate
+    return jnp.zeros(model.mean.shape[:-1] + (0,) if x.ndim == 2 else x.shape[:-1],
+                     jnp.float32)
   # Rows are padded (repeating the last) to a bucket: a power of two up to one chunk, whole
   # chunks beyond, so query sets of nearby sizes share one compiled program.
   m = x.shape[-2]
@@ -771,6 +782,12 @@ def sample_flow(key: jax.Array, model: FlowModel, num_samples: int, *,
   """
   _validate.check_key(key)
   num_samples = _validate.check_integer("num_samples", num_samples, 1)
+  if not isinstance(model, FlowModel):
+    raise ValueError(f"model must be a FlowModel (from fit_flow), got {type(model).__name__}")
+  # The samples and the flow's activations per sample (float32; hidden_dim units per column).
+  _validate.check_allocation("num_samples", num_samples,
+                             4 * model.mean.shape[-1] * (2 + model.config.hidden_dim),
+                             what="sample")
   if model.mean.ndim != 1:
     raise ValueError(f"model must be a single fit (mean of shape [d]), got mean shape "
                      f"{model.mean.shape}; pick one with jax.tree.map(lambda a: a[i], model)")

@@ -156,7 +156,8 @@ def eq1_scores(log_p_synthetic: Any) -> np.ndarray:
 def gan_leaks_scores(x: Any, synthetic: Any) -> np.ndarray:
   r"""GAN-leaks 0 (Chen et al. 2020, full black-box): :math:`-\min_j \|x - s_j\|_2` over the
   synthetic records :math:`s_j` (the paper's :math:`\exp(-L_2)` up to a monotone map)."""
-  return -nearest_distances(x, synthetic)
+  x = check_rows("x", x)
+  return -nearest_distances(x, check_rows("synthetic", synthetic, x.shape[1]))
 
 
 def gan_leaks_cal_scores(x: Any, synthetic: Any, reference_synthetic: Any) -> np.ndarray:
@@ -164,6 +165,9 @@ def gan_leaks_cal_scores(x: Any, synthetic: Any, reference_synthetic: Any) -> np
   :math:`-\min_j \|x - s_j\| + \min_j \|x - r_j\|`, where :math:`r_j` are drawn from a
   reference generator fitted to the reference data: records close to the synthetic data *more*
   than a generator that never saw them would put them score high."""
+  x = check_rows("x", x)
+  synthetic = check_rows("synthetic", synthetic, x.shape[1])
+  reference_synthetic = check_rows("reference_synthetic", reference_synthetic, x.shape[1])
   return -nearest_distances(x, synthetic) + nearest_distances(x, reference_synthetic)
 
 
@@ -187,6 +191,9 @@ def mc_scores(x: Any, synthetic: Any, num_components: int | None = None,
   """
   x = check_rows("x", x)
   synthetic = check_rows("synthetic", synthetic, x.shape[1])
+  _validate.check_integer("chunk_size", chunk_size, 1)
+  if radius is not None:
+    _validate.check_range("radius", radius, 0.0, finite=True)
   if num_components is not None:
     _validate.check_integer("num_components", num_components, 1)
     if num_components > x.shape[1]:
@@ -195,7 +202,6 @@ def mc_scores(x: Any, synthetic: Any, num_components: int | None = None,
     x, synthetic = (x - mean) @ axes, (synthetic - mean) @ axes
   if radius is None:
     radius = float(np.median(nearest_distances(x, synthetic, chunk_size)))
-  _validate.check_range("radius", radius, 0.0)
   return np.asarray(_share_within(jnp.asarray(x), jnp.asarray(synthetic), jnp.asarray(radius),
                                   chunk_size=min(chunk_size, x.shape[0])))
 
@@ -207,6 +213,12 @@ def logan_d1_scores(key: jax.Array, x: Any, synthetic: Any, reference: Any,
   reference records (0), with early stopping on a validation split; the score is its logit.
   The larger set is subsampled to the size of the smaller, so the classes are balanced."""
   _validate.check_key(key)
+  if not isinstance(config, classifiers.ClassifierConfig):
+    raise ValueError(f"config must be a ClassifierConfig, got {type(config).__name__}")
+  if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
+    raise ValueError(f"hidden_sizes={hidden_sizes!r} must be a sequence of layer widths")
+  for width in hidden_sizes:
+    _validate.check_integer("hidden_sizes", width, 1)
   synthetic = check_rows("synthetic", synthetic)
   reference = check_rows("reference", reference, synthetic.shape[1])
   x = check_rows("x", x, synthetic.shape[1])
@@ -228,6 +240,8 @@ def logan_0_scores(key: jax.Array, x: Any, synthetic: Any,
   on the synthetic data alone and its critic scores each record (higher: judged more "real",
   i.e. more like the data the generator reproduced)."""
   _validate.check_key(key)
+  if config is not None and not isinstance(config, tabular_generators.GanConfig):
+    raise ValueError(f"config must be a GanConfig or None, got {type(config).__name__}")
   synthetic = check_rows("synthetic", synthetic)
   x = check_rows("x", x, synthetic.shape[1])
   gan = tabular_generators.fit_wgan_gp(key, synthetic, config or tabular_generators.GanConfig())

@@ -132,17 +132,14 @@ def loss_features(losses: Any) -> np.ndarray:
   r"""Side features of one per-example loss vector :math:`\ell` ``[N]``: ``[N, 2]`` holding
   :math:`\ell` and :math:`\log(\ell + 10^{-6})` (separates the tiny losses of memorised
   members)."""
+  _validate.check_real_array("losses", losses, ndim=1, nonempty=False)
   losses = np.asarray(losses, np.float64)
-  if losses.ndim != 1:
-    raise ValueError(f"losses must be 1-D (one per example), got shape {losses.shape}")
-  if not np.all(np.isfinite(losses)):
-    raise ValueError("losses must be finite")
   return np.stack([losses, np.log(np.maximum(losses, 0.0) + 1e-6)], axis=1)
 
 
 def no_side(num_examples: int) -> np.ndarray:
   """No side information: an ``[N, 0]`` feature array (Table 3's baseline without helper)."""
-  return np.zeros((num_examples, 0))
+  return np.zeros((_validate.check_integer("num_examples", num_examples, 0), 0))
 
 
 def _bce(module, params, x, side, y):
@@ -180,6 +177,7 @@ _bce_jit = jax.jit(_bce, static_argnums=0)
 
 
 def _check_inputs(inputs, side, name_n: int | None = None) -> None:
+  """Real finite ``inputs`` [N, ...] and ``side`` features [N, k] (and N == ``name_n``)."""
   if np.ndim(side) != 2:
     raise ValueError(f"side features must be 2-D [N, k], got shape {np.shape(side)}")
   n = np.shape(inputs)[0] if np.ndim(inputs) else None
@@ -187,6 +185,8 @@ def _check_inputs(inputs, side, name_n: int | None = None) -> None:
     raise ValueError(f"inputs hold {n} examples but side features hold {np.shape(side)[0]}")
   if name_n is not None and n != name_n:
     raise ValueError(f"inputs hold {n} examples but is_member holds {name_n}")
+  _validate.check_real_array("side", side, nonempty=False)
+  _validate.check_real_array("inputs", inputs, nonempty=False)  # images, vectors or token ids
 
 
 def fit_classifier(key: jax.Array, encoder: nn.Module, inputs: Any, side: Any, is_member: Any,
@@ -206,9 +206,12 @@ def fit_classifier(key: jax.Array, encoder: nn.Module, inputs: Any, side: Any, i
     :class:`FittedClassifier`; score new examples with :func:`classifier_scores`.
   """
   _validate.check_key(key)
+  if not isinstance(config, ClassifierConfig):
+    raise ValueError(f"config must be a ClassifierConfig, got {type(config).__name__}")
+  _validate.check_binary("is_member", is_member)
   is_member = np.asarray(is_member)
-  if is_member.ndim != 1 or not np.all((is_member == 0) | (is_member == 1)):
-    raise ValueError("is_member must be a 1-D array of 0/1 labels")
+  if is_member.ndim != 1:
+    raise ValueError(f"is_member must be a 1-D array of 0/1 labels, got shape {is_member.shape}")
   _check_inputs(inputs, side, is_member.shape[0])
   if len(np.unique(is_member)) < 2:
     raise ValueError("is_member must hold both members (1) and non-members (0)")
@@ -259,6 +262,7 @@ def _logits(module, params, x, side):
 def classifier_scores(fitted: FittedClassifier, inputs: Any, side: Any,
                       batch_size: int = 1024) -> np.ndarray:
   """The classifier's logit for each example ``[N]`` (higher: more likely a real member)."""
+  _validate.check_integer("batch_size", batch_size, 1)
   _check_inputs(inputs, side)
   side = np.asarray(side, np.float64)
   if side.shape[1] != fitted.side_mean.shape[0]:

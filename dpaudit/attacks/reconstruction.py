@@ -27,14 +27,40 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpaudit import _validate
 
 
 def _check_sampling(top_k, temperature) -> None:
-  _validate.check_integer_valued("top_k", top_k)
-  _validate.check_range("top_k", top_k, 0)
-  _validate.check_range("temperature", temperature, 0.0, low_open=True)
+  _validate.check_integer("top_k", top_k, 0)
+  _validate.check_not_boolean("temperature", temperature, "temperatures")
+  _validate.check_range("temperature", temperature, 0.0, low_open=True, finite=True)
+
+
+def _check_allowed(allowed, vocab_size: int) -> None:
+  if allowed is not None and np.shape(allowed) != (vocab_size,):
+    raise ValueError(f"allowed must be a boolean mask of shape ({vocab_size},) (the vocabulary), "
+                     f"got shape {np.shape(allowed)}")
+
+
+def _check_logits_and_targets(logits, targets) -> None:
+  """Logits (..., L, V): real, no NaN or +inf (-inf marks an impossible token); targets
+  (..., L): integer ids below V (negative ones are padding)."""
+  _validate.check_real_array("logits", logits, nonempty=False, neg_inf=True)
+  if np.ndim(logits) < 1:
+    raise ValueError(f"logits must have a vocabulary axis, got shape {np.shape(logits)}")
+  if np.shape(targets) != np.shape(logits)[:-1]:
+    raise ValueError(f"targets has shape {np.shape(targets)} but logits has shape "
+                     f"{np.shape(logits)}; targets must have the shape of logits without its "
+                     "last (vocabulary) axis")
+  dtype = targets.dtype if hasattr(targets, "dtype") else np.asarray(targets).dtype
+  if np.dtype(dtype).kind not in "iu":
+    raise ValueError(f"targets must hold integer token ids, got dtype {dtype}")
+  vocab = np.shape(logits)[-1]
+  if _validate.is_concrete(targets) and np.any(np.asarray(targets) >= vocab):
+    raise ValueError(f"targets holds token id {int(np.max(np.asarray(targets)))}, outside the "
+                     f"valid range (-inf, {vocab - 1}] (the logits' vocabulary of {vocab})")
 
 
 def _masked_logits(logits: jax.Array, top_k: int, temperature, allowed) -> jax.Array:
@@ -64,6 +90,10 @@ def lazy_log_probs(logits: jax.Array, targets: jax.Array, *, top_k: int = 0,
     ``(..., L)`` log-probabilities, ``-inf`` where a token is outside the allowed top-k.
   """
   _check_sampling(top_k, temperature)
+  _check_logits_and_targets(logits, targets)
+  _check_allowed(allowed, np.shape(logits)[-1])
+  _validate.check_broadcastable("temperature", temperature, np.shape(targets), "targets shape")
+  targets = jnp.asarray(targets)
   z = _masked_logits(logits, top_k, jnp.broadcast_to(temperature, targets.shape), allowed)
   log_p = jax.nn.log_softmax(z, axis=-1)
   picked = jnp.take_along_axis(log_p, jnp.maximum(targets, 0)[..., None], axis=-1)[..., 0]
@@ -111,8 +141,18 @@ def sample_lines(key: jax.Array, next_logits: Callable[[jax.Array], jax.Array],
   """
   _validate.check_key(key)
   _check_sampling(top_k, temperature)
-  _validate.check_range("num_samples", num_samples, 1)
-  _validate.check_range("max_length", max_length, 1)
+  _validate.check_integer("num_samples", num_samples, 1)
+  _validate.check_integer("max_length", max_length, 1)
+  _validate.check_integer("context_size", context_size, 1)
+  _validate.check_integer("bos", bos, 0)
+  _validate.check_integer("eos", eos, 0)
+  # Tokens (num_samples, max_length) and each step's contexts and logits; the vocabulary is not
+  # known before next_logits is called, so a step's logits count as a few hundred floats.
+  _validate.check_allocation("num_samples", num_samples, 4 * (max_length + context_size + 256),
+                             what="line")
+  if not callable(next_logits):
+    raise ValueError(f"next_logits must be a function of the contexts, got "
+                     f"{type(next_logits).__name__}")
 
   def step(carry, step_key):
     contexts, done, log_prob = carry

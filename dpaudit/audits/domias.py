@@ -150,7 +150,7 @@ class DomiasConfig:
         continue
       try:
         config_type(**(value or {}))
-      except TypeError as error:
+      except (TypeError, ValueError) as error:
         raise ValueError(f"{name}={dict(value or {})} does not fit {config_type.__name__}: "
                          f"{error}") from None
     self.flow()
@@ -171,14 +171,14 @@ class DomiasConfig:
     """The BNAF configuration of the density-based attacks."""
     try:
       return density.FlowConfig(**{"kind": "bnaf", **(self.flow_config or {})})
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
       raise ValueError(f"flow_config={dict(self.flow_config or {})}: {error}") from None
 
   def logan(self) -> tabular_generators.GanConfig:
     """The WGAN-GP configuration of LOGAN 0."""
     try:
       return tabular_generators.GanConfig(**(self.logan_config or {}))
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
       raise ValueError(f"logan_config={dict(self.logan_config or {})}: {error}") from None
 
   @property
@@ -211,6 +211,8 @@ class Split:
 def split_data(key: jax.Array, data: Any, config: DomiasConfig) -> Split:
   """Disjoint random candidates / reference / hold-out of ``data`` ``[n, d]`` (module doc)."""
   _validate.check_key(key)
+  if not isinstance(config, DomiasConfig):
+    raise ValueError(f"config must be a DomiasConfig, got {type(config).__name__}")
   data = attacks.check_rows("data", data)
   constant = np.flatnonzero(data.min(0) == data.max(0))
   if constant.size:
@@ -271,13 +273,15 @@ def attack_metrics(scores: Any, is_member: Any, *, significance: float = 0.05,
                    delta: float = 0.0, bernoulli: bool = False) -> dict[str, Any]:
   """AUC, accuracy, TPR at :data:`FPRS`, precision at :data:`TOP_FRACTIONS` and the two epsilon
   lower bounds (module docstring) of one attack's scores on the candidates."""
+  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
+  _validate.check_same_shape("scores", scores, "is_member", is_member)
+  _validate.check_binary("is_member", is_member)
+  _validate.check_significance(significance)
+  _validate.check_delta(delta)
+  if not isinstance(bernoulli, (bool, np.bool_)):
+    raise ValueError(f"bernoulli={bernoulli!r} must be True or False")
   scores = np.asarray(scores, np.float64)
   is_member = np.asarray(is_member, bool)
-  if scores.ndim != 1 or scores.shape != is_member.shape:
-    raise ValueError(f"scores {scores.shape} and is_member {is_member.shape} must be 1-D of the "
-                     "same length")
-  if np.isnan(scores).any():
-    raise ValueError("scores contain NaN")
   if is_member.all() or not is_member.any():
     raise ValueError("is_member must hold both members and non-members")
   inside, outside = scores[is_member], scores[~is_member]
@@ -356,6 +360,12 @@ def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
   _validate.check_key(key)
   if not isinstance(config, DomiasConfig):
     raise ValueError(f"config must be a DomiasConfig, got {type(config).__name__}")
+  if groups is not None:
+    if not isinstance(groups, Mapping) or not all(
+        isinstance(name, str) and callable(fn) for name, fn in groups.items()):
+      raise ValueError("groups must map names (strings) to functions rows -> boolean mask")
+  if progress is not None and not callable(progress):
+    raise ValueError(f"progress must be a function of one line, got {type(progress).__name__}")
   say = progress or (lambda line: None)
   keys = dict(zip(("split", "generator", "sample", "density", "reference_generator",
                    "reference_sample", "logan_0", "logan_d1", "quality"),

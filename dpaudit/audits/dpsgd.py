@@ -302,8 +302,42 @@ def check_grid_cell(cell: Any, config: DPSGDAuditConfig | None = None) -> None:
 
 # ------------------------------------------------------------------------------ building blocks
 
+def _check_examples(features, labels, name: str = "") -> None:
+  """Real finite ``features`` [n, ...] and integer ``labels`` [n]."""
+  _validate.check_real_array(f"{name}features", features, nonempty=False)
+  if np.ndim(features) < 1:
+    raise ValueError(f"{name}features must have an example axis, got shape {np.shape(features)}")
+  dtype = labels.dtype if hasattr(labels, "dtype") else np.asarray(labels).dtype
+  if np.dtype(dtype).kind not in "iu" or np.ndim(labels) != 1:
+    raise ValueError(f"{name}labels must be a 1-D integer array, got dtype {dtype} and shape "
+                     f"{np.shape(labels)}")
+  if np.shape(labels)[0] != np.shape(features)[0]:
+    raise ValueError(f"{name}labels has {np.shape(labels)[0]} entries but {name}features has "
+                     f"{np.shape(features)[0]} rows")
+
+
+def _check_audit_call(key, config, data, game: str | None = None) -> None:
+  """The arguments of an audit, before any training: a PRNG key, a :class:`DPSGDAuditConfig`
+  (of ``game``), and :class:`AuditData` whose splits are real features with integer labels in
+  ``[0, num_classes)``."""
+  _validate.check_key(key)
+  if not isinstance(config, DPSGDAuditConfig):
+    raise ValueError(f"config must be a DPSGDAuditConfig, got {type(config).__name__}")
+  if game is not None and config.game != game:
+    raise ValueError(f"config.game={config.game!r} but this function plays {game!r}; call "
+                     "dpaudit.audits.dpsgd.run to dispatch on the game")
+  if not isinstance(data, AuditData):
+    raise ValueError(f"data must be an AuditData, got {type(data).__name__}")
+  num_classes = _validate.check_integer("data.num_classes", data.num_classes, 2)
+  for split in ("train", "test", "pool"):
+    features, labels = getattr(data, f"{split}_features"), getattr(data, f"{split}_labels")
+    _check_examples(features, labels, f"data.{split}_")
+    _validate.check_range(f"data.{split}_labels", labels, 0, num_classes - 1)
+
+
 def softmax_losses(model, params, features, labels) -> jax.Array:
   """Per-example cross entropy of ``model`` at ``params`` (the black-box membership score)."""
+  _check_examples(features, labels)
   return clipping.softmax_cross_entropy(model.apply({"params": params}, features), labels)
 
 
@@ -318,6 +352,9 @@ def weakest_coordinates(model, params, features, labels, count: int,
   weights of those pixels, whose gradient is exactly zero at every step). Depends on the
   data and the initialisation only, never on the canaries' membership.
   """
+  _validate.check_integer("count", count, 0)
+  _validate.check_integer("sample_size", sample_size, 1)
+  _check_examples(features, labels)
   n = min(sample_size, features.shape[0])
 
   def flat_grad(x, y):
@@ -345,6 +382,14 @@ def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=Non
   passed to every run as an argument, so that the program holds no sigma or learning rate.
   Returns the stacked :class:`RunOutput` as NumPy arrays.
   """
+  if not callable(run):
+    raise ValueError(f"run must be a function (from training.make_run), got "
+                     f"{type(run).__name__}")
+  if np.ndim(keys) < 1 or np.shape(keys)[0] < 1:
+    raise ValueError(f"keys must hold at least one PRNG key per run, got shape "
+                     f"{np.shape(keys)}")
+  _validate.check_key(keys[0], "keys[0]")
+  _validate.check_integer("chunk_size", chunk_size, 0)
   num_runs = keys.shape[0]
   chunk = chunk_size or num_runs
   num_chunks = math.ceil(num_runs / chunk)
@@ -464,6 +509,7 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   ``l2_clip_norm`` whenever it is sampled). Bound: :func:`dpaudit.estimators.epsilon_from_scores`
   with ``config.method``; ceiling: the same bound with no errors.
   """
+  _check_audit_call(key, config, data, "many_run")
   start = time.perf_counter()
   canary_key, coordinate_key, run_key = jax.random.split(key, 3)
   model = _mlp(config, data)
@@ -563,6 +609,7 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   :func:`dpaudit.estimators.one_run_epsilon_from_scores` (symmetric mode: "in" for the top
   scores, "out" for the bottom ones, abstention in between).
   """
+  _check_audit_call(key, config, data, "one_run")
   start = time.perf_counter()
   canary_key, member_key, run_key = jax.random.split(key, 3)
   m = config.num_canaries
@@ -619,6 +666,7 @@ def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   :math:`z_i` is the trained pair. By label independence (Property 1) the two pairs are
   exchangeable, so this is a one-run game on a replaced record.
   """
+  _check_audit_call(key, config, data, "uniaud")
   start = time.perf_counter()
   canary_key, fresh_key, member_key, run_key = jax.random.split(key, 4)
   m = config.num_canaries
@@ -648,6 +696,15 @@ def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
 
 def pack_multi_task_labels(labels, tags, is_canary) -> np.ndarray:
   """``[n, 2 + H]`` int32 rows (label, H tags, is_canary): one array for the training loop."""
+  for name, value, ndim in (("labels", labels, 1), ("tags", tags, 2), ("is_canary", is_canary, 1)):
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+    if np.ndim(value) != ndim or np.dtype(dtype).kind not in "iub":
+      raise ValueError(f"{name} must be a {ndim}-D integer array, got dtype {dtype} and shape "
+                       f"{np.shape(value)}")
+    if np.shape(value)[0] != np.shape(labels)[0]:
+      raise ValueError(f"{name} has {np.shape(value)[0]} rows but labels has "
+                       f"{np.shape(labels)[0]}")
+  _validate.check_binary("is_canary", is_canary)
   return np.concatenate([np.asarray(labels)[:, None], np.asarray(tags),
                          np.asarray(is_canary, np.int32)[:, None]], axis=1).astype(np.int32)
 
@@ -655,6 +712,7 @@ def pack_multi_task_labels(labels, tags, is_canary) -> np.ndarray:
 def multi_task_loss_fn(weight: float) -> Callable:
   """``loss_fn(outputs, packed)`` for :func:`dpaudit.dpsgd.clipped_grad_sum`: Eq. (12) on
   :class:`dpaudit.models.TwoHeadMLP` outputs and :func:`pack_multi_task_labels` rows."""
+  _validate.check_range("weight", weight, 0.0, finite=True)
 
   def loss_fn(outputs, packed):
     main, tag = outputs
@@ -670,6 +728,11 @@ def multi_task_loss_fn(weight: float) -> Callable:
 
 def tag_losses(model, params, features, tags) -> jax.Array:
   """The membership-encoding loss :math:`\\mathcal{L}_{ME}` of each row (mean over its tags)."""
+  _validate.check_real_array("features", features, nonempty=False)
+  dtype = tags.dtype if hasattr(tags, "dtype") else np.asarray(tags).dtype
+  if np.ndim(tags) != 2 or np.dtype(dtype).kind not in "iu":
+    raise ValueError(f"tags must be a 2-D integer array [rows, tags], got dtype {dtype} and "
+                     f"shape {np.shape(tags)}")
   _, logits = model.apply({"params": params}, features)
   log_p = jax.nn.log_softmax(logits, axis=-1)
   return -jnp.take_along_axis(log_p, jnp.asarray(tags), axis=-1).mean(axis=-1)
@@ -685,6 +748,7 @@ def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   main task keeps its data). The audit is Alg. 2 on the tag head: the presented tag is the
   trained one when :math:`S_i = +1` and the comparison one otherwise.
   """
+  _check_audit_call(key, config, data, "uniaud_plus")
   start = time.perf_counter()
   if data.train_features.ndim != 4:
     raise ValueError(f"game='uniaud_plus' needs image data [n, height, width, channels], got "
@@ -726,5 +790,5 @@ GAME_FUNCTIONS = {"many_run": many_run_audit, "one_run": one_run_audit, "uniaud"
 
 def run(key: jax.Array, config: DPSGDAuditConfig, data: AuditData) -> DPSGDAuditResult:
   """Runs the game ``config.game`` on ``data`` with randomness from ``key``."""
-  _validate.check_key(key)
+  _check_audit_call(key, config, data)
   return GAME_FUNCTIONS[config.game](key, config, data)

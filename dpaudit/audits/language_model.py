@@ -39,15 +39,43 @@ from dpaudit.models import ngram
 DIGITS = "0123456789"
 
 
+def _check_lines(name: str, lines: Any) -> None:
+  if isinstance(lines, (str, bytes)) or not hasattr(lines, "__iter__"):
+    raise ValueError(f"{name} must be a sequence of strings, got {type(lines).__name__}")
+  for i, line in enumerate(lines):
+    if not isinstance(line, str):
+      raise ValueError(f"{name}[{i}] is a {type(line).__name__}; every line must be a string")
+
+
+def _check_line_examples(contexts: Any, targets: Any) -> None:
+  """Integer ``targets`` (N, L) and ``contexts`` (N, L, context_size) of the same N and L."""
+  for name, value, ndim in (("contexts", contexts, 3), ("targets", targets, 2)):
+    if np.ndim(value) != ndim:
+      raise ValueError(f"{name} must be {ndim}-D, got shape {np.shape(value)}")
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+    if np.dtype(dtype).kind not in "iu":
+      raise ValueError(f"{name} must hold integer token ids, got dtype {dtype}")
+  if np.shape(contexts)[:2] != np.shape(targets):
+    raise ValueError(f"contexts has shape {np.shape(contexts)} but targets has shape "
+                     f"{np.shape(targets)}; they must agree on (lines, positions)")
+
+
 def insert_canary(lines: Sequence[str], canary: str, repetitions: int) -> tuple[str, ...]:
   """The lines with ``repetitions`` copies of ``canary`` appended (each its own example)."""
-  _validate.check_range("repetitions", repetitions, 0)
+  _check_lines("lines", lines)
+  if not isinstance(canary, str):
+    raise ValueError(f"canary must be a string, got {type(canary).__name__}")
+  _validate.check_integer("repetitions", repetitions, 0)
+  _validate.check_allocation("repetitions", repetitions, max(1, len(canary)) + 64,
+                             what="copy of the canary")
   return tuple(lines) + (canary,) * int(repetitions)
 
 
 def random_secret(key: jax.Array, num_digits: int) -> str:
   """A uniformly random string of ``num_digits`` decimal digits."""
-  _validate.check_range("num_digits", num_digits, 1)
+  _validate.check_key(key)
+  _validate.check_integer("num_digits", num_digits, 1)
+  _validate.check_allocation("num_digits", num_digits, 16, what="digit")
   digits = jax.random.randint(key, (num_digits,), 0, 10)
   return "".join(DIGITS[int(d)] for d in np.asarray(digits))
 
@@ -58,6 +86,10 @@ def train_lm(key: jax.Array, model: nn.Module, contexts: np.ndarray, targets: np
   """Trains ``model`` on line examples (:func:`dpaudit.models.ngram.line_examples`) with the
   DP-SGD engine, one line per example (the privacy unit), loss
   :func:`dpaudit.models.ngram.sequence_nll`; returns the parameters."""
+  _validate.check_key(key)
+  if not isinstance(config, training.TrainConfig):
+    raise ValueError(f"config must be a dpaudit.dpsgd.TrainConfig, got {type(config).__name__}")
+  _check_line_examples(contexts, targets)
   result = training.train(key, model, contexts, targets, config, loss_fn=ngram.sequence_nll,
                           checkpoint_dir=checkpoint_dir, progress=progress)
   return result.state.params
@@ -80,7 +112,13 @@ def line_scores(model: nn.Module, params: Any, contexts: np.ndarray, targets: np
                 batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
   """``(nll, log_lambda)`` of every line: loss in nats and :math:`\\log\\lambda` (Sec. 3.2,
   ``-inf`` when a character falls outside the top-k), in batches (float64 NumPy)."""
-  _validate.check_range("batch_size", batch_size, 1)
+  _validate.check_integer("batch_size", batch_size, 1)
+  _validate.check_integer("top_k", top_k, 0)
+  _validate.check_range("temperature", temperature, 0.0, low_open=True, finite=True)
+  _check_line_examples(contexts, targets)
+  if allowed is not None and np.shape(allowed) != (model.vocab_size,):
+    raise ValueError(f"allowed must be a boolean mask of shape ({model.vocab_size},), got "
+                     f"shape {np.shape(allowed)}")
   score = _scorer(model, int(top_k), float(temperature))
   if allowed is None:
     allowed = np.ones(model.vocab_size, bool)
@@ -101,6 +139,11 @@ def secret_examples(vocab: ngram.CharVocab, prompt: str, secrets: Sequence[str],
                     context_size: int) -> tuple[np.ndarray, np.ndarray]:
   """``(contexts, targets)`` of ``prompt + secret`` lines whose targets are the secret's
   characters only (the prompt's positions are padding): the attack is given the prompt."""
+  if not isinstance(prompt, str):
+    raise ValueError(f"prompt must be a string, got {type(prompt).__name__}")
+  _check_lines("secrets", secrets)
+  _validate.check_nonempty("secrets", list(secrets))
+  _validate.check_integer("context_size", context_size, 1)
   lengths = {len(s) for s in secrets}
   if len(lengths) != 1:
     raise ValueError(f"secrets must all have the same length, got lengths {sorted(lengths)}")
@@ -117,6 +160,11 @@ def secret_log_probs(model: nn.Module, params: Any, vocab: ngram.CharVocab, prom
   """:math:`\\log\\lambda(s \\mid \\text{prompt})` of each secret, the attack emitting digits
   only (so a model that never saw the canary gives :math:`10^{-d}` on average over uniformly
   random secrets of ``d`` digits)."""
+  _validate.check_integer("batch_size", batch_size, 1)
+  _validate.check_integer("top_k", top_k, 0)
+  _validate.check_range("temperature", temperature, 0.0, low_open=True, finite=True)
+  if not isinstance(prompt, str):
+    raise ValueError(f"prompt must be a string, got {type(prompt).__name__}")
   contexts, targets = secret_examples(vocab, prompt, secrets, model.context_size)
   allowed = np.zeros(vocab.size, bool)
   allowed[vocab.ids(DIGITS)] = True
@@ -132,6 +180,14 @@ def secrecy_bound(noise_multiplier: float, sampling_rate: float, num_steps: int,
   Secret"), with the RDP of DP-SGD (:func:`dpaudit.accounting.dpsgd_rdp`) for one copy, or of
   the group (:func:`dpaudit.accounting.dpsgd_group_rdp`) for several. Non-private training
   (``noise_multiplier == 0``) allows total leakage (bound 0)."""
+  _validate.check_range("noise_multiplier", noise_multiplier, 0.0, finite=True)
+  _validate.check_range("sampling_rate", sampling_rate, 0.0, 1.0)
+  _validate.check_integer("num_steps", num_steps, 0)
+  _validate.check_range("secret_bits", secret_bits, 0.0, finite=True)
+  _validate.check_integer("repetitions", repetitions, 1)
+  if orders is not None:
+    _validate.check_orders(orders)
+    _validate.check_nonempty("orders", orders)
   if orders is None:
     orders = np.concatenate([np.linspace(1.01, 2.0, 100), np.linspace(2.05, 64.0, 400)])
   orders = np.asarray(orders, np.float64)
@@ -159,6 +215,16 @@ def at_risk_lines(texts: Sequence[str], log_lambda: np.ndarray, calibrated: np.n
                   threshold: float, count: int = 10) -> list[ScoredLine]:
   """Training lines at risk (Sec. 4.2): calibrated loss below ``threshold`` (memorised), sorted
   by decreasing probability of being generated; the first ``count``."""
+  _check_lines("texts", texts)
+  _validate.check_real_array("log_lambda", log_lambda, ndim=1, nonempty=False, neg_inf=True)
+  _validate.check_real_array("calibrated", calibrated, ndim=1, nonempty=False, neg_inf=True,
+                             pos_inf=True)
+  for name, value in (("log_lambda", log_lambda), ("calibrated", calibrated)):
+    if len(value) != len(texts):
+      raise ValueError(f"{name} has {len(value)} entries but texts has {len(texts)}; one per line")
+  _validate.check_range("threshold", threshold)
+  _validate.check_integer("count", count, 0)
+  log_lambda, calibrated = np.asarray(log_lambda), np.asarray(calibrated)
   mask = (calibrated < threshold) & np.isfinite(log_lambda)
   order = np.argsort(-np.where(mask, log_lambda, -np.inf), kind="stable")[:int(mask.sum())]
   return [ScoredLine(texts[i], float(log_lambda[i] / math.log(10)), float(calibrated[i]))

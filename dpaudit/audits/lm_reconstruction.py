@@ -81,6 +81,18 @@ def _check_open_unit(name: str, value: Any) -> None:
     raise ValueError(f"{name}={value!r} is outside the valid range (0, 1)")
 
 
+def _check_config(config: Any) -> None:
+  if not isinstance(config, LMReconstructionConfig):
+    raise ValueError(f"config must be an LMReconstructionConfig, got {type(config).__name__}")
+
+
+def _check_lines(name: str, lines: Any) -> None:
+  if isinstance(lines, (str, bytes)) or not hasattr(lines, "__iter__"):
+    raise ValueError(f"{name} must be a sequence of strings, got {type(lines).__name__}")
+  if not all(isinstance(line, str) for line in lines):
+    raise ValueError(f"{name} must hold strings only")
+
+
 def _joined(values: Sequence[float]) -> str:
   return ",".join(f"{v:g}" for v in values)
 
@@ -149,15 +161,17 @@ class LMReconstructionConfig:
       _validate.check_integer(name, getattr(self, name), low)
     if self.seed >= 2**63:
       raise ValueError(f"seed={self.seed} is outside the valid range [0, 2^63)")
+    # Held in memory at once: the exposure's random secrets (as strings and log-probabilities)
+    # and the generated lines (token ids, contexts and a step's logits each).
+    _validate.check_allocation("num_exposure_samples", self.num_exposure_samples,
+                               128 + 16 * self.secret_digits, what="secret")
+    _validate.check_allocation("num_generated", self.num_generated,
+                               8 * self.max_length * (2 + self.context_size) + 2048, what="line")
     for name in ("epochs", "learning_rate", "l2_clip_norm", "temperature"):
       _check_positive_finite(name, getattr(self, name))
     _check_open_unit("delta", self.delta)
     _check_open_unit("memorised_quantile", self.memorised_quantile)
-    try:
-      sigmas = tuple(float(s) for s in self.noise_multipliers)
-    except (TypeError, ValueError):
-      raise ValueError(f"noise_multipliers={self.noise_multipliers!r} must be a sequence of "
-                       "numbers") from None
+    sigmas = _validate.float_tuple("noise_multipliers", self.noise_multipliers)
     if not sigmas or any(not 0 <= s < math.inf for s in sigmas):
       raise ValueError(f"noise_multipliers={_joined(sigmas)} must be one or more finite "
                        "numbers >= 0")
@@ -195,6 +209,8 @@ def load_lines(key: jax.Array, config: LMReconstructionConfig) -> Lines:
   Raises:
     ValueError: the corpus has fewer such lines than ``num_train + num_reference + num_test``.
   """
+  _validate.check_key(key)
+  _check_config(config)
   corpus = data.load_text("shakespeare", "train", data_dir=config.data_dir)
   texts = [t for t in corpus.texts if len(t) < config.max_length]
   need = config.num_train + config.num_reference + config.num_test
@@ -216,6 +232,9 @@ def train_config(config: LMReconstructionConfig, noise_multiplier: float,
   :math:`\\lceil \\mathrm{epochs}/q \\rceil` steps, Adam; clipping at ``l2_clip_norm`` when
   private, none when ``noise_multiplier == 0``; a physical batch of the mean plus four
   standard deviations (plus 8) of the Poisson batch size."""
+  _check_config(config)
+  _validate.check_range("noise_multiplier", noise_multiplier, 0.0, finite=True)
+  _validate.check_integer("num_examples", num_examples, 1)
   q = min(1.0, config.batch_size / num_examples)
   steps = max(1, math.ceil(config.epochs / q))
   physical = int(q * num_examples + 4 * math.sqrt(q * num_examples) + 8)
@@ -235,6 +254,13 @@ def trained_params(key: jax.Array, name: str, model: nn.Module, lines: Sequence[
   the training config, the model, the vocabulary, the lines and the key. A newly trained model
   is saved there (atomically) when ``model_dir`` is given. Progress goes to
   ``progress_stream`` (default ``sys.stderr``)."""
+  _validate.check_key(key)
+  if not isinstance(name, str) or not name:
+    raise ValueError(f"name={name!r} must be a non-empty string (the stored model's file name)")
+  _check_lines("lines", lines)
+  if not isinstance(config, training.TrainConfig):
+    raise ValueError(f"config must be a dpaudit.dpsgd.TrainConfig, got {type(config).__name__}")
+  _validate.check_integer("max_length", max_length, 1)
   stream = progress_stream or sys.stderr
   contexts, targets = ngram.line_examples(vocab, lines, model.context_size, max_length)
   signature = hashlib.sha256(json.dumps(
@@ -317,6 +343,13 @@ def secrecy_point(key: jax.Array, config: LMReconstructionConfig, model: nn.Modu
                   model_config: training.TrainConfig) -> SecrecyPoint:
   """Secrecy of the canary's ``secret``, its RDP bound and its exposure for one target model
   trained with ``model_config``; ``key`` draws the random secrets of the exposure."""
+  _validate.check_key(key)
+  _check_config(config)
+  if not isinstance(secret, str) or not secret or not set(secret) <= set(lm.DIGITS):
+    raise ValueError(f"secret={secret!r} must be a non-empty string of decimal digits")
+  if not isinstance(model_config, training.TrainConfig):
+    raise ValueError(f"model_config must be a dpaudit.dpsgd.TrainConfig, got "
+                     f"{type(model_config).__name__}")
   kw = dict(top_k=config.top_k, temperature=config.temperature)
   sigma = model_config.noise_multiplier
   log_p1 = float(lm.secret_log_probs(model, params, vocab, config.prompt, [secret], **kw)[0])
@@ -410,6 +443,10 @@ def at_risk_analysis(key: jax.Array, config: LMReconstructionConfig, model: nn.M
   log-probability of the training, test and ``num_generated`` generated lines (sampled with
   ``key`` by :func:`dpaudit.attacks.reconstruction.sample_lines`), and the training lines most
   at risk (Sec. 4.2)."""
+  _validate.check_key(key)
+  _check_config(config)
+  _check_lines("train", train)
+  _check_lines("test", test)
   kw = dict(top_k=config.top_k, temperature=config.temperature)
 
   def next_logits(contexts):
@@ -503,6 +540,7 @@ def run(config: LMReconstructionConfig, *, model_dir: str | None = None, resume:
   Returns:
     The :class:`LMReconstructionResult`.
   """
+  _check_config(config)
   stream = progress_stream or sys.stderr
   with quiet_accountant():
     key = prng.make_key(config.seed)

@@ -244,6 +244,20 @@ def to_plain(value: Any) -> Any:
   return value
 
 
+def _check_class_counts(**counts) -> None:
+  """Class counts: 1-D whole numbers >= 0 (not booleans), at least 2 classes, same length."""
+  shapes = set()
+  for name, value in counts.items():
+    if np.ndim(value) != 1 or np.shape(value)[0] < 2:
+      raise ValueError(f"{name} must be 1-D with at least 2 classes, got shape {np.shape(value)}")
+    _validate.check_counts(name, value)
+    shapes.add(np.shape(value))
+  if len(shapes) > 1:
+    names = " and ".join(counts)
+    raise ValueError(f"{names} must have the same number of classes, got shapes "
+                     f"{[np.shape(v) for v in counts.values()]}")
+
+
 def likelihood_ratio_prefix_sets(counts_p: jax.Array, counts_q: jax.Array) -> jax.Array:
   """Candidate 2-cut sets: the classes sorted by estimated ratio p/q, every proper prefix.
 
@@ -254,6 +268,7 @@ def likelihood_ratio_prefix_sets(counts_p: jax.Array, counts_q: jax.Array) -> ja
   Returns:
     (k - 1, k) boolean masks; row j holds the j + 1 classes with the largest ratio.
   """
+  _check_class_counts(counts_p=counts_p, counts_q=counts_q)
   counts_p = jnp.asarray(counts_p, jnp.result_type(float))
   counts_q = jnp.asarray(counts_q, jnp.result_type(float))
   log_ratio = (jnp.log(counts_p + 0.5) - jnp.log(jnp.sum(counts_p) + 0.5)
@@ -265,6 +280,9 @@ def likelihood_ratio_prefix_sets(counts_p: jax.Array, counts_q: jax.Array) -> ja
 
 def select_two_cut_sets(sel_p, sel_q, orders, significance) -> jax.Array:
   """Per order, the prefix set whose 2-cut lower bound is best on the selection counts."""
+  _check_class_counts(sel_p=sel_p, sel_q=sel_q)
+  _validate.check_orders(orders)
+  _validate.check_significance(significance)
   candidates = likelihood_ratio_prefix_sets(sel_p, sel_q)
   in_p = candidates.astype(sel_p.dtype) @ sel_p
   in_q = candidates.astype(sel_q.dtype) @ sel_q
@@ -311,6 +329,11 @@ def data_independent_rdp(histogram, neighbor, sigma, orders) -> np.ndarray:
   :func:`dpaudit.accounting.gnmax_data_independent_rdp`; other pairs (e.g. one added vote in
   Private-kNN) are scaled by their squared L2 distance over 2.
   """
+  histogram = _validate.float_tuple("histogram", histogram)
+  neighbor = _validate.float_tuple("neighbor", neighbor)
+  if len(histogram) != len(neighbor) or len(histogram) < 2:
+    raise ValueError(f"histogram and neighbor must have the same number (>= 2) of classes, got "
+                     f"{len(histogram)} and {len(neighbor)}")
   sq_distance = float(np.sum((np.asarray(histogram) - np.asarray(neighbor)) ** 2))
   per_moved_vote = np.asarray(accounting.gnmax_data_independent_rdp(sigma, jnp.asarray(orders)))
   return per_moved_vote * sq_distance / 2.0
@@ -330,6 +353,8 @@ def thm1_epsilon(curves, orders, delta: float, num_queries: int = 1
   audit's lower-bound curve, and equal output laws, (0, 0)-DP, for an exact or theory curve.
   Thm. 1 itself never reaches 0 there: its floor :math:`\min_lpha \log(1/\delta)/(lpha - 1)
   + \dots` (0.138 at delta = 1e-6 over orders up to 64) would read as leakage."""
+  _validate.check_integer("num_queries", num_queries, 1)
+  rdp_lib.check_rdp_curve(curves, orders, name="curves")
   curves = np.asarray(curves, np.float64) * num_queries
   converted = rdp_lib.rdp_to_epsilon(curves, jnp.asarray(orders), delta)
   zero = np.all(curves == 0.0, axis=-1)
@@ -352,6 +377,11 @@ def epsilon_table(curves: dict[str, np.ndarray], orders, num_queries: int,
                   delta: float) -> tuple[dict[str, float], dict[str, float]]:
   """Composes each per-query RDP curve over ``num_queries`` and converts it with Thm. 1
   (:func:`thm1_epsilon`: a curve that is 0 at every order gives 0.0, order NaN)."""
+  if not isinstance(curves, dict):
+    raise ValueError(f"curves must be a dict of name -> RDP curve, got {type(curves).__name__}")
+  _validate.check_integer("num_queries", num_queries, 1)
+  for name, curve in curves.items():
+    rdp_lib.check_rdp_curve(curve, orders, name=f"curves[{name!r}]")
   epsilon, best_order = {}, {}
   for name, curve in curves.items():
     eps, order = thm1_epsilon(curve, orders, delta, num_queries)
@@ -375,6 +405,11 @@ def run(key: jax.Array, config: NoisyArgmaxAuditConfig, *,
   Returns:
     :class:`NoisyArgmaxAuditResult`.
   """
+  _validate.check_key(key)
+  if not isinstance(config, NoisyArgmaxAuditConfig):
+    raise ValueError(f"config must be a NoisyArgmaxAuditConfig, got {type(config).__name__}")
+  if progress_factory is not None and not callable(progress_factory):
+    raise ValueError("progress_factory must be a function label -> progress callback")
   orders = jnp.asarray(config.orders)
   histogram = jnp.asarray(config.histogram, jnp.float32)
   neighbor = jnp.asarray(config.neighbor, jnp.float32)

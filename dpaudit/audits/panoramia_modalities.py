@@ -66,12 +66,14 @@ class TrainSpec:
   l2_clip_norm: float = 1.0
 
   def __post_init__(self):
-    _validate.check_range("epochs", self.epochs, 0.0, None, low_open=True)
+    _validate.check_range("epochs", self.epochs, 0.0, None, low_open=True, finite=True)
     _validate.check_integer("batch_size", self.batch_size, 1)
-    _validate.check_range("learning_rate", self.learning_rate, 0.0, None, low_open=True)
+    _validate.check_range("learning_rate", self.learning_rate, 0.0, None, low_open=True,
+                          finite=True)
     _validate.check_range("epsilon", self.epsilon, 0.0, None, low_open=True)
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, None, low_open=True)
+    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, None, low_open=True,
+                          finite=True)
 
   def train_config(self, num_examples: int) -> training.TrainConfig:
     """The engine's :class:`~dpaudit.dpsgd.training.TrainConfig` for ``num_examples``."""
@@ -95,6 +97,31 @@ class ModelSpec:
   loss: clipping.LossFn = clipping.softmax_cross_entropy
 
 
+def _check_instance(name: str, value: Any, kind: type) -> None:
+  if not isinstance(value, kind):
+    raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+
+
+def _check_shape(name: str, shape: Any) -> tuple[int, ...]:
+  if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+    raise ValueError(f"{name}={shape!r} must be a sequence of positive integers")
+  return tuple(_validate.check_integer(name, d, 1) for d in shape)
+
+
+def _check_binnings(binnings: Any) -> tuple[mst.Binning, ...]:
+  if isinstance(binnings, (str, bytes)) or not hasattr(binnings, "__iter__"):
+    raise ValueError(f"binnings must be a sequence of mst.Binning, got {type(binnings).__name__}")
+  binnings = tuple(binnings)
+  _validate.check_nonempty("binnings", binnings)
+  for i, column in enumerate(binnings):
+    _check_instance(f"binnings[{i}]", column, mst.Binning)
+  return binnings
+
+
+def _check_vocab(vocab: Any) -> None:
+  _check_instance("vocab", vocab, ngram.CharVocab)
+
+
 @functools.lru_cache(maxsize=16)
 def _loss_apply(spec: ModelSpec):
   return jax.jit(lambda params, x, y: spec.loss(spec.module.apply({"params": params}, x), y))
@@ -102,6 +129,8 @@ def _loss_apply(spec: ModelSpec):
 
 def loss_function(spec: ModelSpec, params: Any, batch_size: int = 512) -> LossFn:
   """The trained model as a PANORAMIA target: examples to per-example losses (float64)."""
+  _check_instance("spec", spec, ModelSpec)
+  _validate.check_integer("batch_size", batch_size, 1)
   apply = _loss_apply(spec)
 
   def loss_fn(examples: Examples) -> np.ndarray:
@@ -116,6 +145,10 @@ def train_model(key: jax.Array, spec: ModelSpec, examples: Examples, train: Trai
                 checkpoint_dir: str | None = None) -> tuple[Any, training.TrainConfig]:
   """Trains ``spec``'s model on ``examples`` with the DP-SGD engine; returns the parameters
   and the engine config (whose noise multiplier the accountant chose)."""
+  _validate.check_key(key)
+  _check_instance("spec", spec, ModelSpec)
+  _check_instance("examples", examples, Examples)
+  _check_instance("train", train, TrainSpec)
   config = train.train_config(len(examples))
   result = training.train(key, spec.module, spec.features(examples), spec.targets(examples),
                           config, loss_fn=spec.loss, checkpoint_dir=checkpoint_dir)
@@ -133,6 +166,8 @@ def _trainer(spec: ModelSpec, train: TrainSpec) -> Callable[[jax.Array, Examples
 def image_spec(example_shape: Sequence[int], num_classes: int, model: str = "lenet5"
                ) -> ModelSpec:
   """A :func:`dpaudit.models.make_model` image classifier on ``Examples`` of images."""
+  example_shape = _check_shape("example_shape", example_shape)
+  _validate.check_integer("num_classes", num_classes, 2)
   return ModelSpec(models.make_model(model, tuple(example_shape), num_classes),
                    _inputs, _labels)
 
@@ -149,6 +184,9 @@ def image_generator(num_classes: int, config: vae.VaeConfig
                     ) -> Callable[[jax.Array, Examples], Sampler]:
   """Fits a class-conditional VAE on :math:`D_G`; samples draw a label from :math:`D_G`'s
   class frequencies, then an image of that class."""
+  _validate.check_integer("num_classes", num_classes, 2)
+  _check_instance("config", config, vae.VaeConfig)
+
   def fit(key: jax.Array, d_g: Examples) -> Sampler:
     fitted = vae.fit_vae(key, np.asarray(d_g.inputs), np.asarray(d_g.labels), num_classes,
                          config)
@@ -169,6 +207,8 @@ def image_modality(example_shape: Sequence[int], num_classes: int, generator: va
                    ) -> Modality:
   """PANORAMIA on images: conditional VAE generator, helper of architecture ``model`` (as the
   target's), CNN encoder of ``encoder_width`` channels for the baseline and the MIA."""
+  _check_instance("helper", helper, TrainSpec)
+  _validate.check_integer("encoder_width", encoder_width, 1)
   return Modality("image", image_generator(num_classes, generator),
                   _trainer(image_spec(example_shape, num_classes, model), helper),
                   functools.partial(classifiers.ImageEncoder, encoder_width))
@@ -203,6 +243,11 @@ def adult_binnings() -> tuple[mst.Binning, ...]:
 def encode_rows(rows: jax.Array, binnings: Sequence[mst.Binning]) -> jax.Array:
   r"""A table row as network input: categorical codes one-hot, numeric values as
   :math:`\log(1 + \max(x - lo, 0)) / \log(1 + hi - lo)` over the column's public range."""
+  binnings = _check_binnings(binnings)
+  _validate.check_real_array("rows", rows, ndim=2, nonempty=False)
+  if np.shape(rows)[1] != len(binnings):
+    raise ValueError(f"rows has {np.shape(rows)[1]} columns but binnings describes "
+                     f"{len(binnings)}; one binning per column")
   parts = []
   for i, column in enumerate(binnings):
     value = rows[:, i]
@@ -240,13 +285,17 @@ class TabularEncoder(nn.Module):
 
 
 def tabular_spec(binnings: Sequence[mst.Binning], num_classes: int = 2) -> ModelSpec:
+  """:class:`TabularMLP` on table rows described by ``binnings``, ``num_classes`` classes."""
+  binnings = _check_binnings(binnings)
+  _validate.check_integer("num_classes", num_classes, 2)
   return ModelSpec(TabularMLP(tuple(binnings), num_classes=num_classes), _inputs, _labels)
 
 
 def tabular_generator(binnings: Sequence[mst.Binning], config: mst.MstConfig
                       ) -> Callable[[jax.Array, Examples], Sampler]:
   """Fits MST on :math:`D_G`'s records (features and label as one table)."""
-  binnings = tuple(binnings)
+  binnings = _check_binnings(binnings)
+  _check_instance("config", config, mst.MstConfig)
 
   def fit(key: jax.Array, d_g: Examples) -> Sampler:
     table = np.column_stack([np.asarray(d_g.inputs, np.float64), np.asarray(d_g.labels)])
@@ -263,6 +312,8 @@ def tabular_generator(binnings: Sequence[mst.Binning], config: mst.MstConfig
 def tabular_modality(generator: mst.MstConfig, helper: TrainSpec,
                      binnings: Sequence[mst.Binning] | None = None) -> Modality:
   """PANORAMIA on table rows (default: Adult's 14 features, label = income)."""
+  _check_instance("generator", generator, mst.MstConfig)
+  _check_instance("helper", helper, TrainSpec)
   binnings = tuple(binnings) if binnings is not None else adult_binnings()[:-1]
   return Modality("tabular", tabular_generator(binnings, generator),
                   _trainer(tabular_spec(binnings), helper),
@@ -273,6 +324,10 @@ def tabular_modality(generator: mst.MstConfig, helper: TrainSpec,
 def text_examples(vocab: ngram.CharVocab, lines: Sequence[str], max_length: int) -> Examples:
   """Lines as ``Examples``: inputs the ids ``[N, max_length]`` (line, eos, then padding -1),
   labels zero."""
+  _check_vocab(vocab)
+  if isinstance(lines, (str, bytes)) or not all(isinstance(line, str) for line in lines):
+    raise ValueError("lines must be a sequence of strings")
+  _validate.check_integer("max_length", max_length, 1)
   _, targets = ngram.line_examples(vocab, lines, 1, max_length)
   return Examples(targets, np.zeros(len(lines), np.int32))
 
@@ -280,6 +335,10 @@ def text_examples(vocab: ngram.CharVocab, lines: Sequence[str], max_length: int)
 def text_spec(vocab: ngram.CharVocab, context_size: int = 6, hidden_size: int = 256
               ) -> ModelSpec:
   """A :class:`~dpaudit.models.CharNGramLM` on line ids; loss: the line's summed NLL."""
+  _check_vocab(vocab)
+  _validate.check_integer("context_size", context_size, 1)
+  _validate.check_integer("hidden_size", hidden_size, 1)
+
   def contexts(examples: Examples) -> np.ndarray:
     ids = np.asarray(examples.inputs)
     return ngram.contexts_of(np.where(ids >= 0, ids, vocab.eos), context_size, vocab.bos)
@@ -290,6 +349,8 @@ def text_spec(vocab: ngram.CharVocab, context_size: int = 6, hidden_size: int = 
 def top_p_logits(logits: jax.Array, top_p: float) -> jax.Array:
   """Nucleus (top-p) filtering (Holtzman et al. 2020): keeps the fewest most likely tokens
   whose probabilities sum to at least ``top_p``; the others get -inf."""
+  _validate.check_real_array("logits", logits, nonempty=False, neg_inf=True)
+  _validate.check_range("top_p", top_p, 0.0, 1.0, low_open=True)
   ordered = jnp.sort(logits, axis=-1)[..., ::-1]
   probs = jax.nn.softmax(ordered, axis=-1)
   before = jnp.cumsum(probs, axis=-1) - probs
@@ -314,6 +375,22 @@ def sample_continuations(key: jax.Array, next_logits: Callable[[jax.Array], jax.
     ``[n, L]`` ids in the format of :func:`text_examples` (a row with no eos before its last
     position gets one there).
   """
+  _validate.check_key(key)
+  if not callable(next_logits):
+    raise ValueError(f"next_logits must be a function, got {type(next_logits).__name__}")
+  for name, value, ndim in (("prompts", prompts, 2), ("prompt_lengths", prompt_lengths, 1)):
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+    if np.ndim(value) != ndim or np.dtype(dtype).kind not in "iu":
+      raise ValueError(f"{name} must be a {ndim}-D integer array, got dtype {dtype} and shape "
+                       f"{np.shape(value)}")
+  if np.shape(prompt_lengths) != np.shape(prompts)[:1]:
+    raise ValueError(f"prompt_lengths has shape {np.shape(prompt_lengths)} but prompts has "
+                     f"{np.shape(prompts)[0]} rows; one length per row")
+  _validate.check_range("prompt_lengths", prompt_lengths, 0, np.shape(prompts)[1] - 1)
+  _validate.check_integer("context_size", context_size, 1)
+  _validate.check_integer("bos", bos, 0)
+  _validate.check_integer("eos", eos, 0)
+  _validate.check_range("top_p", top_p, 0.0, 1.0, low_open=True)
   n, length = prompts.shape
 
   def step(carry, inputs):
@@ -337,6 +414,9 @@ def text_generator(spec: ModelSpec, train: TrainSpec, prompt_length: int = 8,
                    ) -> Callable[[jax.Array, Examples], Sampler]:
   """Trains ``spec``'s character LM on part of :math:`D_G` and continues prompts (the first
   ``prompt_length`` characters) of the held-out ``prompt_fraction`` of :math:`D_G`."""
+  _check_instance("spec", spec, ModelSpec)
+  _check_instance("train", train, TrainSpec)
+  _validate.check_integer("prompt_length", prompt_length, 0)
   module: ngram.CharNGramLM = spec.module  # type: ignore[assignment]
   _validate.check_range("top_p", top_p, 0.0, 1.0, low_open=True)
   _validate.check_range("prompt_fraction", prompt_fraction, 0.0, 1.0, low_open=True,
@@ -371,6 +451,8 @@ def text_modality(vocab: ngram.CharVocab, generator: TrainSpec, helper: TrainSpe
                   top_p: float = 0.9) -> Modality:
   """PANORAMIA on lines of text: character-LM generator with top-p continuations of held-out
   prompts, character-LM helper, bag-of-characters encoder."""
+  _check_instance("generator", generator, TrainSpec)
+  _check_instance("helper", helper, TrainSpec)
   spec = text_spec(vocab, context_size, hidden_size)
   return Modality("text", text_generator(spec, generator, prompt_length, top_p=top_p),
                   _trainer(spec, helper),

@@ -89,15 +89,21 @@ class NgramCanaryConfig:
   min_effective_sample_size: float = 100.0
 
   def __post_init__(self):
-    object.__setattr__(self, "noise_multipliers", tuple(float(s) for s in self.noise_multipliers))
-    object.__setattr__(self, "orders", tuple(float(a) for a in self.orders))
+    object.__setattr__(self, "noise_multipliers",
+                       _validate.float_tuple("noise_multipliers", self.noise_multipliers))
+    object.__setattr__(self, "orders", _validate.float_tuple("orders", self.orders))
     _validate.check_nonempty("noise_multipliers", self.noise_multipliers)
     _validate.check_range("noise_multipliers", self.noise_multipliers, 0.0, math.inf,
                           low_open=True, high_open=True)
     for name, low in (("num_models", 2), ("num_steps", 1), ("canary_length", 1),
                       ("vocab_size", 2), ("chunk_size", 0)):
-      _validate.check_integer_valued(name, getattr(self, name))
-      _validate.check_range(name, getattr(self, name), low)
+      _validate.check_integer(name, getattr(self, name), low)
+    # A vmapped chunk trains its models side by side: the logits, their gradients and the
+    # optimiser's copies, float32 (the models' results, float64, are kept for all of them).
+    per_model = 16 * self.canary_length * self.vocab_size + 64
+    _validate.check_allocation("num_models", self.num_models, 8, what="model's result")
+    _validate.check_allocation("chunk_size" if self.chunk_size else "num_models",
+                               self.chunk_size or self.num_models, per_model, what="model")
     _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, math.inf,
                           low_open=True, high_open=True)
     _validate.check_range("learning_rate_scale", self.learning_rate_scale, 0.0, math.inf,
@@ -202,9 +208,28 @@ class NgramCanaryResult:
             "points": [p.to_dict() for p in self.points]}
 
 
+def _check_level(config: Any, noise_multiplier: Any) -> None:
+  """A :class:`NgramCanaryConfig` and a noise level sigma > 0 (finite): the learning rate is
+  ``learning_rate_scale / sigma``."""
+  if not isinstance(config, NgramCanaryConfig):
+    raise ValueError(f"config must be an NgramCanaryConfig, got {type(config).__name__}")
+  _validate.check_not_boolean("noise_multiplier", noise_multiplier, "noise multipliers")
+  _validate.check_range("noise_multiplier", noise_multiplier, 0.0, low_open=True, finite=True)
+
+
+def _check_canary(canary: Any, config: NgramCanaryConfig) -> None:
+  dtype = canary.dtype if hasattr(canary, "dtype") else np.asarray(canary).dtype
+  if np.shape(canary) != (config.canary_length,) or np.dtype(dtype).kind not in "iu":
+    raise ValueError(f"canary must be {config.canary_length} integer token ids (shape "
+                     f"({config.canary_length},)), got dtype {dtype} and shape "
+                     f"{np.shape(canary)}")
+  _validate.check_range("canary", canary, 0, config.vocab_size - 1)
+
+
 def lazy_ngram_train_config(config: NgramCanaryConfig, noise_multiplier: float
                             ) -> training.TrainConfig:
   """DP-SGD of Sec. 4.1: sampling rate 1, clip C, noise sigma, SGD at ``scale / sigma``."""
+  _check_level(config, noise_multiplier)
   return training.TrainConfig(
       num_steps=config.num_steps, sampling_rate=1.0, noise_multiplier=noise_multiplier,
       l2_clip_norm=config.l2_clip_norm,
@@ -245,6 +270,7 @@ def lazy_ngram_run(config: NgramCanaryConfig, noise_multiplier: float) -> Callab
   :func:`dpaudit.models.ngram.sequence_nll`) and :func:`lazy_ngram_train_config`; the noisy
   sum of the clipped gradient is divided by the expected batch size 1.
   """
+  _check_level(config, noise_multiplier)
   log_f = _lazy_ngram_log_f(config)
   hyper = lazy_ngram_hyperparameters(config, noise_multiplier)
   return lambda key, canary: log_f(key, canary, hyper)
@@ -273,6 +299,8 @@ def canary_log_probabilities(key: jax.Array, canary: jax.Array, config: NgramCan
   training structure: every sigma of a sweep, and every later call with the same structure
   and chunk size, reuses one compilation."""
   _validate.check_key(key)
+  _check_level(config, noise_multiplier)
+  _check_canary(canary, config)
   n = config.num_models
   chunk = min(config.chunk_size or n, n)
   compiled = _compiled_lazy_ngram(_structure(config))
@@ -288,6 +316,7 @@ def canary_log_probabilities(key: jax.Array, canary: jax.Array, config: NgramCan
 def ngram_theory(config: NgramCanaryConfig, noise_multiplier: float) -> dict[str, float]:
   """:math:`L(p_0)` and :math:`\\min_\\alpha h(\\alpha, p_0)` from the dp-accounting RDP curve
   of the run (sampling rate 1, ``num_steps`` steps)."""
+  _check_level(config, noise_multiplier)
   orders = np.asarray(config.orders)
   rdp = accounting.dpsgd_rdp(noise_multiplier, 1.0, config.num_steps, orders)
   ours = bounds.reconstruction_leakage_bound(rdp, orders, log_p0=config.log_p0)
@@ -299,6 +328,9 @@ def ngram_theory(config: NgramCanaryConfig, noise_multiplier: float) -> dict[str
 def ngram_point(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
                 noise_multiplier: float) -> NgramCanaryPoint:
   """Trains the models of one noise level and compares their leakage with the bounds."""
+  _validate.check_key(key)
+  _check_level(config, noise_multiplier)
+  _check_canary(canary, config)
   log_f = canary_log_probabilities(key, canary, config, noise_multiplier)
   log_p1, se, ess = _log_mean_exp(log_f)
   return NgramCanaryPoint(
@@ -313,12 +345,18 @@ def ngram_point(key: jax.Array, canary: jax.Array, config: NgramCanaryConfig,
 
 def random_canary(key: jax.Array, config: NgramCanaryConfig) -> jax.Array:
   """A uniformly random canary in :math:`\\{0..D-1\\}^T` (int32)."""
+  _validate.check_key(key)
+  if not isinstance(config, NgramCanaryConfig):
+    raise ValueError(f"config must be an NgramCanaryConfig, got {type(config).__name__}")
   return jax.random.randint(key, (config.canary_length,), 0, config.vocab_size, jnp.int32)
 
 
 def noise_level_key(key: jax.Array, noise_multiplier: float) -> jax.Array:
   """The key of one noise level's models: ``key`` folded with the float32 bits of
   :math:`\\sigma`, so the models of a noise level do not depend on the other levels run."""
+  _validate.check_key(key)
+  _validate.check_not_boolean("noise_multiplier", noise_multiplier, "noise multipliers")
+  _validate.check_range("noise_multiplier", noise_multiplier, 0.0, low_open=True, finite=True)
   return jax.random.fold_in(key, int(np.float32(noise_multiplier).view(np.uint32)))
 
 
@@ -331,6 +369,8 @@ def ngram_canary_audit(key: jax.Array, config: NgramCanaryConfig,
   :func:`noise_level_key` specialises to each noise level.
   """
   _validate.check_key(key)
+  if not isinstance(config, NgramCanaryConfig):
+    raise ValueError(f"config must be an NgramCanaryConfig, got {type(config).__name__}")
   canary_key, models_key = jax.random.split(key)
   canary = random_canary(canary_key, config)
   points = []

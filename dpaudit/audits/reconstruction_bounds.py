@@ -102,6 +102,8 @@ def bounds_in_bits(rdp, orders, secret_bits) -> BitsBounds:
   Returns:
     :class:`BitsBounds` of the broadcast shape.
   """
+  _validate.check_not_boolean("secret_bits", secret_bits, "secret lengths")
+  _validate.check_range("secret_bits", secret_bits, 0.0, finite=True)
   bits = np.asarray(secret_bits, np.float64)
   ours = reconstruction.leakage_bits(rdp, orders, bits)
   trad = reconstruction.traditional_reconstruction_bound(rdp, orders, log_p0=-bits * _LOG2)
@@ -122,6 +124,8 @@ def bound_curves(noise_multiplier: float, sampling_rate: float, num_steps: int, 
 def steps_curves(noise_multiplier: float, sampling_rate: float, steps, secret_bits: float,
                  orders) -> BitsBounds:
   """Fig. 2: both bounds (bits) at one secret length against the step counts ``steps``."""
+  _validate.check_counts("steps", steps)
+  _validate.check_nonempty("steps", steps)
   rdp = np.stack([rdp_curve(noise_multiplier, sampling_rate, int(t), orders)
                   for t in np.asarray(steps, np.int64).reshape(-1)])
   return bounds_in_bits(rdp, orders, secret_bits)
@@ -135,8 +139,10 @@ def steps_grid(min_steps: int, max_steps: int, num: int) -> np.ndarray:
   """
   for name, value, low in (("min_steps", min_steps, 1), ("max_steps", max_steps, min_steps),
                            ("num", num, 1)):
+    _validate.check_not_boolean(name, value)
     _validate.check_integer_valued(name, value)
     _validate.check_range(name, value, low)
+  _validate.check_allocation("num", num, 16, what="grid point")
   return np.unique(np.round(np.geomspace(min_steps, max_steps, int(num))).astype(np.int64))
 
 
@@ -154,7 +160,12 @@ def property_violations(bits, leakage, traditional, tol: float = 1e-9) -> list[s
   Returns:
     The names of the properties that fail (empty when all hold).
   """
+  for name, value in (("bits", bits), ("leakage", leakage), ("traditional", traditional)):
+    _validate.check_real_array(name, value, ndim=1, pos_inf=name == "traditional")
+  _validate.check_range("tol", tol, 0.0, finite=True)
   b, l2, h = (np.asarray(x, np.float64) for x in (bits, leakage, traditional))
+  if np.any(np.diff(b) <= 0):
+    raise ValueError("bits must be increasing (a grid of secret lengths)")
   _validate.check_same_shape("bits", b, "leakage", l2)
   _validate.check_same_shape("bits", b, "traditional", h)
   atol = tol * max(1.0, float(np.max(b)))
@@ -174,6 +185,10 @@ def _fail(name: str, value: Any, valid: str) -> None:
 
 
 def _floats(name: str, values: Any) -> tuple[float, ...]:
+  if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind not in "biuf":
+    raise ValueError(f"{name}={values!r} must be a sequence of numbers")
+  if np.asarray(values).dtype.kind == "b":
+    raise ValueError(f"{name}={values!r} must be numbers, not booleans")
   try:
     arr = np.atleast_1d(np.asarray(values, np.float64))
   except (TypeError, ValueError):
@@ -188,6 +203,8 @@ def _floats(name: str, values: Any) -> tuple[float, ...]:
 def _number(name: str, value: Any, kind: type) -> float | int:
   if isinstance(value, (bool, np.bool_)):
     raise ValueError(f"{name}={value!r} must be a number, not a boolean")
+  if isinstance(value, (str, bytes)):
+    raise ValueError(f"{name}={value!r} must be a number, not a string")
   try:
     number = float(value)
   except (TypeError, ValueError):
@@ -262,6 +279,11 @@ class ReconstructionBoundsConfig:
     for name, ok, valid in ranges:
       if not ok:
         _fail(name, getattr(self, name), valid)
+    # Each grid point of either figure holds a bound per order (several float64 arrays).
+    num_orders = len(default_orders()) if self.orders is None else np.size(self.orders)
+    for name in ("num_bits", "num_step_points"):
+      _validate.check_allocation(name, getattr(self, name), 64 * max(1, num_orders),
+                                 low=1, what="point")
     if not isinstance(self.pld, (bool, np.bool_)):
       raise ValueError(f"pld={self.pld!r} must be True or False")
     put("pld", bool(self.pld))

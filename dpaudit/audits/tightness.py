@@ -116,22 +116,22 @@ class TightnessConfig:
       _validate.check_choice("families", family, FAMILIES)
     if len(set(self.families)) != len(self.families):
       raise ValueError(f"families={list(self.families)} has repeated values")
-    _validate.check_range("seed", self.seed, 0, 2**63 - 1)
+    _validate.check_integer("seed", self.seed, 0, 2**63 - 1)
     _validate.check_choice("prng_impl", self.prng_impl, prng.PRNG_IMPLS)
     _validate.check_significance(self.significance)
     # The audits' own configs validate the rest when they are built; build them now so that a
-    # bad value fails before anything runs.
+    # bad value fails before anything runs (the message names this config's field).
     if "noisy_argmax" in self.families:
-      self.noisy_argmax_config()
+      _renamed(self.noisy_argmax_config, _NOISY_ARGMAX_FIELDS)
     if "dpsgd" in self.families:
       _validate.check_nonempty("dpsgd_audits", self.dpsgd_audits)
       for pair in self.dpsgd_audits:
         if len(pair) != 2:
           raise ValueError(f"dpsgd_audits={list(self.dpsgd_audits)} must hold (game, canary) "
                            "pairs")
-        self.dpsgd_config(*pair)
+        _renamed(lambda pair=pair: self.dpsgd_config(*pair), _DPSGD_FIELDS)
     if "ngram" in self.families:
-      self.ngram_config()
+      _renamed(self.ngram_config, _NGRAM_FIELDS)
 
   def noisy_argmax_config(self) -> noisy_argmax.NoisyArgmaxAuditConfig:
     return noisy_argmax.NoisyArgmaxAuditConfig(
@@ -151,6 +151,29 @@ class TightnessConfig:
     return reconstruction.NgramCanaryConfig(
         noise_multipliers=(self.ngram_noise_multiplier,), num_models=self.ngram_models,
         num_steps=self.ngram_steps, chunk_size=self.ngram_chunk_size)
+
+
+_NOISY_ARGMAX_FIELDS = {"sigma": "noisy_argmax_sigma", "num_trials": "noisy_argmax_trials",
+                        "orders": "noisy_argmax_order", "chunk_size": "noisy_argmax_chunk_size"}
+_DPSGD_FIELDS = {"num_canaries": "dpsgd_canaries", "num_runs": "dpsgd_runs",
+                 "epsilon": "dpsgd_epsilon", "delta": "dpsgd_delta", "epochs": "dpsgd_epochs",
+                 "batch_size": "dpsgd_batch_size", "learning_rate": "dpsgd_learning_rate",
+                 "hidden_sizes": "dpsgd_hidden_sizes", "chunk_size": "dpsgd_chunk_size"}
+_NGRAM_FIELDS = {"noise_multipliers": "ngram_noise_multiplier", "num_models": "ngram_models",
+                 "num_steps": "ngram_steps", "chunk_size": "ngram_chunk_size"}
+
+
+def _renamed(build: Callable[[], Any], fields: dict[str, str]) -> Any:
+  """``build()``, with a ValueError about one of the audit config's fields reworded to name
+  the :class:`TightnessConfig` field it comes from (``num_trials=`` -> ``noisy_argmax_trials=``)."""
+  try:
+    return build()
+  except ValueError as error:
+    message = str(error)
+    for inner, outer in fields.items():
+      if message.startswith(inner) and message[len(inner):len(inner) + 1] in ("=", " ", "["):
+        raise ValueError(outer + message[len(inner):]) from None
+    raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,8 +228,17 @@ class TightnessResult:
             "config": dataclasses.asdict(self.config)}
 
 
+def _check_call(key, config) -> None:
+  """A PRNG key (unless None) and a :class:`TightnessConfig`."""
+  if key is not None:
+    _validate.check_key(key)
+  if not isinstance(config, TightnessConfig):
+    raise ValueError(f"config must be a TightnessConfig, got {type(config).__name__}")
+
+
 def noisy_argmax_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   """The 2-cut and k-cut lower bounds against the exact Renyi divergence (forward direction)."""
+  _check_call(key, config)
   audit_config = config.noisy_argmax_config()
   start = time.perf_counter()
   with jax.enable_x64(True):
@@ -231,6 +263,9 @@ def noisy_argmax_rows(key: jax.Array, config: TightnessConfig) -> list[Tightness
 def dpsgd_rows(key: jax.Array, config: TightnessConfig,
                progress: Callable[[str], None] | None = None) -> list[TightnessRow]:
   """The DP-SGD games, each against the accountant's epsilon for its relation."""
+  _check_call(key, config)
+  for game, canary in config.dpsgd_audits:  # every game's settings, before the data is loaded
+    _renamed(lambda game=game, canary=canary: config.dpsgd_config(game, canary), _DPSGD_FIELDS)
   data = dpsgd_grid.prepare_data(config.dataset, test_fraction=0.2, pool_fraction=0.5,
                                  seed=config.seed, data_dir=config.data_dir)
   rows = []
@@ -258,6 +293,7 @@ def dpsgd_rows(key: jax.Array, config: TightnessConfig,
 
 def ngram_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   """The n-gram canary's leakage, minus z standard errors, against L(p0)."""
+  _check_call(key, config)
   audit_config = config.ngram_config()
   start = time.perf_counter()
   with jax.enable_x64(True):
@@ -284,6 +320,7 @@ def run(config: TightnessConfig,
     config: the report's settings.
     progress: optional callback receiving one line per finished audit.
   """
+  _check_call(None, config)
   keys = dict(zip(FAMILIES, jax.random.split(prng.make_key(config.seed, config.prng_impl),
                                              len(FAMILIES))))
   rows: list[TightnessRow] = []

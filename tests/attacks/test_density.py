@@ -232,6 +232,16 @@ def test_flow_config_rejects_bad_values(field, value):
     density.FlowConfig(**{field: value})
 
 
+def test_kde_of_no_query_rows_is_empty():
+  """Zero query rows give an empty result (the chunking divided by zero), batched or not."""
+  data = np.random.default_rng(3).normal(size=(20, 3))
+  model = density.fit_kde(data)
+  out = density.kde_log_density(model, np.zeros((0, 3)))
+  assert out.shape == (0,)
+  batch = jax.vmap(density.fit_kde)(np.stack([data, data + 1.0]))
+  assert density.kde_log_density(batch, np.zeros((2, 0, 3))).shape == (2, 0)
+
+
 def test_fit_flow_rejects_bad_data():
   rng = np.random.default_rng(7)
   key = jax.random.key(0)

@@ -81,8 +81,21 @@ def test_bad_inputs_name_the_argument():
     domias.nearest_distances(np.full((2, 3), np.nan), x)
   with pytest.raises(ValueError, match="num_components=4 exceeds"):
     domias.mc_scores(x, x, num_components=4)
-  with pytest.raises(ValueError, match="same length"):
+  with pytest.raises(ValueError, match="log_p_reference has shape .4,.; they must match"):
     domias.domias_scores(np.zeros(3), np.zeros(4))
+  with pytest.raises(ValueError, match="log_p_synthetic is boolean"):
+    domias.domias_scores(np.zeros(3, bool), np.zeros(3))
+
+
+def test_domias_scores_of_zero_densities_are_the_neutral_ratio():
+  """p_G = p_R = 0 (both log-densities -inf, e.g. underflow far from all data) and two point
+  masses (+inf, +inf) score 0, the log of a ratio of 1, not NaN; one infinite side gives the
+  ratio's infinity."""
+  inf = np.inf
+  log_g = np.array([-inf, inf, -inf, inf, 1.0, -2.0])
+  log_r = np.array([-inf, inf, 0.0, 0.0, -inf, 1.0])
+  np.testing.assert_array_equal(domias.domias_scores(log_g, log_r),
+                                [0.0, 0.0, -inf, inf, inf, -3.0])
 
 
 def test_logan_0_critic_prefers_records_like_the_synthetic_data():
