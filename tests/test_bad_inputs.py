@@ -583,9 +583,12 @@ count_cases(argmax_audit.check_audit_settings, "num_trials",
             lambda v: ((1.0, v, (2.0,), 0.05, "goodman"), {}), values=BAD_INTEGERS)
 _COUNTS = np.array([5, 3, 2])
 count_cases(argmax_audit.likelihood_ratio_prefix_sets, "counts_p",
-            lambda v: ((np.array([5, v, 2], dtype=object), _COUNTS), {}), skip=("nan",))
+            lambda v: ((np.array([5, v, 2], dtype=object), _COUNTS), {}),
+            skip=("nan", "fraction"))  # expected counts may be fractional
+bad(argmax_audit.likelihood_ratio_prefix_sets, "counts_p-inf", "counts_p",
+    np.array([5.0, np.inf, 2.0]), _COUNTS)
 bad(argmax_audit.likelihood_ratio_prefix_sets, "counts_q-shape", "counts_q", _COUNTS, _COUNTS[:2])
-bad(argmax_audit.select_two_cut_sets, "sel_q-fraction", "sel_q", _COUNTS, _COUNTS + 0.5,
+bad(argmax_audit.select_two_cut_sets, "sel_q-negative", "sel_q", _COUNTS, _COUNTS - 9,
     np.array([2.0]), 0.05)
 bad(argmax_audit.select_two_cut_sets, "significance", "significance", _COUNTS, _COUNTS,
     np.array([2.0]), 1.5)
@@ -885,9 +888,10 @@ bad(domias_audit.run_domias, "progress", "progress", KEY, ROWS, _DOMIAS, progres
 
 # dpsgd
 count_cases(dpsgd_audit.DPSGDAuditConfig, "num_runs", lambda v: ((), {"num_runs": v}),
-            values=BAD_INTEGERS)
+            values={**BAD_INTEGERS, "huge": 2**62})
 count_cases(dpsgd_audit.DPSGDAuditConfig, "num_canaries", lambda v: ((), {"num_canaries": v}),
-            values=BAD_INTEGERS)
+            values={**BAD_INTEGERS, "huge": 2**62})
+bad(dpsgd_audit.DPSGDAuditConfig, "include_data", "include_data", include_data="yes")
 significance_cases(dpsgd_audit.DPSGDAuditConfig, lambda v: ((), {"significance": v}))
 bad(dpsgd_audit.DPSGDAuditConfig, "epsilon-nan", "epsilon", epsilon=float("nan"))
 bad(dpsgd_audit.DPSGDAuditConfig, "delta-0", "delta", delta=0.0)

@@ -127,6 +127,12 @@ class DPSGDAuditConfig:
                       ("physical_batch_size", 1), ("num_tags", 2), ("num_tag_bits", 1),
                       ("patch_size", 1), ("chunk_size", 0)):
       _validate.check_integer(name, getattr(self, name), low)
+    # Held at once whatever the data: a key, masks and scores per run (2T runs), and a few
+    # arrays per canary (its example, label, membership and score).
+    _validate.check_allocation("num_runs", self.num_runs, 2 * 64, what="pair of runs")
+    _validate.check_allocation("num_canaries", self.num_canaries, 256, what="canary")
+    if not isinstance(self.include_data, (bool, np.bool_)):
+      raise ValueError(f"include_data={self.include_data!r} must be True or False")
     _validate.check_range("epsilon", self.epsilon, 0.0, low_open=True)
     _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
     _validate.check_significance(self.significance)

@@ -245,12 +245,14 @@ def to_plain(value: Any) -> Any:
 
 
 def _check_class_counts(**counts) -> None:
-  """Class counts: 1-D whole numbers >= 0 (not booleans), at least 2 classes, same length."""
+  """Class counts: 1-D real numbers >= 0, finite (not booleans; expected counts of a
+  Rao-Blackwellised estimate need not be whole), at least 2 classes, the same number each."""
   shapes = set()
   for name, value in counts.items():
     if np.ndim(value) != 1 or np.shape(value)[0] < 2:
       raise ValueError(f"{name} must be 1-D with at least 2 classes, got shape {np.shape(value)}")
-    _validate.check_counts(name, value)
+    _validate.check_not_boolean(name, value)
+    _validate.check_range(name, value, 0.0, finite=True)
     shapes.add(np.shape(value))
   if len(shapes) > 1:
     names = " and ".join(counts)

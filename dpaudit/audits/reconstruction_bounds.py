@@ -204,7 +204,7 @@ def _number(name: str, value: Any, kind: type) -> float | int:
   if isinstance(value, (bool, np.bool_)):
     raise ValueError(f"{name}={value!r} must be a number, not a boolean")
   if isinstance(value, (str, bytes)):
-    raise ValueError(f"{name}={value!r} must be a number, not a string")
+    raise ValueError(f"{name}={value!r} must be a number")
   try:
     number = float(value)
   except (TypeError, ValueError):

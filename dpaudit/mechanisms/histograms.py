@@ -106,7 +106,7 @@ def required_window(probabilities, num_votes: int) -> tuple[int, ...]:
   leaves out less than 2^-33 of the stage's binomial mass. To stack the tables of several
   queries, pass the elementwise maximum of their windows to :func:`vote_table`."""
   p = _check_probabilities("probabilities", probabilities)
-  _validate.check_range("num_votes", num_votes, 1)
+  _validate.check_integer("num_votes", num_votes, 1)
   _, q = _stage_probabilities(p)
   full = -(-(num_votes + 1) // 8) * 8
   widths = []
@@ -130,13 +130,13 @@ def vote_table(probabilities, num_votes: int, window=None) -> VoteTable:
     ValueError: on bad arguments, or a ``window`` too narrow for P (it would drop mass).
   """
   p = _check_probabilities("probabilities", probabilities)
-  _validate.check_range("num_votes", num_votes, 1, 4095)
+  _validate.check_integer("num_votes", num_votes, 1, 4095)
   needed = required_window(p, num_votes)
   if window is None:
     window = needed
   elif np.ndim(window) == 0:
-    window = (int(window),) * len(needed)
-  window = tuple(int(w) for w in window)
+    window = (window,) * len(needed)
+  window = tuple(_validate.check_integer("window", w, 1) for w in window)
   if len(window) != len(needed) or any(w < n for w, n in zip(window, needed)):
     raise ValueError(f"window={list(window)} is too narrow for these probabilities and "
                      f"num_votes={num_votes}; need at least {list(needed)} (one per stage)")
@@ -215,7 +215,7 @@ def pate_model(probabilities, neighbor_probabilities, num_teachers: int,
   if p_neighbor.size != p.size:
     raise ValueError(f"neighbor_probabilities has {p_neighbor.size} classes, probabilities "
                      f"{p.size}; they must match")
-  _validate.check_range("num_teachers", num_teachers, 2, 4095)
+  _validate.check_integer("num_teachers", num_teachers, 2, 4095)
   if window is None:
     window = required_window(p, num_teachers)
   return PateModel(vote_table(p, num_teachers, window), vote_table(p, num_teachers - 1, window),
@@ -331,7 +331,7 @@ def knn_log_inclusion_probability(rank, num_neighbors: int, sampling_rate: float
   """``log nu`` (broadcasts over ``rank``): the sum of :func:`knn_inclusion_probability` taken
   term by term in log space (log-sum-exp), so far ranks, where nu underflows, keep their
   logarithm."""
-  _validate.check_range("num_neighbors", num_neighbors, 1)
+  _validate.check_integer("num_neighbors", num_neighbors, 1)
   _validate.check_range("sampling_rate", sampling_rate, 0.0, 1.0, low_open=True)
   rank_np = np.asarray(rank, np.float64)
   if np.any(rank_np < 1) or np.any(rank_np != np.round(rank_np)):
@@ -407,8 +407,7 @@ def knn_model(votes: KnnVoteModel, num_neighbors: int, poison_label: int, inclus
   (\mathbf 1\{y'\} - \mathrm{Mult}(1, P^{last}_q))`. (As in the paper the model may then put
   -1 vote on a class that drew none; the noisy argmax is defined for any real histogram.)"""
   num_classes = np.asarray(votes.probabilities).size
-  if not 0 <= int(poison_label) < num_classes:
-    raise ValueError(f"poison_label={poison_label} is outside [0, {num_classes})")
+  _validate.check_integer("poison_label", poison_label, 0, num_classes - 1)
   _validate.check_range("inclusion", inclusion, 0.0, 1.0)
   return KnnModel(vote_table(votes.probabilities, num_neighbors, window),
                   jnp.asarray(votes.last_probabilities, jnp.float32),

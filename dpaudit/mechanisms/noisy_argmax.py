@@ -20,7 +20,7 @@ def noisy_argmax(key: jax.Array, histogram: jax.Array, sigma, dtype=jnp.float32)
     key: PRNG key.
     histogram: vote counts ``H`` with the classes on the last axis (leading axes are
       independent queries answered with independent noise).
-    sigma: noise standard deviation (> 0; 0 gives the plain argmax).
+    sigma: noise standard deviation (finite, > 0; 0 gives the plain argmax).
     dtype: float type of the noise. float32 (default) is what a deployed aggregator would
       use; exact float ties (probability ~1e-7 per pair of classes for counts in the tens)
       go to the lower index.
@@ -28,7 +28,7 @@ def noisy_argmax(key: jax.Array, histogram: jax.Array, sigma, dtype=jnp.float32)
   Returns:
     int32 class index, shape ``histogram.shape[:-1]``.
   """
-  _validate.check_range("sigma", sigma, 0.0)
+  _validate.check_range("sigma", sigma, 0.0, finite=True)  # inf noise: an undefined argmax
   histogram = jnp.asarray(histogram, dtype)
   noise = jax.random.normal(key, histogram.shape, dtype)
   return first_argmax(histogram + jnp.asarray(sigma, dtype) * noise)
