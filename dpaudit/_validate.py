@@ -153,14 +153,21 @@ def check_binary(name: str, value: Any) -> None:
 
 
 @functools.lru_cache(maxsize=1)
+def _physical_memory_bytes() -> int:
+  try:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+  except (AttributeError, ValueError, OSError):
+    return 1 << 40
+
+
+@functools.lru_cache(maxsize=1)
 def memory_limit_bytes() -> int:
   """The most memory any one array could get on this machine: the larger of the physical
   memory (``SC_PAGE_SIZE * SC_PHYS_PAGES``) and the first accelerator's memory limit. A request
-  above it cannot fit, whatever else is running."""
-  try:
-    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  except (AttributeError, ValueError, OSError):
-    limit = 1 << 40
+  above it cannot fit, whatever else is running. (Asking for the accelerator's limit starts
+  JAX's backend; :func:`check_allocation` asks only for requests above the physical memory, so
+  validating a configuration before ``jax.distributed.initialize`` stays possible.)"""
+  limit = _physical_memory_bytes()
   try:
     stats = jax.devices()[0].memory_stats() or {}
     limit = max(limit, int(stats.get("bytes_limit", 0)))
@@ -185,8 +192,10 @@ def check_allocation(name: str, value: Any, bytes_per_unit: float, low: int = 1,
   error). ``what`` says what one unit is, for the message."""
   if not is_concrete(value):
     return
-  limit = memory_limit_bytes()
   need = float(value) * float(bytes_per_unit)
+  if need <= _physical_memory_bytes():
+    return
+  limit = memory_limit_bytes()
   if need > limit:
     largest = max(low, int(limit // max(bytes_per_unit, 1)))
     per = f" ({_bytes(bytes_per_unit)} per {what})" if what else ""
