@@ -830,8 +830,8 @@ def log_binomial_tails(k, n, p, q=None, fast: bool = False,
   r"""Both tails of :math:`\mathrm{Bin}(n, p)` at ``k``, on the log scale, from one evaluation of
   the incomplete beta function (:math:`\Pr[\mathrm{Bin}(n, p) \ge k] = I_p(k, n - k + 1)`).
   ``q = 1 - p`` may be passed when it is known more accurately. Whole ``k`` and ``n``; for use
-  inside other estimators (traceable, broadcasts; concrete inputs are checked). ``fast=True`` takes the
-  vectorised logarithms (faster to run, slower to compile; see :func:`_logs`);
+  inside other estimators (traceable, broadcasts; concrete inputs are checked). ``fast=True``
+  takes the vectorised logarithms (faster to run, slower to compile; see :func:`_logs`);
   ``skip_unused`` computes the series or the fraction only where some element takes it (for
   the grouped chunks of :func:`_map_grouped`)."""
   return log_binomial_tails_and_density(k, n, p, q, fast, skip_unused)[0]
