@@ -473,6 +473,24 @@ def _bytes(n: float) -> str:
   return f"{n:.3g} EiB"
 
 
+def check_widths(flag: str, widths: Sequence[int], examples: int, inputs: int = 4,
+                 outputs: int = 2) -> tuple[int, ...]:
+  """Hidden widths of an MLP (each >= 1) whose float32 weights, optimizer state and per-example
+  gradients over ``examples`` examples fit in the machine's memory (at least ``inputs``
+  features and ``outputs`` classes around them)."""
+  sizes = [inputs, *widths, outputs]
+  for width in widths:
+    if not 1 <= width <= MAX_COUNT:
+      raise ValueError(f"--{flag} contains {width}, outside the valid range [1, {MAX_COUNT}]")
+  params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+  need, memory = 4.0 * params * (examples + 3), physical_memory_bytes()
+  if need > memory:
+    raise ValueError(f"--{flag}={','.join(str(w) for w in widths)} is too large: the model's "
+                     f"weights and per-example gradients would need at least {_bytes(need)}, "
+                     f"more than this machine's {_bytes(memory)}")
+  return tuple(widths)
+
+
 def check_memory(flag: str, value: int, bytes_each: float, low: int = 1,
                  what: str = "") -> int:
   """``--flag`` in [low, largest value whose ``value * bytes_each`` bytes fit in the machine's

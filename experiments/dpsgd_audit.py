@@ -125,6 +125,8 @@ def check_flags() -> None:
   common.check_count("chunk_size", FLAGS.chunk_size, 0)
   common.check_memory("physical_batch_size", FLAGS.physical_batch_size, 4096.0,
                       what="one microbatch's per-example gradients")
+  common.check_widths("hidden_sizes", common.parse_ints("hidden_sizes", FLAGS.hidden_sizes),
+                      min(FLAGS.physical_batch_size, FLAGS.batch_size))
   common.check_floats("epsilons", common.parse_floats("epsilons", FLAGS.epsilons), 0.0,
                       low_open=True, allow_inf=True)
   for name in ("epochs", "learning_rate", "l2_clip_norm", "sigma0"):

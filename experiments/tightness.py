@@ -78,6 +78,9 @@ def check_sizes() -> None:
     common.check_count(name, FLAGS[name].value)
   for name in ("dpsgd_chunk_size", "ngram_chunk_size"):
     common.check_count(name, FLAGS[name].value, 0)
+  common.check_widths("dpsgd_hidden_sizes",
+                      common.parse_ints("dpsgd_hidden_sizes", FLAGS.dpsgd_hidden_sizes),
+                      FLAGS.dpsgd_batch_size)
   common.check_memory("noisy_argmax_chunk_size", FLAGS.noisy_argmax_chunk_size, 8.0 * 5,
                       what="one chunk of noisy-argmax trials")
   ngram_bytes = 4.0 * 10 * 10 * 3  # a 10 x 10 lazy n-gram model, its gradient and its update

@@ -661,6 +661,10 @@ def config_from_flags() -> dict[str, Any]:
   common.check_memory("throughput_reference", FLAGS.throughput_reference, 64.0,
                       what="the reference workload's inputs")
   groups = list(FLAGS.only) or list(DEFAULT_GROUPS)
+  if "throughput" in groups:
+    for name in ("throughput_sizes", "throughput_precisions"):
+      if not FLAGS[name].value:
+        raise ValueError(f"--{name} is empty; the throughput group needs at least one value")
   config = {"repeats": FLAGS.repeats, "min_timed_s": FLAGS.min_timed_s, "seed": FLAGS.seed, "scale": FLAGS.scale, "groups": groups}
   if "throughput" in groups:
     config.update(throughput_sizes=_throughput_sizes(),

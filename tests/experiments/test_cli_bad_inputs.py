@@ -90,6 +90,7 @@ CASES: dict[str, dict[str, list[str]]] = {
         "empty_list": ["--epsilons="],
         "absurd_size": [f"--num_canaries={BIG}"],
         "absurd_size_2": ["--game=many_run", f"--num_runs={BIG}"],
+        "absurd_width": [f"--hidden_sizes={10**9}"],
         "significance": ["--significance=1.5"],
         "unknown_choice": ["--game=nope"],
     },
@@ -234,6 +235,7 @@ CASES: dict[str, dict[str, list[str]]] = {
         "negative": ["--scale=-1"],
         "absurd_size": ["--throughput_sizes=1e15"],
         "absurd_size_2": [f"--throughput_reference={BIG}"],
+        "empty_list": ["--only=throughput", "--throughput_precisions="],
         "unknown_choice": ["--only=nope"],
     },
     "experiments.benchmarks.first_calls": {
@@ -296,7 +298,8 @@ GROUPS = {
     "benchmarks": sorted(m for m in CASES if m.startswith("experiments.benchmarks.")),
 }
 
-CASE_TIMEOUT_S = 60
+CASE_TIMEOUT_S = 60  # a case still running then was accepted (SIGALRM stops it in Python code)
+DRIVER_TIMEOUT_S = 600  # a case stuck in native code (XLA) stops the whole driver
 
 
 def cli_modules() -> list[str]:
@@ -374,7 +377,7 @@ def _drive(tmp_path, cases_by_module):
   done = subprocess.run(
       [sys.executable, "-m", "tests.experiments.cli_driver", str(tmp_path / "plan.json"),
        str(tmp_path / "results.json"), str(CASE_TIMEOUT_S)],
-      cwd=cwd, env=_env(), capture_output=True, text=True)
+      cwd=cwd, env=_env(), capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
   assert done.returncode == 0, done.stderr[-3000:]
   outcomes = [r for per_module in results.read_json(tmp_path / "results.json")
               for r in per_module]
