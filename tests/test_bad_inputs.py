@@ -969,15 +969,21 @@ bad(dpsgd_grid.DPSGDGridConfig, "num_runs-str", "num_runs", num_runs="10")
 bad(dpsgd_grid.DPSGDGridConfig, "significance-1.5", "significance", significance=1.5)
 bad(dpsgd_grid.DPSGDGridConfig, "seed-fraction", "seed", seed=1.5)
 bad(dpsgd_grid.DPSGDGridConfig, "repetitions-0", "repetitions", repetitions=0)
+bad(dpsgd_grid.DPSGDGridConfig, "tag_weights-negative", "tag_weights", tag_weights=(1.0, -1.0))
 bad(dpsgd_grid.prepare_data, "test_fraction-1", "test_fraction", "digits", 1.0, 0.5, 0)
 bad(dpsgd_grid.prepare_data, "pool_fraction-nan", "pool_fraction", "digits", 0.2, float("nan"),
     0)
 bad(dpsgd_grid.prepare_data, "dataset", "dataset", "imagenet", 0.2, 0.5, 0)
 bad(dpsgd_grid.prepare_data, "seed-fraction", "seed", "digits", 0.2, 0.5, 1.5)
+bad(dpsgd_grid.prepare_data, "data_dir", "data_dir", "digits", 0.2, 0.5, 0, data_dir=3)
 bad(dpsgd_grid.run_cell, "config", "config", {"game": "one_run"}, dpsgd_grid.DPSGDGridConfig(),
     Tripwire())
 bad(dpsgd_grid.run_cell, "grid", "grid", dpsgd_audit.DPSGDAuditConfig(), {"seed": 0}, Tripwire())
+bad(dpsgd_grid.run_cell, "data", "data", dpsgd_audit.DPSGDAuditConfig(),
+    dpsgd_grid.DPSGDGridConfig(), (np.zeros((4, 3)), np.zeros(4)))
 bad(dpsgd_grid.run, "config", "config", {"audits": ()})
+bad(dpsgd_grid.run, "cells_dir", "cells_dir", dpsgd_grid.DPSGDGridConfig(), cells_dir=3)
+bad(dpsgd_grid.run, "resume", "resume", dpsgd_grid.DPSGDGridConfig(), resume="no")
 
 # panoramia (the audit; the lead's file)
 count_cases(panoramia_audit.PanoramiaConfig, "num_audit", lambda v: ((), {"num_audit": v}),
@@ -1020,21 +1026,22 @@ bad(panoramia_est.bootstrap_within_classes, "num_samples", "num_samples", KEY, M
 bad(panoramia_est.bootstrap_within_classes, "num_samples-huge", "num_samples", KEY, MEMBERS, 2**62)
 bad(panoramia_est.bootstrap_within_classes, "is_member-2", "is_member", KEY, np.array([0, 2]), 3)
 bad(panoramia_est.bootstrap_within_classes, "key", "key", 0, MEMBERS, 3)
-score_cases(panoramia_est.null_mia_scores, "baseline_scores", lambda v: ((KEY, v, MEMBERS, 3), {}),
-            skip=("inf", "2d"))
+bad(panoramia_est.bootstrap_within_classes, "is_member-2d", "is_member", KEY, MEMBERS[None], 3)
+score_cases(panoramia_est.null_mia_scores, "baseline_scores",
+            lambda v: ((KEY, v, MEMBERS, 3), {}))
 bad(panoramia_est.null_mia_scores, "num_samples", "num_samples", KEY, GOOD_SCORES, MEMBERS, 0)
 bad(panoramia_est.null_p_value, "observed-nan", "observed", float("nan"), GOOD_SCORES)
 bad(panoramia_est.null_p_value, "null_samples-empty", "null_samples", 1.0, np.zeros(0))
 bad(panoramia_est.null_p_value, "null_samples-str", "null_samples", 1.0, BAD_SCORES["str"])
-score_cases(panoramia_est.panoramia_null, "baseline_scores", lambda v: ((KEY, v, MEMBERS), {}),
-            skip=("inf", "2d"))
+bad(panoramia_est.null_p_value, "null_samples-nan", "null_samples", 1.0, BAD_SCORES["nan"])
+score_cases(panoramia_est.panoramia_null, "baseline_scores", lambda v: ((KEY, v, MEMBERS), {}))
 significance_cases(panoramia_est.panoramia_null, lambda v: ((KEY, GOOD_SCORES, MEMBERS),
                                                             {"significance": v}))
 bad(panoramia_est.panoramia_null, "num_samples", "num_samples", KEY, GOOD_SCORES, MEMBERS,
     num_samples=1.5)
 bad(panoramia_est.panoramia_null, "key", "key", 0, GOOD_SCORES, MEMBERS)
 score_cases(panoramia_est.silverman_bandwidths, "scores", lambda v: ((v, MEMBERS), {}),
-            skip=("inf", "2d"))
+            skip=("2d",))
 bad(panoramia_est.silverman_bandwidths, "is_member-shape", "is_member", GOOD_SCORES, MEMBERS[:3])
 bad(panoramia_est.smoothed_bootstrap, "key", "key", 0, GOOD_SCORES, MEMBERS,
     np.zeros((2, 4), int))
@@ -1044,6 +1051,10 @@ bad(panoramia_est.smoothed_bootstrap, "indices-range", "indices", KEY, GOOD_SCOR
     np.full((2, 4), 9))
 bad(panoramia_est.smoothed_bootstrap, "indices-float", "indices", KEY, GOOD_SCORES, MEMBERS,
     np.zeros((2, 4)) + 0.5)
+bad(panoramia_est.smoothed_bootstrap, "indices-shape", "indices", KEY, GOOD_SCORES, MEMBERS,
+    np.zeros((2, 3), int))
+bad(panoramia_est.smoothed_bootstrap, "is_member-shape", "is_member", KEY, GOOD_SCORES,
+    MEMBERS[:3], np.zeros((2, 4), int))
 
 # private_prediction (helper D's file)
 for _label, _value in (("inf", np.inf), ("0", 0.0), ("str", "40")):
@@ -1182,13 +1193,6 @@ bad(private_prediction.promptpate_audit, "adversary", "adversary", KEY, Tripwire
 # and its entry is to be removed here.
 # ----------------------------------------------------------------------------------------------
 KNOWN_GAPS: dict[str, str] = {
-    "audits.dpsgd_grid.DPSGDGridConfig-epsilons-nan":
-        "helper E: name the grid's field (epsilons), not the cell config's",
-    "audits.dpsgd_grid.prepare_data-dataset":
-        "helper E: check dataset by its own name before data.load",
-    "audits.dpsgd_grid.run_cell-config": "helper E: isinstance checks of config and grid",
-    "audits.dpsgd_grid.run_cell-grid": "helper E: isinstance checks of config and grid",
-    "audits.dpsgd_grid.run-config": "helper E: isinstance check of config",
     "audits.panoramia.concatenate-parts": "the lead: parts must be Examples",
     "audits.panoramia.checked_losses-loss_fn-str": "the lead: check_real_array on the losses",
     "audits.panoramia.prepare_audit-config":
@@ -1204,46 +1208,6 @@ KNOWN_GAPS: dict[str, str] = {
         "the lead: check significance/delta before calling target_loss",
     "audits.panoramia.one_run_real-delta":
         "the lead: check significance/delta before calling target_loss",
-    "estimators.panoramia.bootstrap_within_classes-num_samples":
-        "the lead: check_key, check_integer/check_allocation(num_samples), check_binary(is_member)",
-    "estimators.panoramia.bootstrap_within_classes-is_member-2":
-        "the lead: check_key, check_integer/check_allocation(num_samples), check_binary(is_member)",
-    "estimators.panoramia.bootstrap_within_classes-key":
-        "the lead: check_key, check_integer/check_allocation(num_samples), check_binary(is_member)",
-    "estimators.panoramia.null_mia_scores-baseline_scores-nan":
-        "the lead: check_real_array(baseline_scores), shapes, num_samples >= 1",
-    "estimators.panoramia.null_mia_scores-baseline_scores-empty":
-        "the lead: check_real_array(baseline_scores), shapes, num_samples >= 1",
-    "estimators.panoramia.null_mia_scores-baseline_scores-bool":
-        "the lead: check_real_array(baseline_scores), shapes, num_samples >= 1",
-    "estimators.panoramia.null_mia_scores-baseline_scores-str":
-        "the lead: check_real_array(baseline_scores), shapes, num_samples >= 1",
-    "estimators.panoramia.null_mia_scores-baseline_scores-complex":
-        "the lead: check_real_array(baseline_scores), shapes, num_samples >= 1",
-    "estimators.panoramia.null_mia_scores-num_samples":
-        "the lead: check_real_array(baseline_scores), shapes, num_samples >= 1",
-    "estimators.panoramia.null_p_value-null_samples-str":
-        "the lead: check_real_array(null_samples)",
-    "estimators.panoramia.silverman_bandwidths-scores-nan":
-        "the lead: check_real_array(scores), same length as is_member",
-    "estimators.panoramia.silverman_bandwidths-scores-empty":
-        "the lead: check_real_array(scores), same length as is_member",
-    "estimators.panoramia.silverman_bandwidths-scores-bool":
-        "the lead: check_real_array(scores), same length as is_member",
-    "estimators.panoramia.silverman_bandwidths-scores-str":
-        "the lead: check_real_array(scores), same length as is_member",
-    "estimators.panoramia.silverman_bandwidths-scores-complex":
-        "the lead: check_real_array(scores), same length as is_member",
-    "estimators.panoramia.silverman_bandwidths-is_member-shape":
-        "the lead: check_real_array(scores), same length as is_member",
-    "estimators.panoramia.smoothed_bootstrap-key":
-        "the lead: check_key, check_real_array(scores), integer indices in range",
-    "estimators.panoramia.smoothed_bootstrap-scores-nan":
-        "the lead: check_key, check_real_array(scores), integer indices in range",
-    "estimators.panoramia.smoothed_bootstrap-indices-range":
-        "the lead: check_key, check_real_array(scores), integer indices in range",
-    "estimators.panoramia.smoothed_bootstrap-indices-float":
-        "the lead: check_key, check_real_array(scores), integer indices in range",
     "audits.private_prediction.composition-num_queries": "helper D: check num_queries before use",
     "audits.private_prediction.composition-curves-missing": "helper D: check curves before use",
     "audits.private_prediction.data_independent_rdp-config": "helper D: check config before use",
@@ -1305,8 +1269,6 @@ KNOWN_GAPS: dict[str, str] = {
 # Cases that abort the whole process (XLA aborts on a shape whose size overflows int64) until the
 # size is checked: skipped, never run.
 ABORTS: dict[str, str] = {
-    "estimators.panoramia.bootstrap_within_classes-num_samples-huge":
-        "the lead: check_allocation(num_samples) before jax.random.randint",
     **{f"audits.private_prediction.{fn}-num_histograms-huge":
        "helper D: check_allocation(num_histograms) before sampling"
        for fn in ("mixture_class_probabilities", "rao_blackwell_two_cut", "model_divergence")},

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import sys
 from typing import Any, Iterable, Mapping, TextIO
 
@@ -116,6 +117,9 @@ class DPSGDGridConfig:
     set_("epsilons", _sequence("epsilons", self.epsilons, float))
     set_("num_canaries", _sequence("num_canaries", self.num_canaries, int))
     set_("tag_weights", _sequence("tag_weights", self.tag_weights, float))
+    # The grid's axes by their own names (each cell's config would name its scalar field).
+    _validate.check_range("epsilons", self.epsilons, 0.0, low_open=True)
+    _validate.check_range("tag_weights", self.tag_weights, 0.0, math.inf, high_open=True)
     set_("hidden_sizes", _sequence("hidden_sizes", self.hidden_sizes, int, allow_empty=True))
     for name in _FLOAT_FIELDS:  # 2 and 2.0 give one cell key (JSON writes them differently)
       value = getattr(self, name)
@@ -258,11 +262,18 @@ def prepare_data(dataset: str, test_fraction: float, pool_fraction: float, seed:
 
   Local data sets are split into test (``test_fraction``, stratified, ``seed``) and the rest;
   catalog ones use their own test split. The rest is split by ``pool_fraction`` (stratified,
-  ``seed + 1``) into D and the pool. Raises ValueError for fractions outside (0, 1).
+  ``seed + 1``) into D and the pool. Raises ValueError for a dataset not in
+  :data:`dpaudit.data.DATASETS`, fractions outside (0, 1) or a seed that is not an integer
+  >= 0.
   """
+  _validate.check_choice("dataset", dataset, data_lib.DATASETS)
   _validate.check_range("test_fraction", test_fraction, 0.0, 1.0, low_open=True, high_open=True)
   _validate.check_range("pool_fraction", pool_fraction, 0.0, 1.0, low_open=True,
                         high_open=True)
+  _validate.check_integer("seed", seed, 0)
+  if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
+    raise ValueError(f"data_dir must be a directory path (str) or None, got "
+                     f"{type(data_dir).__name__}")
   if dataset in data_lib.LOCAL_DATASETS:
     rest, test = data_lib.train_test_split(data_lib.load(dataset, "train", data_dir),
                                            test_fraction, seed, stratify=True)
@@ -286,6 +297,16 @@ def run_cell(config: audit.DPSGDAuditConfig, grid: DPSGDGridConfig, data: audit.
   """Plays one cell of ``grid`` (reused from ``store`` when it finished before) and returns
   its dict (see :attr:`DPSGDGridResult.cells`); a finished cell, or why it was skipped, is
   stored as soon as it ends."""
+  if not isinstance(config, audit.DPSGDAuditConfig):
+    raise ValueError(f"config must be a DPSGDAuditConfig (one of grid.cell_configs()), got "
+                     f"{type(config).__name__}")
+  if not isinstance(grid, DPSGDGridConfig):
+    raise ValueError(f"grid must be a DPSGDGridConfig, got {type(grid).__name__}")
+  if not isinstance(data, audit.AuditData):
+    raise ValueError(f"data must be an AuditData (prepare_data), got {type(data).__name__}")
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore or None, got "
+                     f"{type(store).__name__}")
 
   def compute():
     try:
@@ -318,6 +339,13 @@ def run(config: DPSGDGridConfig, cells_dir: str | None = None, resume: bool = Tr
     progress_stream: where one line per finished cell (and its warnings) goes (default
       ``sys.stderr``).
   """
+  if not isinstance(config, DPSGDGridConfig):
+    raise ValueError(f"config must be a DPSGDGridConfig, got {type(config).__name__}")
+  if cells_dir is not None and not isinstance(cells_dir, (str, os.PathLike)):
+    raise ValueError(f"cells_dir must be a directory path (str) or None, got "
+                     f"{type(cells_dir).__name__}")
+  if not isinstance(resume, (bool, np.bool_)):
+    raise ValueError(f"resume={resume!r} must be True or False")
   stream = progress_stream or sys.stderr
   store = results.CellStore(cells_dir, resume) if cells_dir else None
   configs = config.cell_configs()

@@ -222,15 +222,10 @@ def _check_inputs(baseline_scores, mia_scores, is_member):
     raise ValueError("baseline_scores holds no baseline (shape "
                      f"{np.shape(baseline_scores)}); need at least one row")
   _validate.check_same_shape("mia_scores", mia_scores, "is_member", is_member)
+  # Only the order of the scores matters: infinities are allowed, NaN is not (m = 0 is).
   for name, value in (("baseline_scores", baseline_scores), ("mia_scores", mia_scores)):
-    if _validate.is_concrete(value) and np.asarray(value).dtype.kind not in "iuf":
-      raise ValueError(f"{name} must be real numbers (integer or float), got dtype "
-                       f"{np.asarray(value).dtype}; cast booleans with .astype(float)")
-    _validate.check_range(name, value)
-  if _validate.is_concrete(is_member):
-    values = np.asarray(is_member)
-    if values.dtype.kind not in "biuf" or not np.all((values == 0) | (values == 1)):
-      raise ValueError(f"is_member must be boolean or 0/1, got values {np.unique(values)[:5]!r}")
+    _validate.check_real_array(name, value, nonempty=False, neg_inf=True, pos_inf=True)
+  _validate.check_binary("is_member", is_member)
   return 1 if np.ndim(baseline_scores) == 1 else int(np.shape(baseline_scores)[0])
 
 
@@ -299,9 +294,7 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
   _validate.check_choice("tail", tail, TAILS)
   _validate.check_choice("correction", correction, CORRECTIONS)
   _validate.check_significance(significance)
-  if isinstance(min_predictions, bool) or not isinstance(min_predictions, (int, np.integer)):
-    raise ValueError(f"min_predictions={min_predictions!r} must be a Python int >= 1")
-  _validate.check_range("min_predictions", min_predictions, 1)
+  _validate.check_integer("min_predictions", min_predictions, 1)
   _check_inputs(baseline_scores, mia_scores, is_member)
   dtype = _float_dtype()
   baselines = _compile.argument(baseline_scores, dtype)
@@ -344,11 +337,46 @@ def _null_bounds(scores, is_member, significance, bonferroni, min_predictions, t
   return jax.vmap(one)(scores)
 
 
+def _check_membership(is_member, m: int | None = None) -> int:
+  """``is_member`` is a 1-D boolean or 0/1 array (of length ``m`` when given); returns its
+  length."""
+  if np.ndim(is_member) != 1:
+    raise ValueError(f"is_member must be 1-D (m,), got shape {np.shape(is_member)}")
+  _validate.check_binary("is_member", is_member)
+  length = int(np.shape(is_member)[0])
+  if m is not None and length != m:
+    raise ValueError(f"is_member has length {length} but the scores have m={m} points; they "
+                     "must match")
+  return length
+
+
+def _check_null_scores(name: str, scores, ndims: tuple[int, ...] = (1, 2)) -> int:
+  """Scores that the smoothed bootstrap perturbs: real, finite (a kernel bandwidth of
+  infinite scores is undefined), at least one point, 1-D (m,) or 2-D (rows, m); returns m."""
+  _validate.check_real_array(name, scores)
+  if np.ndim(scores) not in ndims:
+    shapes = " or ".join({1: "1-D (m,)", 2: "2-D (rows, m)"}[d] for d in ndims)
+    raise ValueError(f"{name} must be {shapes}, got shape {np.shape(scores)}")
+  return int(np.shape(scores)[-1])
+
+
+def _check_num_samples(num_samples, m: int, rows: int = 1) -> int:
+  """``num_samples`` null draws of ``rows`` score vectors of m points: an integer >= 1 whose
+  draws (float64 words, int64 indices and float64 scores per point) fit in memory."""
+  num_samples = _validate.check_integer("num_samples", num_samples, 1)
+  _validate.check_allocation("num_samples", num_samples, 8.0 * max(m, 1) * (2 + 2 * rows),
+                             what="null sample")
+  return num_samples
+
+
 def bootstrap_within_classes(key: jax.Array, is_member, num_samples: int) -> np.ndarray:
   """``(num_samples, m)`` indices: each point's index is drawn uniformly, with replacement,
   from the points of its own class (members from members, non-members from non-members), so
   that a score vector indexed by a row has the bootstrap's class-conditional law and the audit
   set's membership."""
+  _validate.check_key(key)
+  m = _check_membership(is_member)
+  _check_num_samples(num_samples, m)
   member = np.asarray(is_member).astype(bool).reshape(-1)
   u = np.asarray(jax.random.uniform(key, (num_samples, member.size), jnp.float64))
   source = np.zeros(u.shape, np.int64)
@@ -365,6 +393,7 @@ def silverman_bandwidths(scores, is_member) -> np.ndarray:
   class's scores (Silverman 1986, Eq. 3.31): 0.9 min(sd, IQR / 1.34) n^(-1/5) over the n
   scores of the point's row and class (the sd alone where the IQR is 0; 0 for a class of one
   point or of one value). Float64 ``(rows, m)``."""
+  _check_membership(is_member, _check_null_scores("scores", scores))
   scores = np.atleast_2d(np.asarray(scores, np.float64))
   member = np.asarray(is_member).astype(bool).reshape(-1)
   out = np.zeros(scores.shape)
@@ -387,7 +416,19 @@ def smoothed_bootstrap(key: jax.Array, scores, is_member, indices) -> np.ndarray
   law (the smoothed bootstrap). Unlike the plain bootstrap, whose top scores are always copies
   of the observed ones, its draws have a tail as variable as fresh scores' (what the
   maximum over thresholds of :func:`panoramia_bounds` depends on), and they are tied with
-  probability 0. Float64 ``(R, m)`` for 1-D ``scores``, ``(rows, R, m)`` for 2-D."""
+  probability 0. Float64 ``(R, m)`` for 1-D ``scores``, ``(rows, R, m)`` for 2-D; ``indices``
+  is an integer array ``(R, m)`` of points in ``[0, m)`` (:func:`bootstrap_within_classes`)."""
+  _validate.check_key(key)
+  m = _check_null_scores("scores", scores)
+  _check_membership(is_member, m)
+  if not isinstance(indices, (np.ndarray, jax.Array)):
+    indices = np.asarray(indices)
+  if getattr(indices.dtype, "kind", "V") not in "iu":
+    raise ValueError(f"indices must be an integer array of point indices, got dtype "
+                     f"{indices.dtype}")
+  if indices.ndim != 2 or indices.shape[1] != m:
+    raise ValueError(f"indices must have shape (R, m={m}), got shape {tuple(indices.shape)}")
+  _validate.check_range("indices", indices, 0, m - 1)
   rows = np.atleast_2d(np.asarray(scores, np.float64))
   picked = rows[:, indices]  # (rows, R, m)
   width = silverman_bandwidths(rows, is_member)[:, None, :]
@@ -401,6 +442,10 @@ def null_mia_scores(key: jax.Array, baseline_scores, is_member, num_samples: int
   (1-D ``baseline_scores``): fresh draws from the baseline's class-conditional score laws on
   the audit set's membership, by the smoothed bootstrap (:func:`bootstrap_within_classes`,
   :func:`smoothed_bootstrap`). Float64 ``(num_samples, m)``."""
+  _validate.check_key(key)
+  m = _check_null_scores("baseline_scores", baseline_scores, ndims=(1,))
+  _check_membership(is_member, m)
+  _check_num_samples(num_samples, m)
   key_pick, key_noise = jax.random.split(key)
   indices = bootstrap_within_classes(key_pick, is_member, num_samples)
   return smoothed_bootstrap(key_noise, baseline_scores, is_member, indices)
@@ -434,7 +479,8 @@ def panoramia_null(key: jax.Array, baseline_scores, is_member, significance=0.05
 
   Args:
     key: PRNG key of the draws.
-    baseline_scores: as for :func:`panoramia_bounds`, (m,) or (B, m).
+    baseline_scores: as for :func:`panoramia_bounds`, (m,) or (B, m), but finite (the
+      smoothed bootstrap's bandwidths need finite scores) and m >= 1.
     is_member: the audit set's membership s, (m,).
     significance, tail, correction, min_predictions: as for :func:`panoramia_bounds`.
     num_samples: null audits drawn (>= 1).
@@ -449,6 +495,7 @@ def panoramia_null(key: jax.Array, baseline_scores, is_member, significance=0.05
   """
   _validate.check_key(key)
   _validate.check_integer("num_samples", num_samples, 1)
+  _check_null_scores("baseline_scores", baseline_scores)
   rows = (1 if np.ndim(baseline_scores) != 2 else np.shape(baseline_scores)[0]) + 1
   if num_samples * rows * max(np.shape(is_member)[-1:] or (0,)) > 2**31:
     raise ValueError(f"num_samples={num_samples} x {rows} score vectors x "
@@ -481,7 +528,7 @@ def null_p_value(observed, null_samples) -> float:
   >>> null_p_value(0.3, [0.0, 0.1, 0.2, 0.0])
   0.2
   """
-  null = np.asarray(null_samples, np.float64).reshape(-1)
-  _validate.check_nonempty("null_samples", null)
+  _validate.check_real_array("null_samples", null_samples, pos_inf=True)
   _validate.check_range("observed", observed)
+  null = np.asarray(null_samples, np.float64).reshape(-1)
   return float((1 + np.sum(null >= observed)) / (1 + null.size))

@@ -209,7 +209,12 @@ def test_spread_table_of_optimistic_and_partly_skipped_points():
 @pytest.mark.parametrize("settings, message", [
     (dict(pool_fraction=1.5), "pool_fraction=1.5 is outside the valid range (0, 1)"),
     (dict(test_fraction=0.0), "test_fraction=0.0 is outside the valid range (0, 1)"),
-    (dict(epsilons=(0.0,)), "epsilon=0.0 is outside the valid range (0, inf)"),
+    (dict(epsilons=(0.0,)),
+     "epsilons=0.0 (at flat index 0) is outside the valid range (0, inf)"),
+    (dict(epsilons=(4.0, float("nan"))),
+     "epsilons=nan (at flat index 1) is outside the valid range (0, inf)"),
+    (dict(tag_weights=(-1.0,)),
+     "tag_weights=-1.0 (at flat index 0) is outside the valid range [0, inf)"),
     (dict(epsilons=()), "epsilons is empty"),
     (dict(epsilons="4"), "epsilons='4' must be a sequence of numbers"),
     (dict(num_canaries=(1.5,)), "num_canaries=[1.5] must hold only integers"),
