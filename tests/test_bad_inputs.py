@@ -994,6 +994,12 @@ bad(panoramia_audit.PanoramiaConfig, "baseline_helpers", "baseline_helpers",
 bad(panoramia_audit.PanoramiaConfig, "delta-1", "delta", delta=1.0)
 _EXAMPLES = panoramia_audit.Examples(np.zeros((4, 3)), np.zeros(4, np.int32))
 bad(panoramia_audit.concatenate, "parts", "parts", _EXAMPLES, (np.zeros((2, 3)), np.zeros(2)))
+bad(panoramia_audit.concatenate, "parts-empty", "parts")
+bad(panoramia_audit.concatenate, "parts-shape", "parts", _EXAMPLES,
+    panoramia_audit.Examples(np.zeros((2, 4)), np.zeros(2, np.int32)))
+bad(panoramia_audit.checked_losses, "loss_fn", "loss_fn", "target", "loss", _EXAMPLES)
+bad(panoramia_audit.checked_losses, "examples", "examples", "target", Tripwire(),
+    (np.zeros((4, 3)), np.zeros(4)))
 bad(panoramia_audit.checked_losses, "loss_fn-shape", "target", "target",
     lambda e: np.zeros(3), _EXAMPLES)
 bad(panoramia_audit.checked_losses, "loss_fn-nan", "target", "target",
@@ -1009,10 +1015,18 @@ for _fn, _args in ((panoramia_audit.prepare_audit, (_MODALITY, _MEMBERS)),
 bad(panoramia_audit.prepare_audit, "modality", "modality", KEY, "image", _MEMBERS)
 bad(panoramia_audit.prepare_audit, "members", "members", KEY, _MODALITY, np.zeros((3000, 3)))
 bad(panoramia_audit.prepare_audit, "members-short", "members", KEY, _MODALITY, _EXAMPLES)
+bad(panoramia_audit.prepare_audit, "modality-field", "fit_generator", KEY,
+    panoramia_audit.Modality("image", None, Tripwire(), Tripwire()), _MEMBERS)
+bad(panoramia_audit.prepare_audit, "progress", "progress", KEY, _MODALITY, _MEMBERS,
+    progress="stderr")
 bad(panoramia_audit.run_panoramia, "target_loss", "target_loss", KEY, _MODALITY, "loss",
     _MEMBERS)
 bad(panoramia_audit.measure_target, "key", "key", 0, Tripwire(), _MODALITY, Tripwire())
 bad(panoramia_audit.measure_target, "setup", "setup", KEY, {"audit": 1}, _MODALITY, Tripwire())
+bad(panoramia_audit.measure_target, "target_loss", "target_loss", KEY,
+    panoramia_audit.AuditSetup(*(Tripwire(),) * 6), _MODALITY, None)
+bad(panoramia_audit.measure_target, "config", "config", KEY,
+    panoramia_audit.AuditSetup(*(Tripwire(),) * 6), _MODALITY, Tripwire(), config=None)
 bad(panoramia_audit.one_run_real, "included-2", "included", Tripwire(), _EXAMPLES,
     np.array([0, 1, 2, 1]))
 bad(panoramia_audit.one_run_real, "included-shape", "included", Tripwire(), _EXAMPLES,
@@ -1020,6 +1034,7 @@ bad(panoramia_audit.one_run_real, "included-shape", "included", Tripwire(), _EXA
 bad(panoramia_audit.one_run_real, "significance", "significance", Tripwire(), _EXAMPLES,
     MEMBERS, significance=1.5)
 bad(panoramia_audit.one_run_real, "delta", "delta", Tripwire(), _EXAMPLES, MEMBERS, delta=-0.1)
+bad(panoramia_audit.one_run_real, "target_loss", "target_loss", "loss", _EXAMPLES, MEMBERS)
 
 # panoramia's null reference (the lead's file)
 bad(panoramia_est.bootstrap_within_classes, "num_samples", "num_samples", KEY, MEMBERS, 2.5)
@@ -1193,21 +1208,6 @@ bad(private_prediction.promptpate_audit, "adversary", "adversary", KEY, Tripwire
 # and its entry is to be removed here.
 # ----------------------------------------------------------------------------------------------
 KNOWN_GAPS: dict[str, str] = {
-    "audits.panoramia.concatenate-parts": "the lead: parts must be Examples",
-    "audits.panoramia.checked_losses-loss_fn-str": "the lead: check_real_array on the losses",
-    "audits.panoramia.prepare_audit-config":
-        "the lead: isinstance checks (config, modality, members) before use",
-    "audits.panoramia.run_panoramia-config":
-        "the lead: isinstance/callable checks (config, target_loss) before use",
-    "audits.panoramia.prepare_audit-modality":
-        "the lead: isinstance checks (config, modality, members) before use",
-    "audits.panoramia.run_panoramia-target_loss":
-        "the lead: isinstance/callable checks (config, target_loss) before use",
-    "audits.panoramia.measure_target-setup": "the lead: isinstance check of setup",
-    "audits.panoramia.one_run_real-significance":
-        "the lead: check significance/delta before calling target_loss",
-    "audits.panoramia.one_run_real-delta":
-        "the lead: check significance/delta before calling target_loss",
     "audits.private_prediction.composition-num_queries": "helper D: check num_queries before use",
     "audits.private_prediction.composition-curves-missing": "helper D: check curves before use",
     "audits.private_prediction.data_independent_rdp-config": "helper D: check config before use",

@@ -64,7 +64,13 @@ class Examples(NamedTuple):
 
 
 def concatenate(*parts: Examples) -> Examples:
-  """The examples of ``parts``, in order."""
+  """The examples of ``parts``, in order (at least one; all with the inputs' dtype and
+  per-example shape of the first)."""
+  if not parts:
+    raise ValueError("parts is empty; need at least one Examples to concatenate")
+  first = _check_examples("parts[0]", parts[0])
+  for i, part in enumerate(parts[1:], 1):
+    _check_examples(f"parts[{i}]", part, like=first, like_name="parts[0]'s")
   return Examples(np.concatenate([np.asarray(p.inputs) for p in parts]),
                   np.concatenate([np.asarray(p.labels) for p in parts]))
 
@@ -283,7 +289,8 @@ def _check_result(r: PanoramiaResult) -> None:
       raise ValueError(f"{name} arrays must share one length <= num_audit={r.num_audit}")
 
 
-def _check_examples(name: str, examples: Any, like: Examples | None = None) -> Examples:
+def _check_examples(name: str, examples: Any, like: Examples | None = None,
+                    like_name: str = "the members") -> Examples:
   if not isinstance(examples, Examples):
     raise ValueError(f"{name} must be an Examples(inputs, labels), got {type(examples).__name__}")
   inputs, labels = np.asarray(examples.inputs), np.asarray(examples.labels)
@@ -293,15 +300,47 @@ def _check_examples(name: str, examples: Any, like: Examples | None = None) -> E
   if like is not None and (inputs.shape[1:] != np.shape(like.inputs)[1:]
                            or inputs.dtype != np.asarray(like.inputs).dtype):
     raise ValueError(f"{name}: inputs are {inputs.dtype}{list(inputs.shape[1:])} per example "
-                     f"but the members are {np.asarray(like.inputs).dtype}"
+                     f"but {like_name} are {np.asarray(like.inputs).dtype}"
                      f"{list(np.shape(like.inputs)[1:])}")
   return Examples(inputs, labels)
 
 
+def _check_callable(name: str, value: Any, what: str, optional: bool = False) -> None:
+  if not (callable(value) or (optional and value is None)):
+    raise ValueError(f"{name} must be {what}{' or None' if optional else ''}, got "
+                     f"{type(value).__name__}")
+
+
+def _check_modality(modality: Any) -> None:
+  if not isinstance(modality, Modality):
+    raise ValueError("modality must be a Modality(name, fit_generator, train_helper, encoder), "
+                     f"got {type(modality).__name__}")
+  for field in ("fit_generator", "train_helper", "encoder"):
+    _check_callable(f"modality.{field}", getattr(modality, field), "callable")
+
+
+def _check_config(config: Any) -> None:
+  if not isinstance(config, PanoramiaConfig):
+    raise ValueError(f"config must be a PanoramiaConfig, got {type(config).__name__}")
+
+
 def checked_losses(name: str, loss_fn: LossFn, examples: Examples) -> np.ndarray:
-  """``loss_fn(examples)`` as float64 ``[N]``; ValueError naming ``name`` if it has another
-  shape or a non-finite entry."""
-  losses = np.asarray(loss_fn(examples), np.float64)
+  """``loss_fn(examples)`` as float64 ``[N]``; ValueError naming ``name`` if it returns
+  something other than real numbers, another shape or a non-finite entry."""
+  if not isinstance(name, str):
+    raise ValueError(f"name must be a str (what the losses are called), got "
+                     f"{type(name).__name__}")
+  _check_callable("loss_fn", loss_fn, "a function of Examples to per-example losses")
+  examples = _check_examples("examples", examples)
+  raw = loss_fn(examples)
+  try:
+    losses = np.asarray(raw)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must return an array of losses, got {type(raw).__name__}") from None
+  if losses.dtype.kind not in "iuf":
+    raise ValueError(f"{name} must return real numbers (one loss per example), got dtype "
+                     f"{losses.dtype}")
+  losses = np.asarray(losses, np.float64)
   if losses.shape != (len(examples),):
     raise ValueError(f"{name} must return one loss per example, shape ({len(examples)},), "
                      f"got shape {losses.shape}")
@@ -355,7 +394,10 @@ def prepare_audit(key: jax.Array, modality: Modality, members: Examples,
     progress: called with a short message as each stage starts.
   """
   _validate.check_key(key)
+  _check_modality(modality)
   members = _check_examples("members", members)
+  _check_config(config)
+  _check_callable("progress", progress, "callable", optional=True)
   num_gen, num_tr, num_te = config.split_sizes(len(members))
   say = progress or (lambda message: None)
   keys = jax.random.split(key, 6)
@@ -419,6 +461,12 @@ def measure_target(key: jax.Array, setup: AuditSetup, modality: Modality, target
     progress: called with a short message as each stage starts.
   """
   _validate.check_key(key)
+  if not isinstance(setup, AuditSetup):
+    raise ValueError(f"setup must be the AuditSetup of prepare_audit, got {type(setup).__name__}")
+  _check_modality(modality)
+  _check_callable("target_loss", target_loss, "a function of Examples to per-example losses")
+  _check_config(config)
+  _check_callable("progress", progress, "callable", optional=True)
   say = progress or (lambda message: None)
   key_mia, key_null = jax.random.split(key)
   say("training the MIA on the target's loss")
@@ -481,6 +529,11 @@ def run_panoramia(key: jax.Array, modality: Modality, target_loss: LossFn, membe
     progress: called with a short message as each stage starts.
   """
   _validate.check_key(key)
+  _check_modality(modality)
+  _check_callable("target_loss", target_loss, "a function of Examples to per-example losses")
+  _check_examples("members", members)
+  _check_config(config)
+  _check_callable("progress", progress, "callable", optional=True)
   key_setup, key_mia = jax.random.split(key)
   setup = prepare_audit(key_setup, modality, members, config, progress)
   return measure_target(key_mia, setup, modality, target_loss, config, progress)
@@ -493,11 +546,14 @@ def one_run_real(target_loss: LossFn, candidates: Examples, included: Any, delta
   with probability 1/2 (``included``), and the loss attack guesses "member" for low losses.
   Returns the epsilon lower bound of :func:`dpaudit.estimators.one_run_epsilon_from_scores`
   (Bonferroni over its guess grid) at ``significance`` and ``delta``."""
+  _check_callable("target_loss", target_loss, "a function of Examples to per-example losses")
   candidates = _check_examples("candidates", candidates)
   included = np.asarray(included)
   if included.shape != (len(candidates),) or not np.all((included == 0) | (included == 1)):
     raise ValueError(f"included must be 0/1 of shape ({len(candidates)},), got shape "
                      f"{included.shape}")
+  _validate.check_delta(delta)
+  _validate.check_significance(significance)
   losses = checked_losses("target loss", target_loss, candidates)
   return float(estimators.one_run_epsilon_from_scores(-losses, included, delta,
                                                       significance).epsilon)
