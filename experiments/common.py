@@ -22,9 +22,14 @@ lifetime (:func:`dpaudit.results.lock_directory`; the kernel releases it when th
 in any way, so a stale lock never blocks a rerun). A second run on the same directory while
 the first is alive exits 2 with one line naming the first one's process id. In a multi-process
 run only process 0 (the one that writes) claims it, and :func:`initialize_distributed` comes
-before the validation (which may start the XLA backend, after which a process cannot join). A run that fails with one of the errors
-above before writing anything removes the output directory it created, so a refused command
-leaves nothing behind.
+before the validation (which may start the XLA backend, after which a process cannot join). A
+run that fails with one of the errors above before writing anything removes the output
+directory it created, so a refused command leaves nothing behind.
+
+Sizes: counts are at most :data:`MAX_COUNT`, and what must be held in memory at once is checked
+against the machine's physical memory (:func:`check_memory`, :func:`check_widths`), so that an
+absurd size is a one-line refusal naming the flag and its valid range, not an allocation error
+minutes into the run.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
+import math
 import os
 import platform
 import shutil
@@ -256,7 +262,7 @@ def describe_os_error(error: OSError) -> str:
   """An OSError as "<reason>: <path>" (both paths of a rename or copy)."""
   reason = error.strerror or type(error).__name__
   if error.filename is None:
-    return f"{reason}" if not str(error) else f"{error}"
+    return str(error) or reason
   paths = f"{error.filename}" + (f" -> {error.filename2}" if error.filename2 else "")
   return f"{reason}: {paths}"
 
@@ -266,10 +272,9 @@ def is_out_of_memory(error: BaseException) -> bool:
   exhausted memory (RESOURCE_EXHAUSTED, "Out of memory", a failed allocation)."""
   if isinstance(error, MemoryError):
     return True
-  runtime_errors = tuple(getattr(jax.errors, name) for name in ("JaxRuntimeError",)
-                         if hasattr(jax.errors, name))
-  if not (isinstance(error, runtime_errors) or type(error).__name__ in ("XlaRuntimeError",
-                                                                          "JaxRuntimeError")):
+  runtime_error = getattr(jax.errors, "JaxRuntimeError", ())
+  if not (isinstance(error, runtime_error)
+          or type(error).__name__ in ("XlaRuntimeError", "JaxRuntimeError")):
     return False
   text = str(error)
   return any(marker in text for marker in ("RESOURCE_EXHAUSTED", "Out of memory",
@@ -418,7 +423,6 @@ def check_float(flag: str, value: float, low: float | None = None, high: float |
                 allow_inf: bool = False) -> float:
   """``--flag`` is a number in the interval (NaN never; +-inf only with ``allow_inf`` and when
   the interval contains it)."""
-  import math
   ok = not math.isnan(value) and (allow_inf or math.isfinite(value))
   if ok and low is not None:
     ok = value > low if low_open else value >= low

@@ -665,7 +665,8 @@ def config_from_flags() -> dict[str, Any]:
     for name in ("throughput_sizes", "throughput_precisions"):
       if not FLAGS[name].value:
         raise ValueError(f"--{name} is empty; the throughput group needs at least one value")
-  config = {"repeats": FLAGS.repeats, "min_timed_s": FLAGS.min_timed_s, "seed": FLAGS.seed, "scale": FLAGS.scale, "groups": groups}
+  config = {"repeats": FLAGS.repeats, "min_timed_s": FLAGS.min_timed_s, "seed": FLAGS.seed,
+            "scale": FLAGS.scale, "groups": groups}
   if "throughput" in groups:
     config.update(throughput_sizes=_throughput_sizes(),
                   throughput_precisions=list(FLAGS.throughput_precisions),
