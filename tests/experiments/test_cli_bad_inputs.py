@@ -24,9 +24,14 @@ the same entry point as the command line (:mod:`tests.experiments.cli_driver`:
   inf / nan               a float flag where infinity / NaN is meaningless
   zero / negative         a count of 0 / a negative size
   empty_list              an empty list flag where a list is required
-  absurd_size(_2)         10^15 trials / examples / canaries / resamples (memory or time)
-  significance            --significance=1.5
+  absurd_size(_2, _3)     10^15 (or 10^30) trials / examples / canaries / resamples / classes
+  absurd_width            an MLP hidden width whose per-example gradients cannot fit
+  significance            --significance=1.5 (also quantile / fraction 1.5 where those exist)
   unknown_choice          a value outside a flag's choices
+  others                  a fractional count, a negative seed, an empty grid of one study
+
+Besides: ``--num_canaries=0`` of experiments.panoramia (valid, but it crashed in the zero-size
+membership draw) gets past the draw to the next check; two runs on one ``--output_dir``.
 """
 
 from __future__ import annotations
