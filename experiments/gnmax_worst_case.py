@@ -61,6 +61,13 @@ def settings_from_flags() -> tuple[list[tuple[int, float]], tuple[float, ...]]:
     for v in values:
       if not ok(v):
         raise ValueError(f"--{name} contains {v}, outside the valid range {valid}")
+  from dpaudit.accounting.gnmax_worst_case import sigma_range  # what the search computes
+  for k in teachers:
+    low, high = sigma_range(k)
+    for v in sigmas:
+      if not low <= v <= high:
+        raise ValueError(f"--sigmas contains {v:g}, outside the valid range [{low:g}, {high:g}] "
+                         f"for --num_teachers={k}")
   for name, low in (("num_random_starts", 0), ("max_steps", 0)):
     common.check_count(name, getattr(FLAGS, name), low)
   common.check_seed(FLAGS.seed)

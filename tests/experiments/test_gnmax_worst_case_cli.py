@@ -35,6 +35,8 @@ def test_small_grid_writes_results_and_plot_and_resumes(tmp_path):
 
 @pytest.mark.parametrize("flag,match", [
     ("--sigmas=0", "--sigmas contains 0.0"),
+    ("--sigmas=1e-11", "--sigmas contains 1e-11, outside the valid range [2e-11, 10000] for "
+     "--num_teachers=20"),
 ])
 def test_bad_flag_is_one_line_error(tmp_path, flag, match):
   out = _run(f"--output_dir={tmp_path}", flag)
