@@ -145,6 +145,13 @@ class DPSGDAuditConfig:
     if any(isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1
            for w in self.hidden_sizes):
       raise ValueError(f"hidden_sizes={self.hidden_sizes!r} must be integers >= 1")
+    # Each hidden-to-hidden weight matrix, with its gradient and the optimiser's state (float32),
+    # must fit before XLA is asked for it (an absurd width hangs or aborts the compiler).
+    for before, after in zip(self.hidden_sizes[:-1], self.hidden_sizes[1:]):
+      _validate.check_allocation("hidden_sizes", int(before) * int(after), 16.0,
+                                 what="weight of consecutive hidden layers")
+    for width in self.hidden_sizes:
+      _validate.check_integer("hidden_sizes", int(width), 1, 2**31 - 1)
     if self.game == "uniaud_plus" and not self.hidden_sizes:
       raise ValueError("game='uniaud_plus' needs at least one hidden layer (the shared encoder "
                        "of the two heads); hidden_sizes is empty")
@@ -496,7 +503,16 @@ def _result(config, plan, num_examples, lower, ceiling, accuracy, observations, 
       optimistic=config.correction == "none" and config.game != "many_run")
 
 
+def _check_first_layer(config: DPSGDAuditConfig, data: AuditData) -> None:
+  """The input-to-first-layer weights (with gradient and optimiser state) fit in memory."""
+  inputs = int(np.prod(np.shape(data.train_features)[1:]))
+  widths = (*config.hidden_sizes, data.num_classes)
+  _validate.check_allocation("hidden_sizes", inputs * int(widths[0]), 16.0,
+                             what=f"weight of the first layer ({inputs} inputs)")
+
+
 def _mlp(config: DPSGDAuditConfig, data: AuditData):
+  _check_first_layer(config, data)
   ndim = data.train_features.ndim - 1
   return models.MLP(tuple(config.hidden_sizes), data.num_classes, example_ndim=ndim)
 
@@ -768,6 +784,7 @@ def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   multi = data_lib.uniaud_plus_plus_dataset(
       data_key, data.train_features, data.train_labels, m, config.num_tags,
       num_tag_bits=config.num_tag_bits, patch_size=(config.patch_size, config.patch_size))
+  _check_first_layer(config, data)
   model = models.TwoHeadMLP(tuple(config.hidden_sizes), data.num_classes, config.num_tags,
                             example_ndim=3)
   packed = pack_multi_task_labels(multi.labels, multi.tags, multi.is_canary)

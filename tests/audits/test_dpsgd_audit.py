@@ -95,6 +95,8 @@ def noisy_results(digits):
     (dict(canary="dirac", optimizer="adam"), "optimizer"),
     (dict(game="uniaud_plus", canary="trigger", hidden_sizes=()), "hidden_sizes"),
     (dict(hidden_sizes=(0,)), "hidden_sizes"),
+    (dict(hidden_sizes=(10**15,)), "hidden_sizes=1000000000000000 must be an integer in"),
+    (dict(hidden_sizes=(10**7, 10**7)), "hidden_sizes=100000000000000 would need"),
     (dict(num_tags=4, num_tag_bits=4), "num_tag_bits"),
     (dict(correction="holm"), "correction"),
     (dict(method="median"), "method"),
