@@ -8,9 +8,9 @@ an entry names a function that is gone. The inputs are NaN, infinities, empty an
 arrays, booleans, strings and complex numbers where real numbers belong, negative, non-integer
 and memory-exceeding counts, out-of-range significances. Data that a function must not touch
 before its arguments are checked is a :class:`Tripwire`, so a case that trains or computes
-before validating fails loudly instead of passing slowly. Gaps in files owned elsewhere are
-listed in :data:`KNOWN_GAPS` (strict xfails, with owner and what is needed) and
-:data:`ABORTS` (cases that would abort the process; skipped).
+before validating fails loudly instead of passing slowly. A gap that cannot be closed at once
+goes into :data:`KNOWN_GAPS` (strict xfails, with owner and what is needed) or :data:`ABORTS`
+(cases that would abort the process; skipped); both are empty: every case is a plain test.
 """
 
 from __future__ import annotations
@@ -1105,10 +1105,19 @@ bad(private_prediction.composition, "curves-nan", "curves",
 bad(private_prediction.composition, "curves-missing", "curves", {"a": np.zeros(1)}, (2.0,), 1e-5,
     1, "repeated")
 bad(private_prediction.composition, "kind", "kind", _CURVES, (2.0,), 1e-5, 1, "exact")
+bad(private_prediction.composition, "curves-shape", "curves",
+    {name: np.zeros(2) for name in private_prediction.CURVES}, (2.0,), 1e-5, 1, "repeated")
+bad(private_prediction.composition, "replicates-shape", "replicates", _CURVES, (2.0,), 1e-5, 1,
+    "repeated", np.zeros((3, 2)))
+bad(private_prediction.composition, "orders-1", "orders", _CURVES, (1.0,), 1e-5, 1, "repeated")
 bad(private_prediction.data_independent_rdp, "config", "config", {"sigma": 1.0})
 bad_call(private_prediction.run, "key", "key",
          lambda: private_prediction.run(0, [_pate()[1]], _PRED))
 bad(private_prediction.run, "models-empty", "models", KEY, [], _PRED)
+bad(private_prediction.run, "models-str", "models", KEY, "pate", _PRED)
+bad(private_prediction.run, "progress", "progress", KEY, Tripwire(), _PRED, progress="bar")
+bad(private_prediction.run, "checkpoint_dir", "checkpoint_dir", KEY, Tripwire(), _PRED,
+    checkpoint_dir=3)
 bad_call(private_prediction.run, "config", "config",
          lambda: private_prediction.run(KEY, [_pate()[1]], {"sigma": 1.0}))
 _PATE = None
@@ -1133,11 +1142,38 @@ bad_call(private_prediction.rao_blackwell_two_cut, "significance", "significance
          lambda: private_prediction.rao_blackwell_two_cut(KEY, *_pate(), 1.0, 8, (2.0,), 1.5))
 bad_call(private_prediction.model_divergence, "num_bootstrap", "num_bootstrap",
          lambda: private_prediction.model_divergence(KEY, *_pate(), 1.0, 8, (2.0,), 2.5))
+bad_call(private_prediction.model_divergence, "num_bootstrap-huge", "num_bootstrap",
+         lambda: private_prediction.model_divergence(KEY, *_pate(), 1.0, 8, (2.0,), 2**62))
+bad_call(private_prediction.model_divergence, "orders-1", "orders",
+         lambda: private_prediction.model_divergence(KEY, *_pate(), 1.0, 8, (1.0,)))
+bad_call(private_prediction.mixture_class_probabilities, "neighbor", "neighbor",
+         lambda: private_prediction.mixture_class_probabilities(KEY, *_pate(), "yes", 1.0, 8))
+bad_call(private_prediction.mixture_class_probabilities, "family", "family",
+         lambda: private_prediction.mixture_class_probabilities(KEY, "pate", _pate()[1], False,
+                                                                1.0, 8))
+bad_call(private_prediction.rao_blackwell_two_cut, "model", "model",
+         lambda: private_prediction.rao_blackwell_two_cut(KEY, _capc(), _pate()[1], 1.0, 8,
+                                                          (2.0,)))
+
+
+def _capc():
+  from dpaudit.mechanisms import histograms
+  return histograms.CAPC
+
+
 _X, _Y = np.zeros((6, 3)), np.array([0, 1, 2, 0, 1, 2])
 bad(private_prediction.crafted_points, "adversary", "adversary", "oracle", _X, _Y, 2, 3)
 bad(private_prediction.crafted_points, "num_queries", "num_queries", "pois_minq", _X, _Y, 1.5, 3)
 bad(private_prediction.crafted_points, "test_features-nan", "test_features", "pois_minq",
     np.full((6, 3), np.nan), _Y, 2, 3)
+bad(private_prediction.crafted_points, "test_labels-range", "test_labels", "pois_minq", _X,
+    _Y + 3, 2, 3)
+bad(private_prediction.crafted_points, "test_labels-length", "test_labels", "pois_minq", _X,
+    _Y[:5], 2, 3)
+bad(private_prediction.crafted_points, "poison-float", "poison", "pois_minq", _X, _Y, 2, 3,
+    poison=[1.5])
+bad(private_prediction.runner_up_labels, "votes-one-class", "votes", np.zeros((2, 1), int),
+    np.array([0, 0]))
 bad(private_prediction.runner_up_labels, "votes-float", "votes", np.zeros((2, 3)) + 0.5,
     np.array([0, 1]))
 bad(private_prediction.runner_up_labels, "truth-shape", "truth", np.zeros((2, 3), int),
@@ -1150,9 +1186,42 @@ bad(private_prediction.teacher_votes, "key", "key", 0, Tripwire(), _X, _Y, _X[:2
     _X[:2], "random", _ENSEMBLE)
 bad(private_prediction.teacher_votes, "config", "config", KEY, Tripwire(), _X, _Y, _X[:2],
     _Y[:2], _X[:2], "random", None)
+_LOGISTIC = None
+
+
+def _logistic():
+  global _LOGISTIC
+  if _LOGISTIC is None:
+    from dpaudit import models as models_lib
+    _LOGISTIC = models_lib.make_model("logistic", (3,), 3)
+  return _LOGISTIC
+
+
+bad(private_prediction.teacher_votes, "model", "model", KEY, Tripwire(), _X, _Y, _X[:2], _Y[:2],
+    _X[:2], "random", _ENSEMBLE)
+_SMALL = private_prediction.EnsembleAuditConfig(num_teachers=2)
+for _label, _args, _match in (
+    ("partitioning", (_X, _Y, _X[:2], _Y[:2], _X[:2], "stratified"), "partitioning"),
+    ("train_y-float", (_X, _Y + 0.5, _X[:2], _Y[:2], _X[:2], "random"), "train_y"),
+    ("train_x-nan", (np.full((6, 3), np.nan), _Y, _X[:2], _Y[:2], _X[:2], "random"), "train_x"),
+    ("crafted_x-columns", (_X, _Y, _X[:2, :2], _Y[:2], _X[:2], "random"), "crafted_x"),
+    ("crafted_y-length", (_X, _Y, _X[:2], _Y[:1], _X[:2], "random"), "crafted_y"),
+    ("queries-empty", (_X, _Y, _X[:2], _Y[:2], _X[:0], "random"), "queries")):
+  bad_call(private_prediction.teacher_votes, _label, _match,
+           lambda a=_args: private_prediction.teacher_votes(KEY, _logistic(), *a, _SMALL))
+bad_call(private_prediction.teacher_votes, "train_x-few", "num_teachers",
+         lambda: private_prediction.teacher_votes(KEY, _logistic(), _X, _Y, _X[:2], _Y[:2],
+                                                  _X[:2], "random", _ENSEMBLE))
+bad_call(private_prediction.clean_votes, "points-columns", "points",
+         lambda: private_prediction.clean_votes(KEY, _logistic(), _X, _Y, _X[:2, :2], _X[:2],
+                                                "random", _SMALL))
 bad(private_prediction.histogram_models, "algorithm", "algorithm", np.zeros((2, 32, 3), int), "dp",
     _ENSEMBLE, 3)
 bad(private_prediction.histogram_models, "votes-float", "votes", np.zeros((2, 32, 3)) + 0.5,
+    "pate", _ENSEMBLE, 3)
+bad(private_prediction.histogram_models, "votes-rows", "votes", np.zeros((2, 20, 3), int),
+    "pate", _ENSEMBLE, 3)
+bad(private_prediction.histogram_models, "votes-range", "votes", np.full((2, 32, 3), 3),
     "pate", _ENSEMBLE, 3)
 bad(private_prediction.histogram_models, "num_classes", "num_classes", np.zeros((2, 32, 3), int),
     "pate", _ENSEMBLE, 1.5)
@@ -1161,20 +1230,32 @@ bad(private_prediction.model_fit, "num_teachers", "num_teachers", np.zeros((2, 3
 bad(private_prediction.model_fit, "votes-str", "votes", np.zeros((2, 32, 3)).astype(str), 20, 3)
 bad(private_prediction.model_fit, "algorithm", "algorithm", np.zeros((2, 32, 3), int), 20, 3,
     "dp")
+bad(private_prediction.model_fit, "votes-one-instantiation", "votes", np.zeros((1, 32, 3), int),
+    20, 3)
 bad(private_prediction.ensemble_audit, "key", "key", 0, Tripwire(), Tripwire(), "pate",
     _ENSEMBLE, _PRED)
 bad(private_prediction.ensemble_audit, "algorithm", "algorithm", KEY, Tripwire(), Tripwire(),
     "dp", _ENSEMBLE, _PRED)
 bad(private_prediction.ensemble_audit, "ensemble", "ensemble", KEY, Tripwire(), Tripwire(),
     "pate", {"num_teachers": 2}, _PRED)
+bad(private_prediction.ensemble_audit, "audit", "audit", KEY, Tripwire(), Tripwire(), "pate",
+    _ENSEMBLE, _PRED_KNN)
+bad(private_prediction.ensemble_audit, "train", "train", KEY, (_X, _Y), Tripwire(), "pate",
+    _ENSEMBLE, _PRED)
 bad(private_prediction.embed, "features-nan", "features", Tripwire(), Tripwire(),
     np.full((2, 3), np.nan), "hidden")
 bad(private_prediction.embed, "layer", "layer", Tripwire(), Tripwire(), _X, 3)
+bad(private_prediction.embed, "model", "model", Tripwire(), Tripwire(), _X, "Dense_0")
 bad(private_prediction.embedding_candidates, "top", "top", _X[:2], _Y[:2], _X, 3, 1.5)
 bad(private_prediction.embedding_candidates, "train_x-nan", "train_x", _X[:2], _Y[:2],
     np.full((6, 3), np.nan), 3, 2)
+bad(private_prediction.embedding_candidates, "query_labels-length", "query_labels", _X[:2],
+    _Y[:3], _X, 3, 2)
+bad(private_prediction.embedding_candidates, "top-large", "top", _X[:2], _Y[:2], _X, 3, 7)
 bad(private_prediction.knn_models, "config", "config", _X, _Y, _X, _Y, 3, {"num_neighbors": 2})
 bad(private_prediction.knn_models, "num_classes", "num_classes", _X, _Y, _X, _Y, 1.5, _KNN)
+bad(private_prediction.knn_models, "test_x-columns", "test_x", _X, _Y, _X[:, :2], _Y, 3, _KNN)
+bad(private_prediction.knn_models, "train_y-range", "train_y", _X, _Y + 1, _X, _Y, 3, _KNN)
 bad(private_prediction.knn_audit_on_features, "key", "key", 0, _X, _Y, _X, _Y, 3, _KNN,
     _PRED_KNN)
 bad(private_prediction.knn_audit_on_features, "audit", "audit", KEY, _X, _Y, _X, _Y, 3, _KNN,
@@ -1183,7 +1264,13 @@ bad(private_prediction.knn_audit, "key", "key", 0, Tripwire(), Tripwire(), Tripw
     _PRED_KNN)
 bad(private_prediction.knn_audit, "feature_epochs", "feature_epochs", KEY, Tripwire(), Tripwire(),
     Tripwire(), _KNN, _PRED_KNN, feature_epochs=0)
+bad(private_prediction.knn_audit, "feature_model", "feature_model", KEY, Tripwire(), Tripwire(),
+    Tripwire(), _KNN, _PRED_KNN, feature_model="resnet")
+bad(private_prediction.knn_audit, "knn", "knn", KEY, Tripwire(), Tripwire(), Tripwire(),
+    {"num_neighbors": 2}, _PRED_KNN)
 bad(private_prediction.text_knn_audit, "key", "key", 0, Tripwire(), Tripwire(), Tripwire(), _KNN,
+    _PRED_KNN)
+bad(private_prediction.text_knn_audit, "llm", "llm", KEY, "llama", Tripwire(), Tripwire(), _KNN,
     _PRED_KNN)
 bad(private_prediction.promptpate_prompt, "example", "example", Tripwire(), 3, 0, "q")
 bad(private_prediction.promptpate_prompt, "example_label", "example_label", Tripwire(), "e", 1.5,
@@ -1191,8 +1278,10 @@ bad(private_prediction.promptpate_prompt, "example_label", "example_label", Trip
 bad(private_prediction.all_same_prompt, "target", "target", Tripwire(), 1.5, "q")
 bad(private_prediction.all_same_prompt, "query", "query", Tripwire(), 0, None)
 bad(private_prediction.mapping_description, "mapping", "mapping", Tripwire(), [0.5, 1.5])
+bad(private_prediction.mapping_description, "mapping-str", "mapping", Tripwire(), "ab")
 bad(private_prediction.minq_poisons, "hist-float", "hist", np.array([[3.5, 1.0, 0.0]]), 3)
 bad(private_prediction.minq_poisons, "num_classes", "num_classes", np.array([[3, 1, 0]]), 1.5)
+bad(private_prediction.minq_poisons, "hist-columns", "hist", np.array([[3, 1, 0]]), 4)
 bad(private_prediction.promptpate_audit, "key", "key", 0, Tripwire(), Tripwire(), Tripwire(),
     "pois_minq", 4, 2, 10, argmax_audit.NoisyArgmaxAuditConfig())
 bad(private_prediction.promptpate_audit, "num_teachers", "num_teachers", KEY, Tripwire(),
@@ -1200,79 +1289,28 @@ bad(private_prediction.promptpate_audit, "num_teachers", "num_teachers", KEY, Tr
     argmax_audit.NoisyArgmaxAuditConfig())
 bad(private_prediction.promptpate_audit, "adversary", "adversary", KEY, Tripwire(), Tripwire(),
     [1, 2, 3, 4, 5, 6], "oracle", 4, 2, 10, argmax_audit.NoisyArgmaxAuditConfig())
+bad(private_prediction.promptpate_audit, "query_repeats", "query_repeats", KEY, Tripwire(),
+    Tripwire(), Tripwire(), "pois_miaq", 4, 2, 2.5, argmax_audit.NoisyArgmaxAuditConfig())
+bad(private_prediction.promptpate_audit, "audit", "audit", KEY, Tripwire(), Tripwire(),
+    Tripwire(), "pois_miaq", 4, 2, 10, {"sigma": 1.0})
+bad(private_prediction.promptpate_audit, "minq_prompts-str", "minq_prompts", KEY, Tripwire(),
+    Tripwire(), Tripwire(), "pois_minq", 4, 2, 10, argmax_audit.NoisyArgmaxAuditConfig(),
+    minq_prompts="confident")
+bad(private_prediction.promptpate_audit, "llm", "llm", KEY, None, Tripwire(), Tripwire(),
+    "pois_minq", 4, 2, 10, argmax_audit.NoisyArgmaxAuditConfig())
 
 
 # ----------------------------------------------------------------------------------------------
-# Known gaps in files other helpers own (issue 38): case id -> who owns it and what it needs.
-# They run as strict xfails: once the owner adds the check, the case passes, the xfail fails,
-# and its entry is to be removed here.
+# Known gaps: case id -> who owns the file and what it needs. They run as strict xfails: once the
+# check is added, the case passes, the xfail fails, and its entry is to be removed here. Empty:
+# every case above runs as a plain test (issue 38 closed the last 80).
 # ----------------------------------------------------------------------------------------------
-KNOWN_GAPS: dict[str, str] = {
-    "audits.private_prediction.composition-num_queries": "helper D: check num_queries before use",
-    "audits.private_prediction.composition-curves-missing": "helper D: check curves before use",
-    "audits.private_prediction.data_independent_rdp-config": "helper D: check config before use",
-    "audits.private_prediction.run-key": "helper D: check key before use",
-    "audits.private_prediction.run-config": "helper D: check config before use",
-    "audits.private_prediction.mixture_class_probabilities-num_histograms-fraction":
-        "helper D: check num_histograms before use",
-    "audits.private_prediction.mixture_class_probabilities-key": "helper D: check key before use",
-    "audits.private_prediction.rao_blackwell_two_cut-num_histograms-fraction":
-        "helper D: check num_histograms before use",
-    "audits.private_prediction.rao_blackwell_two_cut-key": "helper D: check key before use",
-    "audits.private_prediction.model_divergence-key": "helper D: check key before use",
-    "audits.private_prediction.rao_blackwell_two_cut-significance":
-        "helper D: check significance before use",
-    "audits.private_prediction.crafted_points-adversary": "helper D: check adversary before use",
-    "audits.private_prediction.crafted_points-num_queries":
-        "helper D: check num_queries before use",
-    "audits.private_prediction.crafted_points-test_features-nan":
-        "helper D: check test_features before use",
-    "audits.private_prediction.runner_up_labels-votes-float": "helper D: check votes before use",
-    "audits.private_prediction.clean_votes-key": "helper D: check key before use",
-    "audits.private_prediction.clean_votes-config": "helper D: check config before use",
-    "audits.private_prediction.teacher_votes-key": "helper D: check key before use",
-    "audits.private_prediction.teacher_votes-config": "helper D: check config before use",
-    "audits.private_prediction.histogram_models-algorithm": "helper D: check algorithm before use",
-    "audits.private_prediction.histogram_models-votes-float": "helper D: check votes before use",
-    "audits.private_prediction.histogram_models-num_classes":
-        "helper D: check num_classes before use",
-    "audits.private_prediction.model_fit-num_teachers": "helper D: check num_teachers before use",
-    "audits.private_prediction.model_fit-votes-str": "helper D: check votes before use",
-    "audits.private_prediction.model_fit-algorithm": "helper D: check algorithm before use",
-    "audits.private_prediction.ensemble_audit-key": "helper D: check key before use",
-    "audits.private_prediction.ensemble_audit-ensemble": "helper D: check ensemble before use",
-    "audits.private_prediction.embed-features-nan": "helper D: check features before use",
-    "audits.private_prediction.embed-layer": "helper D: check layer before use",
-    "audits.private_prediction.embedding_candidates-top": "helper D: check top before use",
-    "audits.private_prediction.embedding_candidates-train_x-nan":
-        "helper D: check train_x before use",
-    "audits.private_prediction.knn_models-config": "helper D: check config before use",
-    "audits.private_prediction.knn_models-num_classes": "helper D: check num_classes before use",
-    "audits.private_prediction.knn_audit_on_features-key": "helper D: check key before use",
-    "audits.private_prediction.knn_audit-key": "helper D: check key before use",
-    "audits.private_prediction.knn_audit-feature_epochs":
-        "helper D: check feature_epochs before use",
-    "audits.private_prediction.text_knn_audit-key": "helper D: check key before use",
-    "audits.private_prediction.promptpate_prompt-example": "helper D: check example before use",
-    "audits.private_prediction.promptpate_prompt-example_label":
-        "helper D: check example_label before use",
-    "audits.private_prediction.all_same_prompt-target": "helper D: check target before use",
-    "audits.private_prediction.all_same_prompt-query": "helper D: check query before use",
-    "audits.private_prediction.mapping_description-mapping": "helper D: check mapping before use",
-    "audits.private_prediction.minq_poisons-hist-float": "helper D: check hist before use",
-    "audits.private_prediction.minq_poisons-num_classes": "helper D: check num_classes before use",
-    "audits.private_prediction.promptpate_audit-key": "helper D: check key before use",
-    "audits.private_prediction.promptpate_audit-num_teachers":
-        "helper D: check num_teachers before use",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
-# Cases that abort the whole process (XLA aborts on a shape whose size overflows int64) until the
-# size is checked: skipped, never run.
-ABORTS: dict[str, str] = {
-    **{f"audits.private_prediction.{fn}-num_histograms-huge":
-       "helper D: check_allocation(num_histograms) before sampling"
-       for fn in ("mixture_class_probabilities", "rao_blackwell_two_cut", "model_divergence")},
-}
+# Cases that would abort the whole process (XLA aborts on a shape whose size overflows int64)
+# until the size is checked: skipped, never run. Empty: every size is checked against memory
+# first (check_allocation).
+ABORTS: dict[str, str] = {}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -154,11 +154,13 @@ class PanoramiaConfig:
                  if self.num_generator_train is None else self.num_generator_train)
     needed = self.num_audit + self.num_classifier_train + max(generator, 2)
     if generator < 2 or needed > num_members:
+      most = num_members - self.num_classifier_train - max(generator, 2)
+      advice = (f"use at most {most} audit points" if most >= 2 else
+                f"need at least {needed} known members")
       raise ValueError(
           f"num_audit={self.num_audit} + num_classifier_train={self.num_classifier_train} + "
           f"num_generator_train={max(generator, 2)} = {needed} exceeds the {num_members} known "
-          "members; use at most "
-          f"{num_members - self.num_classifier_train - max(generator, 2)} audit points")
+          f"members; {advice}")
     return generator, self.num_classifier_train, self.num_audit
 
 
@@ -548,10 +550,11 @@ def one_run_real(target_loss: LossFn, candidates: Examples, included: Any, delta
   (Bonferroni over its guess grid) at ``significance`` and ``delta``."""
   _check_callable("target_loss", target_loss, "a function of Examples to per-example losses")
   candidates = _check_examples("candidates", candidates)
+  if np.shape(included) != (len(candidates),):
+    raise ValueError(f"included must be 0/1 of shape ({len(candidates)},), one per candidate, "
+                     f"got shape {np.shape(included)}")
+  _validate.check_binary("included", included)
   included = np.asarray(included)
-  if included.shape != (len(candidates),) or not np.all((included == 0) | (included == 1)):
-    raise ValueError(f"included must be 0/1 of shape ({len(candidates)},), got shape "
-                     f"{included.shape}")
   _validate.check_delta(delta)
   _validate.check_significance(significance)
   losses = checked_losses("target loss", target_loss, candidates)
