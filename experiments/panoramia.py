@@ -270,7 +270,8 @@ def run_seed(seed: int, progress):
 
   signature = {"modality": FLAGS.modality, "dataset": FLAGS.dataset if FLAGS.modality == "image"
                else {"tabular": "adult", "text": "shakespeare"}[FLAGS.modality],
-               "num_examples": len(examples), "max_examples": limit, "num_canaries": FLAGS.num_canaries,
+               "num_examples": len(examples), "max_examples": limit,
+               "num_canaries": FLAGS.num_canaries,
                "seed": seed, "generator_epochs": FLAGS.generator_epochs,
                "helper_epochs": FLAGS.helper_epochs, "mst_epsilon": FLAGS.mst_epsilon,
                "mst_iters": FLAGS.mst_iters, "text_max_length": FLAGS.text_max_length,

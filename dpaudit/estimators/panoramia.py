@@ -50,7 +50,8 @@ class ThresholdCurve(NamedTuple):
   is a threshold when position k is the last of its group of tied scores and at least
   ``min_predictions`` points score at or above it (``valid``); at other positions
   ``thresholds``, ``precision``, ``recall`` and ``lower_bound`` are NaN (``predictions`` and
-  ``true_positives`` are the counts of the top k + 1 points in sort order). ``thresholds[valid]`` are the distinct score values, largest first.
+  ``true_positives`` are the counts of the top k + 1 points in sort order).
+  ``thresholds[valid]`` are the distinct score values, largest first.
 
   Attributes:
     thresholds: the score value t; "member" is predicted for scores >= t.
