@@ -1,0 +1,44 @@
+"""`python -m experiments.panoramia_null_calibration`: a tiny study, its resume and its rates."""
+
+import numpy as np
+import pytest
+
+from dpaudit.results import read_json
+from tests.conftest import run_module
+
+
+def _run(*flags):
+  return run_module("experiments.panoramia_null_calibration", *flags)
+
+
+def test_tiny_study_reports_valid_rates_and_resumes(tmp_path):
+  flags = [f"--output_dir={tmp_path}", "--settings=200:1.5:1,200:0:2", "--num_audits=12",
+           "--null_samples=20"]
+  out = _run(*flags)
+  assert out.returncode == 0, out.stderr
+  settings = read_json(tmp_path / "results.json")["settings"]
+  assert [(s["num_audit"], s["signal"], s["num_baselines"]) for s in settings] == [
+      (200, 1.5, 1), (200, 0.0, 2)]
+  for s in settings:
+    p, eps = np.asarray(s["p_value"]), np.asarray(s["eps_tilde"])
+    assert p.shape == eps.shape == (12,)
+    # The rates are what the stored audits give, and the interval holds the rate.
+    assert s["rejection_rate"] == pytest.approx(np.mean(p <= 0.05))
+    assert s["rejection_rate_2x"] == pytest.approx(np.mean(p <= 0.1))
+    assert s["positive_rate"] == pytest.approx(np.mean(eps > 0))
+    low, high = s["rejection_rate_ci95"]
+    assert low <= s["rejection_rate"] <= high
+    # An eps~ of 0 has p = 1 (every null audit is at least as large).
+    assert np.all(p[eps == 0] == 1.0)
+  # Scores without any membership gap: no threshold certifies anything, eps~ is 0 throughout.
+  assert settings[1]["positive_rate"] == 0.0 and settings[1]["rejection_rate"] == 0.0
+  again = _run(*flags)
+  assert again.returncode == 0 and again.stderr.count("[reused]") == 2, again.stderr
+  assert read_json(tmp_path / "results.json")["settings"] == settings
+
+
+def test_malformed_setting_is_one_line(tmp_path):
+  out = _run(f"--output_dir={tmp_path}", "--settings=300:x:1")
+  assert out.returncode == 2 and "Traceback" not in out.stderr
+  assert out.stderr.strip().count("\n") == 0 and "--settings" in out.stderr
+  assert not (tmp_path / "results.json").exists()
