@@ -402,6 +402,11 @@ def _columns(header, rows) -> list[str]:
                     for i, (c, w) in enumerate(zip(r, widths))) for r in [header] + rows]
 
 
+def cells_orders(cells) -> list[float]:
+  """The Renyi orders of the cells' curves (one set for the whole run)."""
+  return list(next(iter(cells.values()))["orders"])
+
+
 def table(cells, summary, orders_shown, delta: float, seeds=None) -> str:
   """The printed report: RDP of one query at ``orders_shown`` first, then the composed RDP
   and its Thm. 1 epsilon, with what each number is; ``summary`` is :func:`spreads` per cell
@@ -456,7 +461,10 @@ def table(cells, summary, orders_shown, delta: float, seeds=None) -> str:
   lines += ["", f"Epsilon at delta={delta:g} of the composed curves (Thm. 1), for comparison with "
             "the paper's figures: 2-cut*, k-cut*: Thm. 1 images of lower-bound curves, not "
             "(eps, delta) lower bounds; model div., data-dep., data-ind.: upper bounds; a "
-            f"curve that is 0 at every order reads {noisy_argmax.NO_LEAKAGE!r}"]
+            f"curve that is 0 at every order reads {noisy_argmax.NO_LEAKAGE!r}; any other "
+            f"curve reads at least Thm. 1's floor "
+            f"{noisy_argmax.thm1_floor(cells_orders(cells), delta):.3f}, so a value near it "
+            "means almost no leakage measured"]
   header = ["cell"] + [LABELS[n] + ("*" if n in pp.AUDIT_CURVES else "") for n in pp.CURVES]
   rows = []
   for name, cell in cells.items():

@@ -84,7 +84,7 @@ def _log_mills_terms(x):
   cancels as well: at :math:`x = -2\cdot 10^6` (a class two votes behind at
   :math:`\sigma = 10^{-6}`) ``r`` was off by about 500, which put the quadrature grid of
   :func:`_class_log_probabilities` thousands of peak widths away from the peak, and the
-  divergences of :func:`noisy_argmax_renyi` above their bound :math:`lpha/\sigma^2` (or NaN
+  divergences of :func:`noisy_argmax_renyi` above their bound :math:`\alpha/\sigma^2` (or NaN
   for smaller :math:`\sigma`). There, with :math:`t = -x`, Laplace's continued fraction for
   the Mills ratio gives ``r = t + K`` with
 

@@ -353,7 +353,7 @@ def thm1_epsilon(curves, orders, delta: float, num_queries: int = 1
 
   A curve that is 0 at every order gives epsilon 0.0 (order NaN): "no leakage measured" for an
   audit's lower-bound curve, and equal output laws, (0, 0)-DP, for an exact or theory curve.
-  Thm. 1 itself never reaches 0 there: its floor :math:`\min_lpha \log(1/\delta)/(lpha - 1)
+  Thm. 1 itself never reaches 0 there: its floor :math:`\min_\alpha \log(1/\delta)/(\alpha - 1)
   + \dots` (0.138 at delta = 1e-6 over orders up to 64) would read as leakage."""
   _validate.check_integer("num_queries", num_queries, 1)
   rdp_lib.check_rdp_curve(curves, orders, name="curves")
@@ -362,6 +362,19 @@ def thm1_epsilon(curves, orders, delta: float, num_queries: int = 1
   zero = np.all(curves == 0.0, axis=-1)
   return (np.where(zero, 0.0, np.asarray(converted.epsilon, np.float64)),
           np.where(zero, np.nan, np.asarray(converted.order, np.float64)))
+
+
+def thm1_floor(orders, delta: float) -> float:
+  """The least epsilon Thm. 1 gives any curve that is not 0 at every order: its image of a
+  curve that tends to 0 at ``orders`` and ``delta``. A displayed epsilon near it says "almost
+  no leakage measured", not leakage.
+
+  >>> round(thm1_floor([1.5, 2, 4, 8, 16, 32, 64], 1e-6), 3)
+  0.138
+  """
+  rdp_lib.check_rdp_curve(np.zeros(len(orders)), orders, name="zeros at orders")
+  converted = rdp_lib.rdp_to_epsilon(np.zeros(len(orders)), jnp.asarray(orders), delta)
+  return float(converted.epsilon)
 
 
 def format_epsilon(value, digits: int = 3) -> str:

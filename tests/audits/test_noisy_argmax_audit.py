@@ -1,6 +1,7 @@
 """The noisy-argmax Renyi audit: validity (coverage), limits, and the result object."""
 
 import json
+import math
 import os
 
 import jax
@@ -197,3 +198,19 @@ def test_likelihood_ratio_prefix_sets():
 def test_config_validation(kwargs, match):
   with pytest.raises(ValueError, match=match):
     audit.NoisyArgmaxAuditConfig(**kwargs)
+
+
+def test_thm1_floor_is_the_conversion_of_a_vanishing_curve():
+  """Thm. 1 of Chadha et al. with every RDP value 0, by a naive loop over the orders; every
+  curve that is not 0 reads at least this floor, and one that tends to 0 tends to it."""
+  orders, delta = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], 1e-6
+  naive = min(math.log((a - 1) / a) - (math.log(delta) + math.log(a)) / (a - 1) for a in orders)
+  floor = audit.thm1_floor(orders, delta)
+  assert floor == pytest.approx(naive, rel=1e-12) and floor == pytest.approx(0.1375, abs=1e-4)
+  for scale in (1e-14, 1e-6, 1e-2):
+    eps, _ = audit.thm1_epsilon(np.full(len(orders), scale), orders, delta)
+    assert float(eps) >= floor
+  eps, _ = audit.thm1_epsilon(np.full(len(orders), 1e-14), orders, delta)
+  assert float(eps) == pytest.approx(floor, rel=1e-9)
+  zero, _ = audit.thm1_epsilon(np.zeros(len(orders)), orders, delta)
+  assert float(zero) == 0.0 and audit.format_epsilon(zero) == audit.NO_LEAKAGE
