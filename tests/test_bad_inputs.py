@@ -611,6 +611,11 @@ bad(argmax_audit.epsilon_table, "curves-nan", "curves", {"a": np.array([np.nan, 
 bad(argmax_audit.epsilon_table, "delta", "delta", {"a": np.zeros(2)}, (2.0, 3.0), 1, 0.0)
 bad(argmax_audit.thm1_epsilon, "num_queries", "num_queries", np.zeros(2), (2.0, 3.0), 1e-5, 0)
 bad(argmax_audit.thm1_epsilon, "curves-negative", "curves", -np.ones(2), (2.0, 3.0), 1e-5)
+bad(argmax_audit.thm1_floor, "orders-below-1", "orders", (0.5, 2.0), 1e-6)
+bad(argmax_audit.thm1_floor, "orders-empty", "orders", (), 1e-6)
+bad(argmax_audit.thm1_floor, "orders-str", "orders", (2.0, "x"), 1e-6)
+bad(argmax_audit.thm1_floor, "delta-0", "delta", (2.0, 3.0), 0.0)
+bad(argmax_audit.thm1_floor, "delta-nan", "delta", (2.0, 3.0), np.nan)
 bad(argmax_audit.run, "key", "key", 7, argmax_audit.NoisyArgmaxAuditConfig())
 bad(argmax_audit.run, "config", "config", KEY, {"sigma": 2.0})
 
