@@ -47,6 +47,22 @@ def _describe(value: Any) -> str:
   return text if len(text) <= 80 else text[:77] + "..."
 
 
+def check_instance(name: str, value: Any, kind: type | tuple[type, ...],
+                   what: str | None = None) -> None:
+  """``value`` is an instance of ``kind``: ValueError naming ``name``, the type expected
+  (``what``, default the class name) and the type given."""
+  if not isinstance(value, kind):
+    what = what or (kind.__name__ if isinstance(kind, type) else
+                    " or ".join(k.__name__ for k in kind))
+    article = "an" if what[0] in "AEIOU" else "a"
+    raise ValueError(f"{name} must be {article} {what}, got {type(value).__name__}")
+
+
+def describe(value: Any) -> str:
+  """``repr(value)``, cut to 80 characters, for error messages."""
+  return _describe(value)
+
+
 def check_range(name: str, value: Any, low: float | None = None, high: float | None = None,
                 *, low_open: bool = False, high_open: bool = False,
                 finite: bool = False) -> None:

@@ -97,11 +97,6 @@ class ModelSpec:
   loss: clipping.LossFn = clipping.softmax_cross_entropy
 
 
-def _check_instance(name: str, value: Any, kind: type) -> None:
-  if not isinstance(value, kind):
-    raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
-
-
 def _check_shape(name: str, shape: Any) -> tuple[int, ...]:
   if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
     raise ValueError(f"{name}={shape!r} must be a sequence of positive integers")
@@ -114,12 +109,12 @@ def _check_binnings(binnings: Any) -> tuple[mst.Binning, ...]:
   binnings = tuple(binnings)
   _validate.check_nonempty("binnings", binnings)
   for i, column in enumerate(binnings):
-    _check_instance(f"binnings[{i}]", column, mst.Binning)
+    _validate.check_instance(f"binnings[{i}]", column, mst.Binning)
   return binnings
 
 
 def _check_vocab(vocab: Any) -> None:
-  _check_instance("vocab", vocab, ngram.CharVocab)
+  _validate.check_instance("vocab", vocab, ngram.CharVocab)
 
 
 @functools.lru_cache(maxsize=16)
@@ -129,7 +124,7 @@ def _loss_apply(spec: ModelSpec):
 
 def loss_function(spec: ModelSpec, params: Any, batch_size: int = 512) -> LossFn:
   """The trained model as a PANORAMIA target: examples to per-example losses (float64)."""
-  _check_instance("spec", spec, ModelSpec)
+  _validate.check_instance("spec", spec, ModelSpec)
   _validate.check_integer("batch_size", batch_size, 1)
   apply = _loss_apply(spec)
 
@@ -146,9 +141,9 @@ def train_model(key: jax.Array, spec: ModelSpec, examples: Examples, train: Trai
   """Trains ``spec``'s model on ``examples`` with the DP-SGD engine; returns the parameters
   and the engine config (whose noise multiplier the accountant chose)."""
   _validate.check_key(key)
-  _check_instance("spec", spec, ModelSpec)
-  _check_instance("examples", examples, Examples)
-  _check_instance("train", train, TrainSpec)
+  _validate.check_instance("spec", spec, ModelSpec)
+  _validate.check_instance("examples", examples, Examples)
+  _validate.check_instance("train", train, TrainSpec)
   config = train.train_config(len(examples))
   result = training.train(key, spec.module, spec.features(examples), spec.targets(examples),
                           config, loss_fn=spec.loss, checkpoint_dir=checkpoint_dir)
@@ -185,7 +180,7 @@ def image_generator(num_classes: int, config: vae.VaeConfig
   """Fits a class-conditional VAE on :math:`D_G`; samples draw a label from :math:`D_G`'s
   class frequencies, then an image of that class."""
   _validate.check_integer("num_classes", num_classes, 2)
-  _check_instance("config", config, vae.VaeConfig)
+  _validate.check_instance("config", config, vae.VaeConfig)
 
   def fit(key: jax.Array, d_g: Examples) -> Sampler:
     fitted = vae.fit_vae(key, np.asarray(d_g.inputs), np.asarray(d_g.labels), num_classes,
@@ -207,7 +202,7 @@ def image_modality(example_shape: Sequence[int], num_classes: int, generator: va
                    ) -> Modality:
   """PANORAMIA on images: conditional VAE generator, helper of architecture ``model`` (as the
   target's), CNN encoder of ``encoder_width`` channels for the baseline and the MIA."""
-  _check_instance("helper", helper, TrainSpec)
+  _validate.check_instance("helper", helper, TrainSpec)
   _validate.check_integer("encoder_width", encoder_width, 1)
   return Modality("image", image_generator(num_classes, generator),
                   _trainer(image_spec(example_shape, num_classes, model), helper),
@@ -295,7 +290,7 @@ def tabular_generator(binnings: Sequence[mst.Binning], config: mst.MstConfig
                       ) -> Callable[[jax.Array, Examples], Sampler]:
   """Fits MST on :math:`D_G`'s records (features and label as one table)."""
   binnings = _check_binnings(binnings)
-  _check_instance("config", config, mst.MstConfig)
+  _validate.check_instance("config", config, mst.MstConfig)
 
   def fit(key: jax.Array, d_g: Examples) -> Sampler:
     table = np.column_stack([np.asarray(d_g.inputs, np.float64), np.asarray(d_g.labels)])
@@ -312,8 +307,8 @@ def tabular_generator(binnings: Sequence[mst.Binning], config: mst.MstConfig
 def tabular_modality(generator: mst.MstConfig, helper: TrainSpec,
                      binnings: Sequence[mst.Binning] | None = None) -> Modality:
   """PANORAMIA on table rows (default: Adult's 14 features, label = income)."""
-  _check_instance("generator", generator, mst.MstConfig)
-  _check_instance("helper", helper, TrainSpec)
+  _validate.check_instance("generator", generator, mst.MstConfig)
+  _validate.check_instance("helper", helper, TrainSpec)
   binnings = tuple(binnings) if binnings is not None else adult_binnings()[:-1]
   return Modality("tabular", tabular_generator(binnings, generator),
                   _trainer(tabular_spec(binnings), helper),
@@ -414,8 +409,8 @@ def text_generator(spec: ModelSpec, train: TrainSpec, prompt_length: int = 8,
                    ) -> Callable[[jax.Array, Examples], Sampler]:
   """Trains ``spec``'s character LM on part of :math:`D_G` and continues prompts (the first
   ``prompt_length`` characters) of the held-out ``prompt_fraction`` of :math:`D_G`."""
-  _check_instance("spec", spec, ModelSpec)
-  _check_instance("train", train, TrainSpec)
+  _validate.check_instance("spec", spec, ModelSpec)
+  _validate.check_instance("train", train, TrainSpec)
   _validate.check_integer("prompt_length", prompt_length, 0)
   module: ngram.CharNGramLM = spec.module  # type: ignore[assignment]
   _validate.check_range("top_p", top_p, 0.0, 1.0, low_open=True)
@@ -451,8 +446,8 @@ def text_modality(vocab: ngram.CharVocab, generator: TrainSpec, helper: TrainSpe
                   top_p: float = 0.9) -> Modality:
   """PANORAMIA on lines of text: character-LM generator with top-p continuations of held-out
   prompts, character-LM helper, bag-of-characters encoder."""
-  _check_instance("generator", generator, TrainSpec)
-  _check_instance("helper", helper, TrainSpec)
+  _validate.check_instance("generator", generator, TrainSpec)
+  _validate.check_instance("helper", helper, TrainSpec)
   spec = text_spec(vocab, context_size, hidden_size)
   return Modality("text", text_generator(spec, generator, prompt_length, top_p=top_p),
                   _trainer(spec, helper),

@@ -131,13 +131,6 @@ MODEL_TYPES = {"pate": histograms.PateModel, "capc": histograms.CapcModel,
 
 # ------------------------------------------------------------------ argument checks (shared)
 
-def _check_instance(name: str, value: Any, kind: type, what: str | None = None) -> None:
-  if not isinstance(value, kind):
-    what = what or kind.__name__
-    article = "an" if what[0] in "AEIOU" else "a"
-    raise ValueError(f"{name} must be {article} {what}, got {type(value).__name__}")
-
-
 def _check_optional_callable(name: str, value: Any) -> None:
   if value is not None and not callable(value):
     raise ValueError(f"{name} must be callable or None, got {type(value).__name__}")
@@ -152,19 +145,14 @@ def _check_directory(name: str, value: Any) -> None:
 def _check_str(name: str, value: Any, optional: bool = False) -> None:
   if not (isinstance(value, str) or (optional and value is None)):
     raise ValueError(f"{name} must be a str{' or None' if optional else ''}, got "
-                     f"{_describe(value)}")
-
-
-def _describe(value: Any) -> str:
-  text = repr(value)
-  return text if len(text) <= 60 else text[:57] + "..."
+                     f"{_validate.describe(value)}")
 
 
 def _check_family_model(family: Any, model: Any) -> None:
   """``family`` one of :data:`FAMILIES`' and ``model`` a histogram model of its type."""
   if not isinstance(family, histograms.Family) or family not in FAMILIES.values():
     raise ValueError("family must be dpaudit.mechanisms.histograms.PATE, CAPC or PRIVATE_KNN, "
-                     f"got {_describe(family)}")
+                     f"got {_validate.describe(family)}")
   expected = MODEL_TYPES[family.name]
   if not isinstance(model, expected):
     raise ValueError(f"model is a {type(model).__name__}; family {family.name!r} needs a "
@@ -198,13 +186,7 @@ def _check_bootstrap(num_bootstrap: Any, num_histograms: int) -> None:
 def _check_labels(name: str, labels: Any, num_classes: int | None = None,
                   length: int | None = None, length_name: str = "examples") -> np.ndarray:
   """Integer class labels, 1-D (of ``length`` when given), in ``[0, num_classes)``."""
-  try:
-    arr = np.asarray(labels)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be an array of integer class labels, got "
-                     f"{type(labels).__name__}") from None
-  if arr.dtype.kind not in "iu":
-    raise ValueError(f"{name} must hold integer class labels, got dtype {arr.dtype}")
+  arr = _check_labels_array(name, labels)
   if arr.ndim != 1:
     raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
   if length is not None and arr.shape[0] != length:
@@ -270,7 +252,7 @@ def _check_dataset(name: str, value: Any, text: bool = False) -> None:
     from dpaudit.data.text_classification import TextClassification as kind
   else:
     from dpaudit.data.loading import Dataset as kind
-  _check_instance(name, value, kind)
+  _validate.check_instance(name, value, kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -537,7 +519,7 @@ def mixture_class_probabilities(key: jax.Array, family: histograms.Family, model
   _validate.check_key(key)
   _check_family_model(family, model)
   if not isinstance(neighbor, (bool, np.bool_)):
-    raise ValueError(f"neighbor={_describe(neighbor)} must be True (S') or False (S)")
+    raise ValueError(f"neighbor={_validate.describe(neighbor)} must be True (S') or False (S)")
   _check_sigma(sigma)
   _check_num_histograms(num_histograms, family, model, 2)
   probs = _sampled_class_probabilities(key, family, model, neighbor, sigma, num_histograms)
@@ -605,7 +587,7 @@ def _expected_histogram(family: histograms.Family, model, key, num_histograms: i
 
 def data_independent_rdp(config: PredictionAuditConfig) -> np.ndarray:
   """The algorithm's data-independent RDP per query (see the module docstring)."""
-  _check_instance("config", config, PredictionAuditConfig)
+  _validate.check_instance("config", config, PredictionAuditConfig)
   orders = np.asarray(config.orders)
   if config.algorithm == "private_knn":
     return np.asarray(accounting.dpsgd_rdp(config.sigma / math.sqrt(2.0), config.sampling_rate,
@@ -653,7 +635,7 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
     :class:`PredictionAuditResult`.
   """
   _validate.check_key(key)
-  _check_instance("config", config, PredictionAuditConfig)
+  _validate.check_instance("config", config, PredictionAuditConfig)
   _check_optional_callable("progress", progress)
   _check_directory("checkpoint_dir", checkpoint_dir)
   if isinstance(models, (str, bytes)) or not hasattr(models, "__iter__"):
@@ -847,8 +829,8 @@ def clean_votes(key, model, train_x, train_y, points, queries, partitioning,
   shadow ensemble would. It reuses :func:`teacher_votes` with the same shapes (the points
   first among the queries, M <= Q), so it costs one more vmapped call and no new program."""
   _validate.check_key(key)
-  _check_instance("config", config, EnsembleAuditConfig)
-  _check_instance("model", model, nn.Module, "flax module (nn.Module)")
+  _validate.check_instance("config", config, EnsembleAuditConfig)
+  _validate.check_instance("model", model, nn.Module, "flax module (nn.Module)")
   _validate.check_choice("partitioning", partitioning, teachers.PARTITIONINGS)
   _check_directory("checkpoint_dir", checkpoint_dir)
   _check_teacher_data(train_x, train_y, config.num_teachers)
@@ -875,8 +857,8 @@ def teacher_votes(key, model, train_x, train_y, crafted_x, crafted_y, queries, p
   ``checkpoint_dir``, each finished call's votes are saved there and reused by a rerun with the
   same inputs."""
   _validate.check_key(key)
-  _check_instance("config", config, EnsembleAuditConfig)
-  _check_instance("model", model, nn.Module, "flax module (nn.Module)")
+  _validate.check_instance("config", config, EnsembleAuditConfig)
+  _validate.check_instance("model", model, nn.Module, "flax module (nn.Module)")
   _validate.check_choice("partitioning", partitioning, teachers.PARTITIONINGS)
   _check_optional_callable("progress", progress)
   _check_directory("checkpoint_dir", checkpoint_dir)
@@ -936,7 +918,7 @@ def histogram_models(votes: np.ndarray, algorithm: str, config: EnsembleAuditCon
   """One histogram model per audited query from the votes of :func:`teacher_votes`: MIAQ's
   query j pairs with crafted point j's teacher, MINQ's queries all with the one poison's."""
   _validate.check_choice("algorithm", algorithm, ENSEMBLE_ALGORITHMS)
-  _check_instance("config", config, EnsembleAuditConfig)
+  _validate.check_instance("config", config, EnsembleAuditConfig)
   num_classes = _validate.check_integer("num_classes", num_classes, 2)
   queries = np.shape(votes)[-1] if np.ndim(votes) == 3 else 1
   crafted = queries if config.adversary != "pois_minq" else 1
@@ -996,8 +978,8 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
   from dpaudit import models as models_lib
   _validate.check_key(key)
   _validate.check_choice("algorithm", algorithm, ENSEMBLE_ALGORITHMS)
-  _check_instance("ensemble", ensemble, EnsembleAuditConfig)
-  _check_instance("audit", audit, PredictionAuditConfig)
+  _validate.check_instance("ensemble", ensemble, EnsembleAuditConfig)
+  _validate.check_instance("audit", audit, PredictionAuditConfig)
   if audit.algorithm != algorithm:
     raise ValueError(f"audit.algorithm={audit.algorithm!r} does not match algorithm="
                      f"{algorithm!r}")
@@ -1093,7 +1075,7 @@ def embed(model, params, features, layer: str) -> np.ndarray:
   hidden ``Dense_1`` of the MLP, after its ReLU)."""
   _check_features("features", features)
   _check_str("layer", layer)
-  _check_instance("model", model, nn.Module, "flax module (nn.Module)")
+  _validate.check_instance("model", model, nn.Module, "flax module (nn.Module)")
   _, state = model.apply(params, jnp.asarray(features), capture_intermediates=True)
   if layer not in state["intermediates"]:
     raise ValueError(f"layer={layer!r} is not a submodule of the model; its submodules are "
@@ -1132,7 +1114,7 @@ def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAu
   the adversary chose. ``P_q`` and ``P_q^last`` come exactly from the ranked labels of S
   (:func:`dpaudit.mechanisms.histograms.knn_vote_model`); nu from the crafted point's rank
   among S (:func:`~dpaudit.mechanisms.histograms.knn_inclusion_probability`)."""
-  _check_instance("config", config, KnnAuditConfig)
+  _validate.check_instance("config", config, KnnAuditConfig)
   num_classes = _validate.check_integer("num_classes", num_classes, 2)
   train = _check_features("train_x", train_x, ndim=2)
   _check_labels("train_y", train_y, num_classes, train[0], "rows of train_x")
@@ -1194,8 +1176,8 @@ def knn_models(train_x, train_y, test_x, test_y, num_classes: int, config: KnnAu
 
 
 def _check_knn_configs(knn: KnnAuditConfig, audit: PredictionAuditConfig) -> None:
-  _check_instance("knn", knn, KnnAuditConfig)
-  _check_instance("audit", audit, PredictionAuditConfig)
+  _validate.check_instance("knn", knn, KnnAuditConfig)
+  _validate.check_instance("audit", audit, PredictionAuditConfig)
   if audit.algorithm != "private_knn" or audit.sampling_rate != knn.sampling_rate:
     raise ValueError("audit must have algorithm='private_knn' and the same sampling_rate as "
                      f"knn ({knn.sampling_rate}); got {audit.algorithm!r}, "
@@ -1281,7 +1263,7 @@ def text_knn_audit(key: jax.Array, llm, train, test, knn: KnnAuditConfig,
 
 def _check_llm(llm: Any) -> None:
   if not isinstance(llm, (tuple, list)) or len(llm) != 3:
-    raise ValueError(f"llm must be a (params, config, tokenizer) triple, got {_describe(llm)}")
+    raise ValueError(f"llm must be a (params, config, tokenizer) triple, got {_validate.describe(llm)}")
 
 
 # ------------------------------------------------------- Rao-Blackwellised 2-cut (beyond [A])
@@ -1369,7 +1351,7 @@ def all_same_prompt(task, target: int, query: str) -> str:
 def mapping_description(task, mapping: Sequence[int]) -> str:
   """Pois-MINQ (Mapping), App. E.2: the task described with a wrong class-to-answer mapping."""
   if isinstance(mapping, (str, bytes)) or not hasattr(mapping, "__len__"):
-    raise ValueError(f"mapping must be a sequence of class indices, got {_describe(mapping)}")
+    raise ValueError(f"mapping must be a sequence of class indices, got {_validate.describe(mapping)}")
   mapping = [_validate.check_integer(f"mapping[{i}]", m, 0) for i, m in enumerate(mapping)]
   num_classes = _check_task(task)
   if len(mapping) != num_classes:
@@ -1487,10 +1469,10 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
   _validate.check_integer("num_teachers", num_teachers, 2)
   _validate.check_integer("num_queries", num_queries, 1)
   _validate.check_integer("query_repeats", query_repeats, 1)
-  _check_instance("audit", audit, noisy_argmax_audit.NoisyArgmaxAuditConfig)
+  _validate.check_instance("audit", audit, noisy_argmax_audit.NoisyArgmaxAuditConfig)
   if isinstance(minq_prompts, (str, bytes)) or not isinstance(minq_prompts, Sequence):
     raise ValueError(f"minq_prompts must be a sequence of names from {MINQ_PROMPTS}, got "
-                     f"{_describe(minq_prompts)}")
+                     f"{_validate.describe(minq_prompts)}")
   for name in minq_prompts:
     _validate.check_choice("minq_prompts", name, MINQ_PROMPTS)
   if adversary == "pois_minq" and not minq_prompts:

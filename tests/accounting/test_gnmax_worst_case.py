@@ -120,7 +120,7 @@ def test_bad_input_is_named(kwargs, match):
 @pytest.mark.parametrize("sigma", [4e-12, 1e-6, 1e-3])
 def test_tiny_sigma_stays_finite_and_within_the_bound(sigma):
   """Every divergence in [0, alpha / sigma^2] and finite down to the smallest valid sigma. At
-  sigma = 1e-6 the search returned 2.00015e12 at alpha = 2, above the bound 2e12 (log
+  sigma = 1e-6 the search returned 2.0026e12 at alpha = 2, above the bound 2e12 (log
   probabilities off by ~1e8 from a misplaced quadrature grid), and NaN at 1e-8."""
   out = wc.worst_case_neighbors(4, 3, sigma, [1.5, 2.0, 64.0], num_random_starts=0,
                                 max_steps=0)
