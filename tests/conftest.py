@@ -55,6 +55,7 @@ def run_module(module: str, *flags: str) -> subprocess.CompletedProcess:
 # out tests in collection order, so a long test collected last would keep one worker busy while
 # the other sits idle at the end of the run.
 SLOW_FIRST = (
+    "tests/experiments/test_accelerator_benchmark.py",
     "tests/launch/test_multihost.py",
     "tests/experiments/test_domias_cli.py",
     "tests/experiments/test_panoramia_cli.py",

@@ -127,6 +127,29 @@ LARGE_BATCH = 1 << 18
 :class:`Emitters` (1e6 count pairs or points are large, 1e4 are not)."""
 
 
+def default_platform() -> str:
+  """The platform JAX puts new computations on: that of ``jax.default_device`` when one is set
+  (a device or a platform name), else the default backend's. The estimators choose their CPU
+  paths (NumPy sorts in host callbacks, chunked solvers, the XLA:CPU options here) by it, so on
+  a machine with a GPU a caller gets the CPU paths on the host inside
+  ``with jax.default_device(jax.devices("cpu")[0])``, and the device's own elsewhere."""
+  device = jax.config.jax_default_device
+  if device is None:
+    return jax.default_backend()
+  return device if isinstance(device, str) else device.platform
+
+
+def platform(args=(), kwargs=None) -> str:
+  """The platform a program called on ``args`` runs on: the device of the first argument that
+  is a JAX array committed to one (``jax.device_put(x, device)``), else
+  :func:`default_platform`."""
+  for leaf in jax.tree_util.tree_leaves((args, kwargs or {})):
+    if (isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer)
+        and leaf.committed):
+      return next(iter(leaf.devices())).platform
+  return default_platform()
+
+
 def _traced(args, kwargs) -> bool:
   return any(isinstance(leaf, jax.core.Tracer)
              for leaf in jax.tree_util.tree_leaves((args, kwargs)))
@@ -201,7 +224,7 @@ def forced_emitters() -> str | None:
 def jit(fun: Callable | None = None, /, *, fusion_emitters: bool | Emitters = True,
         tree_reductions: bool = True, **jit_kwargs) -> Callable:
   """``jax.jit(fun, **jit_kwargs)``, compiled with :data:`CPU_COMPILER_OPTIONS` (loop
-  emitters: :data:`LOOP_EMITTER_OPTIONS`) when the default backend is the CPU.
+  emitters: :data:`LOOP_EMITTER_OPTIONS`) when the call runs on a CPU (:func:`platform`).
   ``fusion_emitters`` is True (fusion emitters), False (loop emitters) or an :class:`Emitters`
   choice by the size of the largest array argument (:func:`fusion_from`,
   :func:`fusion_below`). ``tree_reductions=False`` also disables XLA's tree rewriting of
@@ -240,7 +263,7 @@ def jit(fun: Callable | None = None, /, *, fusion_emitters: bool | Emitters = Tr
 
   @functools.wraps(fun)
   def call(*args, **kwargs):
-    if jax.default_backend() != "cpu" or _traced(args, kwargs):
+    if _traced(args, kwargs) or platform(args, kwargs) != "cpu":
       return plain(*args, **kwargs)
     try:
       return tuned(*args, **kwargs)

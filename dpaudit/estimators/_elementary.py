@@ -32,6 +32,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from dpaudit.estimators import _compile
+
 _LOG2_HIGH = 6.93147180369123816490e-01  # log 2 to 32 bits: e * _LOG2_HIGH is exact
 _LOG2_LOW = 1.90821492927058770002e-10
 _SQRT2 = 1.4142135623730951
@@ -55,7 +57,7 @@ def quotient(x, y):
 
 
 def _fast(x) -> bool:
-  return x.dtype == jnp.float64 and jax.default_backend() == "cpu"
+  return x.dtype == jnp.float64 and _compile.default_platform() == "cpu"
 
 
 def _reduce(x):

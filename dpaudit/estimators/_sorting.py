@@ -1,9 +1,11 @@
 """Sorting for the estimators: XLA's comparator sort on a CPU is 10-25x slower than NumPy's.
 
 Measured on the 2-core CPU: ``jnp.argsort`` of 2e6 float64 scores took 0.5-0.6 s, NumPy's
-``argsort`` 0.045 s (introsort) or 0.2 s (stable). On a CPU backend the sort is therefore handed
-to NumPy through ``jax.pure_callback`` (pure: same input, same output), so the estimators stay
-jit- and vmap-able; on GPU and TPU the device's own sort runs.
+``argsort`` 0.045 s (introsort) or 0.2 s (stable). On a CPU the sort is therefore handed to
+NumPy through ``jax.pure_callback`` (pure: same input, same output), so the estimators stay
+jit- and vmap-able; on GPU and TPU the device's own sort runs. Which one is chosen by
+:func:`dpaudit.estimators._compile.default_platform` (``jax.default_device`` first, then the
+default backend).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from dpaudit.estimators import _compile
 
 
 def _host_argsort_descending(stable: bool):
@@ -30,7 +34,7 @@ def argsort_descending(x: jax.Array, stable: bool = False) -> jax.Array:
   order is unspecified, which is enough wherever only the counts at the end of each group of
   ties are used.
   """
-  if jax.default_backend() != "cpu":
+  if _compile.default_platform() != "cpu":
     return jnp.argsort(-x, axis=-1, stable=stable).astype(jnp.int32)
   shape = jax.ShapeDtypeStruct(x.shape, jnp.int32)
   return jax.pure_callback(_host_argsort_descending(stable), shape, x, vmap_method="expand_dims")
@@ -62,7 +66,7 @@ def descending_cumulative(x: jax.Array, labels: jax.Array,
   the device sorts and sums."""
   labels = jnp.asarray(labels)
   labels = jnp.broadcast_to(labels.astype(jnp.int32) if labels.dtype == bool else labels, x.shape)
-  if jax.default_backend() != "cpu":
+  if _compile.default_platform() != "cpu":
     order = argsort_descending(x, stable)
     return order, jnp.cumsum(jnp.take_along_axis(labels, order, axis=-1), axis=-1,
                              dtype=labels.dtype)

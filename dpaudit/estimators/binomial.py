@@ -221,7 +221,7 @@ def _cpu_chunk_size() -> int | None:
   XLA:CPU materialises many intermediate arrays of these long elementwise programs; passing
   over the batch in chunks that stay in the caches is about 1.6x faster on a CPU (measured on
   2M Clopper-Pearson limits). Accelerators take the whole batch at once."""
-  return 65536 if jax.default_backend() == "cpu" else None
+  return 65536 if _compile.default_platform() == "cpu" else None
 
 
 def _chunked(size: int) -> bool:

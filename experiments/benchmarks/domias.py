@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import sys
 import time
 
 from absl import flags
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import results
 from experiments import common
+from experiments.benchmarks import hot_paths
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("seeds", 8, "Datasets (one per seed) fitted at once.")
@@ -56,79 +55,9 @@ flags.DEFINE_string("output_dir", "out/benchmarks/domias", "Where benchmark.json
 PAPER_SECONDS_PER_SEED_BNAF = 2 * 3600.0  # App. A.3
 
 
-def _datasets(num_seeds: int, num_rows: int, seed: int = 0, flag: str = "num_rows"
-              ) -> np.ndarray:
-  """``[seeds, rows, 8]`` random subsets of the standardised California Housing features;
-  ValueError naming ``--flag`` when it asks for more rows than the data hold."""
-  from dpaudit import data
-  features = np.asarray(data.load("california_housing").features, np.float64)
-  features = (features - features.mean(0)) / features.std(0)
-  if num_rows > features.shape[0]:
-    raise ValueError(f"--{flag}={num_rows} is outside the valid range [1, {features.shape[0]}]: "
-                     "California Housing has that many rows")
-  rng = np.random.default_rng(seed)
-  return np.stack([features[rng.choice(features.shape[0], num_rows, replace=False)]
-                   for _ in range(num_seeds)])
-
-
-def bench_kde(datas: np.ndarray, queries: np.ndarray, repeats: int) -> dict:
-  from dpaudit.attacks import density
-
-  def one(data, x, chunk_size):
-    return density.kde_log_density(density.fit_kde(data), x, chunk_size=chunk_size)
-
-  # The same peak memory on both sides: 128 query rows per chunk alone, 128 / seeds vmapped.
-  chunk = 128
-  single = jax.jit(lambda d, x: one(d, x, chunk))
-  batched = jax.jit(jax.vmap(lambda d, x: one(d, x, max(1, chunk // datas.shape[0]))))
-  datas, queries = jnp.asarray(datas), jnp.asarray(queries)
-  start = time.perf_counter()
-  jax.block_until_ready(batched(datas, queries))
-  compile_vmapped = time.perf_counter() - start
-  start = time.perf_counter()
-  jax.block_until_ready(single(datas[0], queries[0]))
-  compile_loop = time.perf_counter() - start
-  vmapped, loop = [], []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    out_v = jax.block_until_ready(batched(datas, queries))
-    vmapped.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    out_l = [jax.block_until_ready(single(d, q)) for d, q in zip(datas, queries)]
-    loop.append(time.perf_counter() - start)
-  np.testing.assert_allclose(np.asarray(out_v), np.stack(out_l), rtol=1e-6, atol=1e-6)
-  return {"vmapped_median_s": statistics.median(vmapped), "loop_median_s": statistics.median(loop),
-          "speedup": statistics.median(loop) / statistics.median(vmapped),
-          "first_call_vmapped_s": compile_vmapped, "first_call_loop_s": compile_loop,
-          "repeats": repeats, "query_rows_per_chunk": {"loop": chunk,
-                                                       "vmapped": max(1, chunk // len(datas))}}
-
-
-def bench_flow(datas: np.ndarray, config) -> dict:
-  from dpaudit.attacks import density
-  keys = jax.random.split(jax.random.key(0), datas.shape[0])
-  warm = datas + 0.01  # other values, same shapes: compiles every program once
-  start = time.perf_counter()
-  jax.block_until_ready(density.fit_flows(keys, warm, config).params)
-  first_vmapped = time.perf_counter() - start
-  start = time.perf_counter()
-  jax.block_until_ready(density.fit_flow(keys[0], warm[0], config).params)
-  first_loop = time.perf_counter() - start
-  start = time.perf_counter()
-  batch = density.fit_flows(keys, datas, config)
-  jax.block_until_ready(batch.params)
-  vmapped = time.perf_counter() - start
-  start = time.perf_counter()
-  singles = [density.fit_flow(k, d, config) for k, d in zip(keys, datas)]
-  jax.block_until_ready([s.params for s in singles])
-  loop = time.perf_counter() - start
-  held_out = jnp.asarray(datas[0, :200])
-  agree = float(np.max(np.abs(
-      np.asarray(density.flow_log_density(jax.tree.map(lambda a: a[0], batch), held_out))
-      - np.asarray(density.flow_log_density(singles[0], held_out)))))
-  return {"vmapped_s": vmapped, "loop_s": loop, "speedup": loop / vmapped,
-          "first_call_vmapped_s": first_vmapped, "first_call_loop_s": first_loop,
-          "max_log_density_difference_seed0": agree}
+_datasets = hot_paths.domias_datasets
+bench_kde = hot_paths.time_kde
+bench_flow = hot_paths.time_flow
 
 
 def bench_game() -> dict:

@@ -30,12 +30,11 @@ import time
 from absl import flags
 import jax
 import jax.numpy as jnp
-import optax
 
 from dpaudit import models
-from dpaudit.dpsgd import clipping, noise
 from dpaudit import results
 from experiments import common
+from experiments.benchmarks import hot_paths
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mlp", "lenet5"], "Models to time: mlp, lenet5 (and wrn16_4).")
@@ -52,39 +51,13 @@ flags.DEFINE_string("output_dir", "out/benchmarks/dpsgd", "Where results.json go
 
 TARGET_RATIO = {"mlp": 1.5, "lenet5": 1.3}
 TORCH_MODEL = {"mlp": "mlp", "lenet5": "cnn"}
-EXAMPLE_SHAPE = {"mlp": (28, 28, 1), "lenet5": (28, 28, 1), "wrn16_4": (32, 32, 3)}
+EXAMPLE_SHAPE = hot_paths.EXAMPLE_SHAPE
 
 
 def _steps(model, params, example_shape, batch_size):
   """The three jitted step functions ``(params, opt_state) -> (params, opt_state)``."""
-  sgd = optax.sgd(0.1)
-  # Bulk normal noise is ~6x faster from JAX's rolled threefry2x32 than from the unrolled
-  # variant that wins inside fused Monte Carlo kernels (measured on this CPU), so the
-  # DP-SGD experiments use threefry2x32 keys.
-  dp_tx = optax.chain(noise.dp_aggregate(FLAGS.noise_multiplier, FLAGS.l2_clip_norm,
-                                         batch_size, common.make_key(1, "threefry2x32")), sgd)
-  inputs = jax.random.uniform(jax.random.key(2), (batch_size,) + example_shape)
-  labels = jax.random.randint(jax.random.key(3), (batch_size,), 0, 10)
-
-  def nonprivate(p, s):
-    def loss(q):
-      return jnp.mean(clipping.softmax_cross_entropy(model.apply({"params": q}, inputs), labels))
-    updates, s = sgd.update(jax.grad(loss)(p), s, p)
-    return optax.apply_updates(p, updates), s
-
-  def dp(strategy):
-    def step(p, s):
-      out = clipping.clipped_grad_sum(model, p, inputs, labels, l2_clip_norm=FLAGS.l2_clip_norm,
-                                      strategy=strategy)
-      updates, s = dp_tx.update(out.grad_sum, s, p)
-      return optax.apply_updates(p, updates), s
-    return step
-
-  return {
-      "nonprivate": (jax.jit(nonprivate, donate_argnums=(0, 1)), sgd.init(params)),
-      "dp_ghost": (jax.jit(dp("ghost"), donate_argnums=(0, 1)), dp_tx.init(params)),
-      "dp_vmap": (jax.jit(dp("vmap"), donate_argnums=(0, 1)), dp_tx.init(params)),
-  }
+  return hot_paths.make_steps(model, params, example_shape, batch_size,
+                              FLAGS.noise_multiplier, FLAGS.l2_clip_norm)
 
 
 def _time_jax(name: str) -> dict:

@@ -47,7 +47,7 @@ from dpaudit import data, models
 from dpaudit.dpsgd import clipping, training
 from dpaudit import results
 from experiments import common
-from experiments.benchmarks import timing
+from experiments.benchmarks import hot_paths, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_runs", 1000, "T, the number of independent DP-SGD runs.")
@@ -74,17 +74,7 @@ TARGET_SPEEDUP = 20.0
 RTOL, ATOL = 1e-5, 1e-5
 
 
-def make_run(model, config: training.TrainConfig, num_examples: int, example: jax.Array,
-             strategy: str):
-  """``run(key, features, labels) -> (final params, per-step batch sizes)`` of one DP-SGD run:
-  :func:`dpaudit.dpsgd.training.make_run` (the function the many-run audits vmap)."""
-  full = training.make_run(model, config, num_examples, example, strategy=strategy)
-
-  def run(key, features, labels):
-    out = full(key, features, labels)
-    return out.params, out.batch_sizes
-
-  return run
+make_run = hot_paths.make_run
 
 
 def _validate_flags() -> None:

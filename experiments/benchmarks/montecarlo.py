@@ -78,17 +78,11 @@ def _engine_worker(num_trials, repeats):
 
 def _numpy_worker(num_trials, repeats, dtype_name):
   import numpy as np
-  dtype = np.dtype(dtype_name)
-  hist = np.asarray(_histogram(FLAGS.num_classes), dtype)
-  block = 2**18
+  from experiments.benchmarks import hot_paths
+  hist = _histogram(FLAGS.num_classes)
 
   def once(rng):
-    counts = np.zeros(FLAGS.num_classes, np.int64)
-    for start in range(0, num_trials, block):
-      n = min(block, num_trials - start)
-      noise = rng.standard_normal((n, FLAGS.num_classes), dtype=dtype)
-      counts += np.bincount(np.argmax(hist + SIGMA * noise, axis=1), minlength=FLAGS.num_classes)
-    return counts
+    return hot_paths.numpy_noisy_argmax(rng, hist, SIGMA, num_trials, np.dtype(dtype_name))
 
   rng = np.random.default_rng(0)
   once(rng)

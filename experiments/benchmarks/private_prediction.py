@@ -23,6 +23,7 @@ import time
 from absl import flags
 
 from experiments import common
+from experiments.benchmarks import hot_paths
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_trials", 2**24, "dpaudit trials per timed run.")
@@ -39,33 +40,8 @@ flags.DEFINE_list("teacher_models", ["mlp", "logistic"], "Teacher architectures 
                   "(mlp: hidden 512, 256; logistic: a linear model).")
 
 TARGET_RATIO = 3.0
-NUMPY_BLOCK = 2**18
-
-
-def profiles(num_classes: int):
-  """Class probabilities P and P' (P rolled by one class) of the two profiles."""
-  import numpy as np
-  dirichlet = np.random.default_rng(0).dirichlet(np.full(num_classes, 0.5))
-  concentrated = np.full(num_classes, 0.1 / max(num_classes - 1, 1))
-  concentrated[0] = 0.9
-  return {"dirichlet": dirichlet, "concentrated": concentrated / concentrated.sum()}
-
-
-def numpy_pate(rng, p, p_neighbor, k, sigma, num_trials, neighbor):
-  """The vectorised NumPy baseline: outcome counts over ``num_trials`` trials."""
-  import numpy as np
-  counts = np.zeros(p.size, np.int64)
-  done = 0
-  while done < num_trials:
-    n = min(NUMPY_BLOCK, num_trials - done)
-    if neighbor:
-      hist = rng.multinomial(k - 1, p, size=n) + rng.multinomial(1, p_neighbor, size=n)
-    else:
-      hist = rng.multinomial(k, p, size=n)
-    noisy = hist + sigma * rng.standard_normal(hist.shape, dtype=np.float32)
-    counts += np.bincount(np.argmax(noisy, axis=1), minlength=p.size)
-    done += n
-  return counts
+profiles = hot_paths.pate_profiles
+numpy_pate = hot_paths.numpy_pate
 
 
 def _median_rate(fn, num_trials, repeats):

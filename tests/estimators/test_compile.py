@@ -149,3 +149,43 @@ def test_program_arguments_stay_on_the_host_until_the_call():
   seen = []
   jax.jit(lambda t: seen.append(_compile.argument(t, jnp.float64)) or t)(jnp.zeros(2))
   assert isinstance(seen[0], jax.core.Tracer) and seen[0].dtype == jnp.float64
+
+
+def test_cpu_paths_follow_the_default_device_and_committed_arguments(monkeypatch):
+  cpu = jax.devices("cpu")[0]
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # as on a machine with a GPU
+  assert _compile.default_platform() == "gpu"
+  with jax.default_device(cpu):
+    assert _compile.default_platform() == "cpu"
+  with jax.default_device("cpu"):
+    assert _compile.default_platform() == "cpu"
+  assert _compile.platform((jax.device_put(jnp.ones(2), cpu),)) == "cpu"
+  assert _compile.platform((jnp.ones(2),)) == "gpu"  # uncommitted: where the default puts it
+  assert _compile.platform((np.ones(2),), {"x": 1.0}) == "gpu"
+
+
+def test_accelerator_paths_give_the_cpu_paths_values(monkeypatch):
+  # The branches an accelerator takes (the device's sort and cumulative sum instead of NumPy
+  # callbacks, one pass instead of CPU chunks, no XLA:CPU options), run here on the CPU with
+  # the default backend reported as a GPU. Sizes no other test uses, so that every program is
+  # traced afresh on the patched branch.
+  rng = np.random.default_rng(7)
+  size = 70_001  # over one CPU chunk (65,536) of the solvers
+  n = np.round(np.exp(rng.uniform(0.0, np.log(1e6), size)))
+  k = rng.integers(0, n.astype(np.int64) + 1).astype(float)
+  ins, outs = rng.normal(1.0, 1.0, 3001), rng.normal(0.0, 1.0, 3001)
+  scores, member = rng.normal(0.0, 1.0, 3003), rng.random(3003) < 0.5
+  calls = {
+      "clopper_pearson": lambda: estimators.clopper_pearson(k, n, 0.05),
+      "binomial_sf": lambda: estimators.binomial_sf(k, n, np.clip(k / n, 1e-9, 1 - 1e-9)),
+      "scores": lambda: estimators.epsilon_from_scores(ins, outs, 0.0, 0.05, "bonferroni"),
+      "split": lambda: estimators.epsilon_from_scores(ins, outs, 0.0, 0.05, "split"),
+      "one_run": lambda: estimators.one_run_epsilon_from_scores(scores, member, 1e-5, 0.05),
+  }
+  on_cpu = {name: jax.tree.map(np.asarray, call()) for name, call in calls.items()}
+  # Patched, each call goes to the programs compiled without the CPU options, traced here for
+  # the first time with these shapes, so on the accelerator's branches.
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  for name, call in calls.items():
+    for a, b in zip(jax.tree.leaves(call()), jax.tree.leaves(on_cpu[name])):
+      np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12, atol=0, err_msg=name)

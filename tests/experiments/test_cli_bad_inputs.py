@@ -218,6 +218,16 @@ CASES: dict[str, dict[str, list[str]]] = {
         "fraction": ["--test_fraction=1.5"],
         "unknown_choice": ["--dataset=nope"],
     },
+    "experiments.benchmarks.accelerator": {
+        "not_a_number": ["--scale=abc"],
+        "inf": ["--measure_s=inf"],
+        "nan": ["--scale=nan"],
+        "zero": ["--scale=0"],
+        "negative": ["--budget_s=-1"],
+        "absurd_size": ["--scale=1e15"],
+        "absurd_size_2": [f"--processes={BIG}"],
+        "unknown_choice": ["--only=nope"],
+    },
     "experiments.benchmarks.domias": {
         "not_a_number": ["--seeds=abc"],
         "zero": ["--seeds=0"],

@@ -1,0 +1,99 @@
+"""`python -m experiments.benchmarks.accelerator`: the tiny suite runs every workload and writes
+the JSON and Markdown a device run writes; failures and the time budget are reported."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit.results import read_json
+from experiments.benchmarks import accelerator, accelerator_workloads as w
+from tests.conftest import run_module
+
+ROW_KEYS = {"workload", "name", "unit", "accelerator", "cpu", "accelerator_over_cpu", "peer",
+            "peer_rate", "accelerator_over_peer", "max_rel_err", "target", "met", "note",
+            "details"}
+REPORT_KEYS = {"benchmark", "device", "device_kind", "platform", "cpu_cores", "tiny", "scale",
+               "measure_s", "budget_s", "workloads", "versions", "command", "wall_time_s"}
+
+
+def test_tiny_suite_reports_every_workload(tmp_path):
+  out = run_module("experiments.benchmarks.accelerator", "--tiny", f"--output_dir={tmp_path}")
+  assert out.returncode == 0, out.stderr[-3000:]
+  report = read_json(tmp_path / "results.json")
+  assert REPORT_KEYS <= set(report) and report["tiny"] is True and report["platform"] == "cpu"
+  assert list(report["workloads"]) == list(w.WORKLOADS)  # all of them, in the suite's order
+  table = (tmp_path / "results.md").read_text()
+  assert table in out.stdout + "\n"
+  for name, entry in report["workloads"].items():
+    assert entry["error"] is None and not entry.get("skipped"), (name, entry)
+    assert entry["rows"], name
+    for row in entry["rows"]:
+      assert set(row) == ROW_KEYS and row["workload"] == name
+      for side in ("accelerator", "cpu"):  # every workload reported a number on each side
+        assert math.isfinite(row[side]) and row[side] > 0, (row["name"], side)
+      assert row["met"] is None  # targets are judged on an accelerator only
+      assert f"| {name} | {row['name']} |" in table
+  estimator_rows = report["workloads"]["estimators"]["rows"]
+  assert len(estimator_rows) == 12  # six estimators, two precisions, one tiny size
+  for row in estimator_rows:
+    # No accelerator here: float64 is the reference itself, float32 close to it.
+    assert row["max_rel_err"] <= (0.0 if row["name"].endswith("float64") else 1e-3), row
+  montecarlo = report["workloads"]["montecarlo"]["rows"]
+  assert montecarlo[0]["target"] == 1e9 and montecarlo[0]["peer_rate"] > 0
+  for workload in ("many_run", "ngram"):
+    assert report["workloads"][workload]["rows"][0]["details"]["equality_check"]["passed"]
+
+
+def test_budget_skips_workloads_and_exits_non_zero(tmp_path):
+  out = run_module("experiments.benchmarks.accelerator", "--only=montecarlo,ngram",
+                   "--budget_s=1e-9", "--processes=1", f"--output_dir={tmp_path}")
+  assert out.returncode == 1
+  assert out.stderr.strip().splitlines()[-1].endswith(
+      f"workloads failed or skipped: montecarlo, ngram (see {tmp_path}/results.json)")
+  report = read_json(tmp_path / "results.json")
+  for entry in report["workloads"].values():
+    assert entry["rows"] == [] and "past --budget_s" in entry["skipped"]
+
+
+def test_a_failing_workload_is_reported_and_the_rest_go_on(monkeypatch):
+  def broken(ctx):
+    raise RuntimeError("out of device memory")
+
+  monkeypatch.setitem(w.WORKLOADS, "broken", broken)
+  ctx = w.Context(accelerator=None, cpu=None)
+  entry = w.run_workload("broken", ctx)
+  assert entry["rows"] == [] and entry["error"] == "RuntimeError: out of device memory"
+
+
+def test_split_workloads_balances_and_keeps_order():
+  names = list(w.WORKLOADS)
+  groups = accelerator.split_workloads(names, 2)
+  assert sorted(sum(groups, [])) == sorted(names)
+  for group in groups:
+    assert group == sorted(group, key=names.index)
+  costs = [sum(accelerator.COMPILE_COST[n] for n in g) for g in groups]
+  assert max(costs) - min(costs) <= max(accelerator.COMPILE_COST.values())
+  assert accelerator.split_workloads(["ngram"], 4) == [["ngram"]]
+
+
+def test_max_rel_err_against_a_loop():
+  rng = np.random.default_rng(0)
+  ref = np.concatenate([rng.normal(size=50), [0.0, np.inf, -np.inf, 1e-40]])
+  got = ref * (1 + rng.normal(scale=1e-6, size=ref.size))
+  got[-4:] = [0.0, np.inf, -np.inf, 0.0]
+  floor = np.finfo(np.float32).tiny * 1e6
+  expected = max(abs(g - r) / abs(r) for g, r in zip(got, ref)
+                 if abs(r) > floor and not np.isinf(r))
+  assert w.max_rel_err(got, ref, np.float32) == pytest.approx(expected, rel=1e-12)
+  got[50] = 1e-3  # an exact zero that moved
+  assert w.max_rel_err(got, ref, np.float32) == 1.0
+
+
+def test_judge_only_on_an_accelerator():
+  rows = [w.row("montecarlo", "a", "trials/s", 2e9, 1e7, target=1e9),
+          w.row("montecarlo", "b", "trials/s", 5e8, 1e7, target=1e9),
+          w.row("dpsgd", "c", "examples/s", 1.0, 1.0)]
+  assert [r["met"] for r in w.judge([dict(r) for r in rows], on_cpu=True)] == [None] * 3
+  assert [r["met"] for r in w.judge(rows, on_cpu=False)] == [True, False, None]
+  assert rows[0]["accelerator_over_cpu"] == 200.0
