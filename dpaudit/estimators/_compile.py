@@ -111,8 +111,13 @@ CPU_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_disable_hlo_passes": ("while-loop-invariant-code-motion,"
                                "while-loop-expensive-invariant-code-motion"),
 }
-LOOP_EMITTER_OPTIONS: dict[str, Any] = {**CPU_COMPILER_OPTIONS,
-                                        "xla_cpu_use_fusion_emitters": False}
+LOOP_EMITTERS_AVAILABLE = jax.__version_info__ < (0, 11)
+"""Whether XLA:CPU still has its loop emitters. jaxlib 0.11 removed them: it rejects the option
+``xla_cpu_use_fusion_emitters`` ("No such compile option"), so there every program takes the
+fusion emitters and :data:`LOOP_EMITTER_OPTIONS` is :data:`CPU_COMPILER_OPTIONS`."""
+LOOP_EMITTER_OPTIONS: dict[str, Any] = (
+    {**CPU_COMPILER_OPTIONS, "xla_cpu_use_fusion_emitters": False} if LOOP_EMITTERS_AVAILABLE
+    else dict(CPU_COMPILER_OPTIONS))
 TREE_REDUCTION_PASS = "tree_reduction_rewriter"
 """XLA's pass that splits each large reduction into reduce-windows and a final reduce (three
 kernels instead of one), which ``jit(tree_reductions=False)`` disables."""

@@ -5,17 +5,17 @@ r"""Every hot path of dpaudit on the accelerator against the host CPU, in one ru
   bash tools/device_run.sh                                     # on a lent GPU machine
 
 Runs the workloads of :mod:`experiments.benchmarks.accelerator_workloads` in order (Monte
-Carlo noisy argmax and PATE; the estimators in float64 and float32 at 1e6-1e8 elements; DP-SGD
-steps of the MLP, LeNet-5 and WRN-16-4, private and not; many DP-SGD runs vmapped against a
-loop; lazy n-gram reconstruction models; DOMIAS's KDE and flow fits), each on JAX's default
-device (the GPU when there is one) and on the host CPU in the same process, with the NumPy or
-scipy code a user would otherwise write where there is one. Every figure is a rate (higher is
+Carlo noisy argmax and PATE; DP-SGD steps of the MLP, LeNet-5 and WRN-16-4, private and not;
+many DP-SGD runs vmapped against a loop; lazy n-gram reconstruction models; DOMIAS's KDE and
+flow fits; the estimators in float64 and float32 at 1e6-1e8 elements), each on JAX's default
+device (the GPU when there is one) and on the host CPU in the same process, and the Monte Carlo
+also against the NumPy code a user would otherwise write. Every figure is a rate (higher is
 better) with the median of timed calls after a first call that compiles.
 
 A workload that fails is reported with its error and the others still run; workloads not
-started within ``--budget_s`` seconds are skipped and say so. ``results.json`` and
-``results.md`` (one table) in ``--output_dir`` are rewritten after every workload, so a run cut
-short keeps what it finished. Progress goes to stderr; the exit status is 1 when a workload
+started within ``--budget_s`` seconds are skipped, and a running one leaves out its optional
+parts; the report lists both. ``results.json`` and ``results.md`` (one table) in
+``--output_dir`` are rewritten after every workload, so a run cut short keeps what it finished. Progress goes to stderr; the exit status is 1 when a workload
 failed or was skipped.
 """
 
@@ -36,9 +36,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_bool("tiny", False, "Tiny sizes, one timed call each: the whole suite in under a "
                   "minute on 2 CPU cores (checks that every workload runs).")
 flags.DEFINE_float("scale", 1.0, "Multiplies the accelerator's sizes (e.g. 0.1 on a small GPU).")
-flags.DEFINE_float("measure_s", 2.0, "Seconds of timed calls per measurement after the first "
+flags.DEFINE_float("measure_s", 1.0, "Seconds of timed calls per measurement after the first "
                    "(at least one call; at most 5).")
-flags.DEFINE_float("budget_s", 400.0, "Seconds after the start from which no workload starts "
+flags.DEFINE_float("budget_s", 360.0, "Seconds after the start from which no workload starts "
                    "and a running one leaves out its optional parts (larger sizes, more "
                    "variants, models after the first); each is listed in the report.")
 flags.DEFINE_list("only", [], "Run only these workloads (default: all): montecarlo, "
