@@ -58,7 +58,8 @@ def descending_cumulative(x: jax.Array, labels: jax.Array,
   """``(order, cumsum(labels[order]))`` with ``order = argsort_descending(x, stable)``:
   how many of the highest scores carry each label, the count (or sum) of ``labels`` over
   the ``k + 1`` highest values of ``x`` at position ``k`` (last axis; ``labels`` numeric and
-  broadcast to the shape of ``x``, the sums in its dtype; booleans are counted as int32).
+  broadcast to the shape of ``x``, the sums in its dtype; booleans are counted as int32; float
+  labels are summed on the device).
 
   On a CPU both come from one NumPy callback. XLA:CPU compiles a cumulative sum over millions
   of elements as a tree of a dozen reduce-window, pad and slice kernels (about 20 ms of compile
@@ -66,7 +67,11 @@ def descending_cumulative(x: jax.Array, labels: jax.Array,
   the device sorts and sums."""
   labels = jnp.asarray(labels)
   labels = jnp.broadcast_to(labels.astype(jnp.int32) if labels.dtype == bool else labels, x.shape)
-  if _compile.default_platform() != "cpu":
+  # Float sums come from the device: JAX checks a callback's outputs against the dtypes
+  # canonicalised in the thread that runs it, so a float64 output fails where x64 is on only in
+  # the caller's thread (``with jax.enable_x64(True)``) and the runtime calls back on another
+  # (seen on a GPU machine's host CPU, jax 0.11). Integer counts are the same either way.
+  if _compile.default_platform() != "cpu" or jnp.issubdtype(labels.dtype, jnp.floating):
     order = argsort_descending(x, stable)
     return order, jnp.cumsum(jnp.take_along_axis(labels, order, axis=-1), axis=-1,
                              dtype=labels.dtype)

@@ -460,8 +460,11 @@ def _correct_counts(scores, is_member, grid: np.ndarray, mode: str):
   dtype = _float_dtype()
   scores = jnp.asarray(scores)
   m = scores.shape[-1]
-  # Ties: lower index first. top_members[k]: members among the k highest scores.
-  _, in_top = descending_cumulative(scores, jnp.asarray(is_member).astype(dtype), stable=True)
+  # Ties: lower index first. top_members[k]: members among the k highest scores, counted as
+  # integers (a host callback's float64 output trips JAX's output check when x64 is on only
+  # in the caller's thread and the backend runs callbacks on another: seen on a GPU machine).
+  _, in_top = descending_cumulative(scores, jnp.asarray(is_member) != 0, stable=True)
+  in_top = in_top.astype(dtype)
   top_members = jnp.concatenate([jnp.zeros(in_top.shape[:-1] + (1,), dtype), in_top], axis=-1)
   if mode == "top":
     return top_members[grid]

@@ -10,6 +10,7 @@ measurement as a rate (higher is better) on each side. The accelerator's sizes f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
@@ -79,6 +80,19 @@ def timed(fn: Callable[[], Any], ctx: Context) -> tuple[dict, Any]:
     times.append(time.perf_counter() - start)
   return {"first_call_s": first, "median_s": statistics.median(times),
           "min_s": min(times), "max_s": max(times), "repeats": len(times)}, out
+
+
+@contextlib.contextmanager
+def x64(enabled: bool):
+  """``jax_enable_x64`` set for the process, restored after. Not ``jax.enable_x64``, whose
+  setting holds in the calling thread only, while the runtime may run host callbacks on
+  another (the estimators' NumPy sorts on the CPU of a GPU machine)."""
+  before = jax.config.jax_enable_x64
+  jax.config.update("jax_enable_x64", enabled)
+  try:
+    yield
+  finally:
+    jax.config.update("jax_enable_x64", before)
 
 
 def row(workload: str, name: str, unit: str, accelerator: float | None, cpu: float | None, *,
@@ -262,14 +276,14 @@ def estimators(ctx: Context) -> list[dict]:
     elementwise = name not in ("epsilon_from_scores[bonferroni]", "one_run_epsilon_from_scores")
     cpu_runs = {}
     for precision in ("float64", "float32"):
-      with jax.enable_x64(precision == "float64"), jax.default_device(ctx.cpu):
+      with x64(precision == "float64"), jax.default_device(ctx.cpu):
         args = _put(inputs, cpu_n, np.dtype(precision), ctx.cpu)
         cpu_runs[precision] = timed(lambda args=args: call(*args), ctx)
     reference = np.asarray(cpu_runs["float64"][1])
     for precision in ("float64", "float32"):
       dtype = np.dtype(precision)
       cpu_t = cpu_runs[precision][0]
-      with jax.enable_x64(precision == "float64"):
+      with x64(precision == "float64"):
         for size in sizes:
           if size != sizes[0] and ctx.past_deadline(f"estimators {name} {size:.0e} {precision}"):
             continue
@@ -462,7 +476,7 @@ def domias(ctx: Context) -> list[dict]:
   query_rows = hot_paths.domias_datasets(seeds, queries, seed=1)
 
   def measure(device, on_accel):
-    with jax.enable_x64(True), jax.default_device(device):
+    with x64(True), jax.default_device(device):
       kde = hot_paths.time_kde(datas, query_rows, 1 if ctx.tiny else 3)
       flow = hot_paths.time_flow(datas[:flow_seeds, :flow_rows], flow_config)
     return {"kde": kde, "flow": flow}, None
