@@ -45,6 +45,9 @@ flags.DEFINE_list("only", [], "Run only these workloads (default: all): montecar
                   "estimators, dpsgd, many_run, ngram, domias.")
 flags.DEFINE_string("output_dir", "out/benchmarks/accelerator",
                     "Where results.json and results.md go.")
+flags.DEFINE_list("from_results", [], "Instead of running: merge these results.json files of "
+                  "runs on one kind of device (a later file's finished workloads replace an "
+                  "earlier's) and write the merged results.json and results.md.")
 flags.DEFINE_integer("processes", 0, "Worker processes running workloads at once, each with its "
                      "own JAX (0: 2 with --tiny, whose time goes to compiling on a multi-core "
                      "CPU; 1 otherwise: concurrent timings are not comparable, and processes "
@@ -75,7 +78,7 @@ def markdown(report: dict) -> str:
           name, r["name"], r["unit"], _number(r["accelerator"]), _number(r["cpu"]),
           _number(r["accelerator_over_cpu"]), peer, _number(r["accelerator_over_peer"]),
           _number(r["max_rel_err"]), _number(r["target"]), _number(r["met"]),
-          r["note"] or ""]) + " |")
+          (r["note"] or "").strip("; ")]) + " |")
   for name, entry in report["workloads"].items():
     if entry.get("error") or entry.get("skipped"):
       lines.append(f"\n{name}: {entry.get('error') or entry.get('skipped')}")
@@ -133,6 +136,24 @@ def run_in_workers(groups: list[list[str]], progress) -> dict[str, dict]:
   return merged
 
 
+def merge_reports(reports: list[dict]) -> dict:
+  """One report from several runs on the same kind of device: the first's, with each
+  workload taken from the last run that finished it (rows and no error); ``merged_from`` lists
+  each run's command and wall time. ValueError if the runs' devices differ."""
+  kinds = {(r["device_kind"], r["cpu_cores"]) for r in reports}
+  if len(kinds) != 1:
+    raise ValueError(f"--from_results mixes devices {sorted(kinds)}; merge runs of one kind")
+  merged = {**reports[0], "workloads": dict(reports[0]["workloads"])}
+  for report in reports[1:]:
+    for name, entry in report["workloads"].items():
+      if entry["rows"] and not entry["error"]:
+        merged["workloads"][name] = entry
+  merged["merged_from"] = [{"command": r["command"], "wall_time_s": r.get("wall_time_s"),
+                            "workloads": list(r["workloads"])} for r in reports]
+  merged["wall_time_s"] = None  # several runs: see merged_from
+  return merged
+
+
 def check_flags() -> list[str]:
   """The workloads to run; ValueError naming a bad flag."""
   from experiments.benchmarks import accelerator_workloads as w
@@ -152,6 +173,11 @@ def main(argv):
   common.quiet_logging()
   names = check_flags()
   common.claim_output_dir(FLAGS.output_dir)
+  if FLAGS.from_results:
+    report = merge_reports([results.read_json(path) for path in FLAGS.from_results])
+    _write(report)
+    print(markdown(report))
+    return
   import jax
   from experiments.benchmarks import accelerator_workloads as w
   start = time.perf_counter()

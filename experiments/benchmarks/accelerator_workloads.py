@@ -349,12 +349,11 @@ def dpsgd_steps(ctx: Context) -> list[dict]:
     (acc, _), (cpu, _) = _both(ctx, measure)
     for method, label in (("nonprivate", "non-private step"),
                           ("dp_ghost", "DP-SGD step (ghost clipping)")):
-      note = (f"DP / non-private time {acc['dp_ghost']['median_s'] / acc['nonprivate']['median_s']:.2f}x"
-              if method == "dp_ghost" else "")
+      ratio = acc["dp_ghost"]["median_s"] / acc["nonprivate"]["median_s"]
+      notes = ([f"DP / non-private time {ratio:.2f}x"] if method == "dp_ghost" else []) + (
+          [] if ctx.same_device else [f"CPU batch {cpu[method]['batch']}"])
       rows.append(row("dpsgd", f"{name} {label}, batch {acc[method]['batch']}", "examples/s",
-                      acc[method]["rate"], cpu[method]["rate"],
-                      note=note + (f"; CPU batch {cpu[method]['batch']}" if not ctx.same_device
-                                   else ""),
+                      acc[method]["rate"], cpu[method]["rate"], note="; ".join(notes),
                       details={"accelerator": acc[method], "cpu": cpu[method]}))
     ctx.progress(f"dpsgd {name}: DP {acc['dp_ghost']['rate']:.3g} examples/s, "
                  f"non-private {acc['nonprivate']['rate']:.3g}")

@@ -1,6 +1,7 @@
 """`python -m experiments.benchmarks.accelerator`: the tiny suite runs every workload and writes
 the JSON and Markdown a device run writes; failures and the time budget are reported."""
 
+import json
 import math
 
 import numpy as np
@@ -97,3 +98,29 @@ def test_judge_only_on_an_accelerator():
   assert [r["met"] for r in w.judge([dict(r) for r in rows], on_cpu=True)] == [None] * 3
   assert [r["met"] for r in w.judge(rows, on_cpu=False)] == [True, False, None]
   assert rows[0]["accelerator_over_cpu"] == 200.0
+
+
+def _report(kind, workloads, command="run"):
+  return {"device": "cuda:0", "device_kind": kind, "cpu_cores": 16, "command": command,
+          "wall_time_s": 1.0, "workloads": workloads}
+
+
+def test_merge_takes_each_workload_from_the_last_run_that_finished_it(tmp_path):
+  good = {"rows": [w.row("estimators", "cp", "pairs/s", 2.0, 1.0)], "wall_s": 1.0,
+          "error": None}
+  failed = {"rows": [], "wall_s": 1.0, "error": "RuntimeError: x"}
+  first = _report("H100", {"montecarlo": good, "estimators": failed}, "all")
+  second = _report("H100", {"estimators": good, "montecarlo": failed}, "--only=estimators")
+  merged = accelerator.merge_reports([first, second])
+  assert merged["workloads"] == {"montecarlo": good, "estimators": good}
+  assert [m["command"] for m in merged["merged_from"]] == ["all", "--only=estimators"]
+  with pytest.raises(ValueError, match="mixes devices"):
+    accelerator.merge_reports([first, _report("H200", {})])
+  # The CLI writes the merged files without running anything.
+  for i, report in enumerate((first, second)):
+    (tmp_path / f"r{i}.json").write_text(json.dumps(report))
+  out = run_module("experiments.benchmarks.accelerator",
+                   f"--from_results={tmp_path / 'r0.json'},{tmp_path / 'r1.json'}",
+                   f"--output_dir={tmp_path / 'merged'}")
+  assert out.returncode == 0, out.stderr
+  assert read_json(tmp_path / "merged" / "results.json")["workloads"]["estimators"] == good
