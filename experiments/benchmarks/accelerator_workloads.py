@@ -1,6 +1,6 @@
 """The workloads of :mod:`experiments.benchmarks.accelerator`: each hot path of dpaudit timed on
-the accelerator and, in the same process, on the host CPU (JAX's CPU backend) and against the
-NumPy/scipy code a user would otherwise run there.
+the accelerator and, in the same process, on the host CPU (JAX's CPU backend); the Monte Carlo
+also against the NumPy code a user would otherwise run there.
 
 Every workload is a function ``(Context) -> list[row]``; a row (:func:`row`) holds one
 measurement as a rate (higher is better) on each side. The accelerator's sizes fill an H100
