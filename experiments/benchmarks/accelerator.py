@@ -53,62 +53,27 @@ flags.DEFINE_integer("processes", 0, "Worker processes running workloads at once
                      "CPU; 1 otherwise: concurrent timings are not comparable, and processes "
                      "would share one GPU's memory).")
 
-COLUMNS = ("workload", "measurement", "unit", "accelerator", "CPU (JAX)", "accel/CPU",
-           "peer on CPU", "accel/peer", "max rel. err vs f64 CPU", "target", "met", "note")
+TINY_XLA_FLAG = "--xla_backend_optimization_level=0"
+"""What ``--tiny`` compiles with: XLA's optimisation level 0 compiles about twice as fast (the
+tiny suite: 40-42 s on 2 CPU cores against 71-86 s) and keeps the arithmetic (XLA uses no
+fast-math unless asked). Tiny timings are not figures: the mode checks that everything runs."""
 
 
-def _number(value) -> str:
-  if value is None:
-    return "-"
-  if isinstance(value, bool):
-    return "yes" if value else "no"
-  return f"{value:.3g}"
-
-
-def markdown(report: dict) -> str:
-  """The report as one Markdown table, each workload's error or skip on its own line."""
-  lines = [f"Device: {report['device']} ({report['device_kind']}); host CPU: "
-           f"{report['cpu_cores']} cores. Rates: higher is better; median of timed calls after "
-           "a compiling first call.", "",
-           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-  for name, entry in report["workloads"].items():
-    for r in entry["rows"]:
-      peer = (f"{_number(r['peer_rate'])} ({r['peer']})" if r["peer"] is not None else "-")
-      lines.append("| " + " | ".join([
-          name, r["name"], r["unit"], _number(r["accelerator"]), _number(r["cpu"]),
-          _number(r["accelerator_over_cpu"]), peer, _number(r["accelerator_over_peer"]),
-          _number(r["max_rel_err"]), _number(r["target"]), _number(r["met"]),
-          (r["note"] or "").strip("; ")]) + " |")
-  for name, entry in report["workloads"].items():
-    if entry.get("error") or entry.get("skipped"):
-      lines.append(f"\n{name}: {entry.get('error') or entry.get('skipped')}")
-    if entry.get("skipped_parts"):
-      lines.append(f"\n{name}: left out past the time budget: "
-                   f"{', '.join(entry['skipped_parts'])}")
-  return "\n".join(lines) + "\n"
+def _tiny_xla_flags() -> None:
+  """Adds :data:`TINY_XLA_FLAG` to ``$XLA_FLAGS`` (read when JAX first creates a backend, here
+  and in the worker processes)."""
+  current = os.environ.get("XLA_FLAGS", "")
+  if TINY_XLA_FLAG.split("=")[0] not in current:
+    os.environ["XLA_FLAGS"] = f"{current} {TINY_XLA_FLAG}".strip()
 
 
 def _write(report: dict) -> None:
+  from experiments.benchmarks import accelerator_workloads as w
   results.write_json(os.path.join(FLAGS.output_dir, "results.json"), report)
   path = os.path.join(FLAGS.output_dir, "results.md")
   with open(path + ".tmp", "w") as f:
-    f.write(markdown(report))
+    f.write(w.markdown(report))
   os.replace(path + ".tmp", path)
-
-
-COMPILE_COST = {"dpsgd": 35.0, "domias": 20.0, "estimators": 12.0, "many_run": 5.0,
-                "ngram": 5.0, "montecarlo": 3.0}
-"""Seconds each tiny workload took on 2 CPU cores, nearly all compiling: how
-:func:`split_workloads` balances the worker processes."""
-
-
-def split_workloads(names: list[str], processes: int) -> list[list[str]]:
-  """``names`` in at most ``processes`` groups of about equal :data:`COMPILE_COST` (largest
-  first, each to the lightest group), each in the suite's order."""
-  groups: list[list[str]] = [[] for _ in range(min(processes, len(names)))]
-  for name in sorted(names, key=lambda n: -COMPILE_COST.get(n, 1.0)):
-    min(groups, key=lambda g: sum(COMPILE_COST.get(n, 1.0) for n in g)).append(name)
-  return [[n for n in names if n in g] for g in groups if g]
 
 
 def run_in_workers(groups: list[list[str]], progress) -> dict[str, dict]:
@@ -136,24 +101,6 @@ def run_in_workers(groups: list[list[str]], progress) -> dict[str, dict]:
   return merged
 
 
-def merge_reports(reports: list[dict]) -> dict:
-  """One report from several runs on the same kind of device: the first's, with each
-  workload taken from the last run that finished it (rows and no error); ``merged_from`` lists
-  each run's command and wall time. ValueError if the runs' devices differ."""
-  kinds = {(r["device_kind"], r["cpu_cores"]) for r in reports}
-  if len(kinds) != 1:
-    raise ValueError(f"--from_results mixes devices {sorted(kinds)}; merge runs of one kind")
-  merged = {**reports[0], "workloads": dict(reports[0]["workloads"])}
-  for report in reports[1:]:
-    for name, entry in report["workloads"].items():
-      if entry["rows"] and not entry["error"]:
-        merged["workloads"][name] = entry
-  merged["merged_from"] = [{"command": r["command"], "wall_time_s": r.get("wall_time_s"),
-                            "workloads": list(r["workloads"])} for r in reports]
-  merged["wall_time_s"] = None  # several runs: see merged_from
-  return merged
-
-
 def check_flags() -> list[str]:
   """The workloads to run; ValueError naming a bad flag."""
   from experiments.benchmarks import accelerator_workloads as w
@@ -171,15 +118,17 @@ def check_flags() -> list[str]:
 def main(argv):
   del argv
   common.quiet_logging()
+  if FLAGS.tiny:
+    _tiny_xla_flags()  # before any backend exists
   names = check_flags()
   common.claim_output_dir(FLAGS.output_dir)
+  from experiments.benchmarks import accelerator_workloads as w
   if FLAGS.from_results:
-    report = merge_reports([results.read_json(path) for path in FLAGS.from_results])
+    report = w.merge_reports([results.read_json(path) for path in FLAGS.from_results])
     _write(report)
-    print(markdown(report))
+    print(w.markdown(report))
     return
   import jax
-  from experiments.benchmarks import accelerator_workloads as w
   start = time.perf_counter()
 
   def progress(line: str) -> None:
@@ -193,12 +142,13 @@ def main(argv):
   report = {"benchmark": "accelerator", "device": str(device), "device_kind": device.device_kind,
             "platform": device.platform, "cpu_cores": os.cpu_count(), "tiny": FLAGS.tiny,
             "scale": FLAGS.scale, "measure_s": ctx.measure_s, "budget_s": FLAGS.budget_s,
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "workloads": {}, "versions": common.versions(), "command": " ".join(sys.argv)}
   progress(f"device {device} ({device.device_kind}); workloads: {', '.join(names)}")
   processes = FLAGS.processes or (2 if FLAGS.tiny else 1)
   if processes > 1 and len(names) > 1:
     report["workloads"] = dict(sorted(
-        run_in_workers(split_workloads(names, processes), progress).items(),
+        run_in_workers(w.split_workloads(names, processes), progress).items(),
         key=lambda item: names.index(item[0])))
     report["processes"] = processes
     report["wall_time_s"] = time.perf_counter() - start
@@ -215,7 +165,7 @@ def main(argv):
                + (f"; FAILED: {entry['error']}" if entry["error"] else ""))
     report["wall_time_s"] = time.perf_counter() - start
     _write(report)
-  print(markdown(report))
+  print(w.markdown(report))
   bad = [n for n, e in report["workloads"].items() if e.get("error") or e.get("skipped")]
   if bad:
     common.fail(f"workloads failed or skipped: {', '.join(bad)} (see "

@@ -518,3 +518,73 @@ def run_workload(name: str, ctx: Context) -> dict:
     rows, error = [], f"{type(e).__name__}: {e}"[:2000]
   return {"rows": rows, "wall_s": time.perf_counter() - start, "error": error,
           "skipped_parts": list(ctx.skipped)}
+
+
+# ----------------------------------------------------------------------------- the report
+
+COLUMNS = ("workload", "measurement", "unit", "accelerator", "CPU (JAX)", "accel/CPU",
+           "peer on CPU", "accel/peer", "max rel. err vs f64 CPU", "target", "met", "note")
+
+
+def _number(value) -> str:
+  if value is None:
+    return "-"
+  if isinstance(value, bool):
+    return "yes" if value else "no"
+  return f"{value:.3g}"
+
+
+def markdown(report: dict) -> str:
+  """The report as one Markdown table, each workload's error or skip on its own line."""
+  lines = [f"Device: {report['device']} ({report['device_kind']}); host CPU: "
+           f"{report['cpu_cores']} cores. Rates: higher is better; median of timed calls after "
+           "a compiling first call.", "",
+           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+  for name, entry in report["workloads"].items():
+    for r in entry["rows"]:
+      peer = (f"{_number(r['peer_rate'])} ({r['peer']})" if r["peer"] is not None else "-")
+      lines.append("| " + " | ".join([
+          name, r["name"], r["unit"], _number(r["accelerator"]), _number(r["cpu"]),
+          _number(r["accelerator_over_cpu"]), peer, _number(r["accelerator_over_peer"]),
+          _number(r["max_rel_err"]), _number(r["target"]), _number(r["met"]),
+          (r["note"] or "").strip("; ")]) + " |")
+  for name, entry in report["workloads"].items():
+    if entry.get("error") or entry.get("skipped"):
+      lines.append(f"\n{name}: {entry.get('error') or entry.get('skipped')}")
+    if entry.get("skipped_parts"):
+      lines.append(f"\n{name}: left out past the time budget: "
+                   f"{', '.join(entry['skipped_parts'])}")
+  return "\n".join(lines) + "\n"
+
+
+COMPILE_COST = {"dpsgd": 35.0, "domias": 20.0, "estimators": 12.0, "many_run": 5.0,
+                "ngram": 5.0, "montecarlo": 3.0}
+"""Seconds each tiny workload took on 2 CPU cores, nearly all compiling: how
+:func:`split_workloads` balances the worker processes."""
+
+
+def split_workloads(names: list[str], processes: int) -> list[list[str]]:
+  """``names`` in at most ``processes`` groups of about equal :data:`COMPILE_COST` (largest
+  first, each to the lightest group), each in the suite's order."""
+  groups: list[list[str]] = [[] for _ in range(min(processes, len(names)))]
+  for name in sorted(names, key=lambda n: -COMPILE_COST.get(n, 1.0)):
+    min(groups, key=lambda g: sum(COMPILE_COST.get(n, 1.0) for n in g)).append(name)
+  return [[n for n in names if n in g] for g in groups if g]
+
+
+def merge_reports(reports: list[dict]) -> dict:
+  """One report from several runs on the same kind of device: the first's, with each
+  workload taken from the last run that finished it (rows and no error); ``merged_from`` lists
+  each run's command and wall time. ValueError if the runs' devices differ."""
+  kinds = {(r["device_kind"], r["cpu_cores"]) for r in reports}
+  if len(kinds) != 1:
+    raise ValueError(f"--from_results mixes devices {sorted(kinds)}; merge runs of one kind")
+  merged = {**reports[0], "workloads": dict(reports[0]["workloads"])}
+  for report in reports[1:]:
+    for name, entry in report["workloads"].items():
+      if entry["rows"] and not entry["error"]:
+        merged["workloads"][name] = entry
+  merged["merged_from"] = [{"command": r["command"], "wall_time_s": r.get("wall_time_s"),
+                            "workloads": list(r["workloads"])} for r in reports]
+  merged["wall_time_s"] = None  # several runs: see merged_from
+  return merged
