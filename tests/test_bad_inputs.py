@@ -26,18 +26,21 @@ import numpy as np
 import pytest
 
 PACKAGES = ("dpaudit.audits", "dpaudit.attacks", "dpaudit.estimators")
+MODULES = ("dpaudit.audit",)  # public modules outside those packages (the front door)
 
 
 def public_callables() -> dict[str, Any]:
   """``module.name`` -> object for every public function and class defined in a public module
-  of :data:`PACKAGES` (names without a leading underscore, defined in that module)."""
+  of :data:`PACKAGES` or in :data:`MODULES` (names without a leading underscore, defined in
+  that module)."""
   out = {}
+  names = list(MODULES)
   for package_name in PACKAGES:
     package = importlib.import_module(package_name)
-    for info in pkgutil.iter_modules(package.__path__):
-      if info.name.startswith("_"):
-        continue
-      module = importlib.import_module(f"{package_name}.{info.name}")
+    names += [f"{package_name}.{info.name}" for info in pkgutil.iter_modules(package.__path__)
+              if not info.name.startswith("_")]
+  for module_name in names:
+      module = importlib.import_module(module_name)
       for name, value in vars(module).items():
         if (not name.startswith("_") and callable(value)
             and getattr(value, "__module__", None) == module.__name__):
@@ -1321,6 +1324,49 @@ ABORTS: dict[str, str] = {}
 # ----------------------------------------------------------------------------------------------
 # The tests
 # ----------------------------------------------------------------------------------------------
+
+
+# ----------------------------------------------------------------------------------------------
+# dpaudit.audit (the front door)
+# ----------------------------------------------------------------------------------------------
+from dpaudit import audit as front  # noqa: E402
+
+exempt(CONTAINER, "dpaudit.audit.AuditResult")
+for _fn in (front.from_scores, front.one_run_from_scores):
+  _args = (GOOD_SCORES, GOOD_SCORES) if _fn is front.from_scores else (GOOD_SCORES, MEMBERS)
+  for _label, _value in {"1.5": 1.5, "0": 0.0, "1": 1.0, "nan": float("nan"),
+                         "str": "0.95"}.items():
+    bad(_fn, f"confidence-{_label}", "confidence", *_args, confidence=_value)
+  bad(_fn, "delta-1", "delta", *_args, delta=1.0)
+  bad(_fn, "reference-negative", "reference", *_args, reference=-1.0)
+  bad(_fn, "reference_kind-empty", "reference_kind", *_args, reference=1.0, reference_kind="")
+score_cases(front.from_scores, "in_scores", lambda v: ((v, GOOD_SCORES), {}), skip=ORDERED)
+score_cases(front.from_scores, "out_scores", lambda v: ((GOOD_SCORES, v), {}), skip=ORDERED)
+bad(front.from_scores, "method", "method", GOOD_SCORES, GOOD_SCORES, method="best")
+score_cases(front.one_run_from_scores, "scores", lambda v: ((v, MEMBERS), {}), skip=ORDERED)
+bad(front.one_run_from_scores, "is_member-shape", "is_member", GOOD_SCORES, MEMBERS[:3])
+
+
+def _coin(key, bit):
+  return jax.numpy.where(jax.random.bernoulli(key, 0.7), bit, 1 - bit)
+
+
+_BIT, _OTHER = np.int32(1), np.int32(0)
+for _label, _kwargs, _match in (
+    ("num_outcomes-1", {"num_outcomes": 1}, "num_outcomes"),
+    ("num_outcomes-float", {"num_outcomes": 2.0}, "num_outcomes"),
+    ("num_trials-3", {"num_outcomes": 2, "num_trials": 3}, "num_trials"),
+    ("num_trials-float", {"num_outcomes": 2, "num_trials": 1e6}, "num_trials"),
+    ("orders-1", {"num_outcomes": 2, "orders": (1.0,)}, "orders"),
+    ("orders-empty", {"num_outcomes": 2, "orders": ()}, "orders"),
+    ("selection_fraction-1", {"num_outcomes": 2, "selection_fraction": 1.0},
+     "selection_fraction"),
+    ("confidence-0", {"num_outcomes": 2, "confidence": 0.0}, "confidence"),
+    ("delta-nan", {"num_outcomes": 2, "delta": float("nan")}, "delta")):
+  bad(front.black_box, _label, _match, KEY, _coin, _BIT, _OTHER, **_kwargs)
+bad(front.black_box, "neighbor-shape", "neighbor", KEY, _coin, _BIT, np.zeros(2, np.int32),
+    num_outcomes=2)
+bad(front.black_box, "key", "key", 0, _coin, _BIT, _OTHER, num_outcomes=2)
 
 
 def test_table_covers_every_public_callable():

@@ -1,0 +1,282 @@
+"""The front door: audit your own attack scores or black-box mechanism, one result type.
+
+Each function returns :class:`AuditResult`: a lower bound on one privacy quantity, held at a
+stated confidence, labelled with what kind of bound it is and what it could at most have shown
+(its ceiling, set by the number of observations). A bound of 0.0 means no leakage was measured.
+
+* :func:`from_scores`: membership (or canary) scores of any attack on any model, for examples
+  that were in the training data and examples that were not: an (epsilon, delta) lower bound
+  with an honest choice of threshold (Clopper-Pearson; Bonferroni over thresholds, or a split
+  of the scores into choosing and evaluating halves).
+* :func:`one_run_from_scores`: one training run with m canaries, half of them inserted at
+  random (Steinke, Nasr & Jagielski 2023; UniAud Thm. 2): an epsilon lower bound from O(1)
+  training runs.
+* :func:`black_box`: any ``mechanism(key, dataset) -> outcome`` and two neighbouring datasets:
+  Monte Carlo over the mechanism, then (epsilon, delta) and Renyi 2-cut bounds on sets chosen on
+  one part of the trials and evaluated on the other (Chadha et al., Auditing Private Prediction,
+  Sec. 3), and the k-cut bound over all outcomes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpaudit import _validate, estimators, montecarlo, results
+
+FINITE_SAMPLE = "finite-sample"
+"""A lower bound that holds at its confidence for every number of observations."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditResult:
+  """A lower bound on one privacy quantity from an audit.
+
+  Attributes:
+    quantity: what is bounded: ``"epsilon"`` (of (epsilon, delta)-DP at ``delta``) or
+      ``"renyi divergence"`` (at ``order``).
+    lower_bound: the bound (a Python float; 0.0 when no leakage was measured).
+    confidence: the probability, over the audit's randomness, that the bound holds.
+    kind: ``"finite-sample"`` (valid at every sample size) or ``"asymptotic"``.
+    method: how it was computed, in words.
+    observations: how many observations it rests on (scores, canaries or trials).
+    ceiling: the largest bound these observations could have given (a perfect attack).
+    delta: delta of an epsilon bound.
+    order: the Renyi order of a divergence bound.
+    reference: a value to hold the bound against (e.g. the accountant's epsilon), if given.
+    reference_kind: what ``reference`` is (e.g. ``"theoretical upper bound"``).
+    details: method-specific figures (plain Python values).
+  """
+  quantity: str
+  lower_bound: float
+  confidence: float
+  kind: str
+  method: str
+  observations: int
+  ceiling: float | None = None
+  delta: float | None = None
+  order: float | None = None
+  reference: float | None = None
+  reference_kind: str | None = None
+  details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  def summary(self) -> str:
+    """One line: the bound, what it is, and what it is held against.
+
+    >>> AuditResult("epsilon", 1.25, 0.95, FINITE_SAMPLE, "scores", 2000, ceiling=6.1,
+    ...             delta=1e-5).summary()
+    'epsilon >= 1.25 at delta = 1e-05 (95% finite-sample lower bound; 2000 observations; ceiling 6.1; scores)'
+    """
+    at = (f" at delta = {self.delta:g}" if self.delta is not None else
+          f" at order {self.order:g}" if self.order is not None else "")
+    parts = [f"{self.confidence:.0%} {self.kind} lower bound", f"{self.observations} observations"]
+    if self.ceiling is not None:
+      parts.append(f"ceiling {self.ceiling:.3g}")
+    parts.append(self.method)
+    line = f"{self.quantity} >= {self.lower_bound:.3g}{at} ({'; '.join(parts)})"
+    if self.reference is not None:
+      line += f"; against {self.reference:.3g} ({self.reference_kind})"
+    return line
+
+  def to_dict(self) -> dict[str, Any]:
+    """Strict-JSON-ready dict (:func:`dpaudit.results.to_json_value`)."""
+    return results.to_json_value(dataclasses.asdict(self))
+
+
+def _confidence(confidence) -> float:
+  """``confidence`` in (0, 1) as a float."""
+  _validate.check_range("confidence", confidence, 0.0, 1.0, low_open=True, high_open=True)
+  return float(confidence)
+
+
+def _significance(confidence: float) -> float:
+  """``1 - confidence`` to 12 significant digits: confidence 0.95 is significance 0.05 exactly
+  (not 0.050000000000000044), so the bounds equal the estimators' at ``significance=0.05``."""
+  return float(f"{1.0 - confidence:.12g}")
+
+
+def _reference(reference, reference_kind) -> tuple[float | None, str | None]:
+  if reference is None:
+    return None, None
+  _validate.check_range("reference", reference, 0.0)
+  if not isinstance(reference_kind, str) or not reference_kind:
+    raise ValueError(f"reference_kind must be a non-empty string, got {reference_kind!r}")
+  return float(reference), reference_kind
+
+
+def from_scores(in_scores, out_scores, *, delta: float = 0.0, confidence: float = 0.95,
+                method: str = "split", reference: float | None = None,
+                reference_kind: str = "theoretical upper bound") -> AuditResult:
+  """(epsilon, delta) lower bound from any attack's scores (higher: more likely a member).
+
+  ``in_scores`` are the attack's scores of examples in the training data (or canaries
+  inserted), ``out_scores`` of examples that were not. Thresholding the scores is a test of
+  membership; its error rates' Clopper-Pearson bounds give epsilon (Eq. (1) of Chadha et al.),
+  with the threshold chosen honestly: ``"split"`` chooses it on half of each list and
+  evaluates it on the other half, ``"bonferroni"`` takes the best over all thresholds at
+  ``(1 - confidence) / (number of thresholds)``. Calls :func:`dpaudit.estimators.epsilon_from_scores`.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> result = from_scores(rng.normal(2.0, 1.0, 5000), rng.normal(0.0, 1.0, 5000))
+  >>> 3.0 < result.lower_bound < result.ceiling, result.kind
+  (True, 'finite-sample')
+  """
+  confidence = _confidence(confidence)
+  _validate.check_delta(delta)
+  if method not in ("split", "bonferroni"):
+    raise ValueError(f"method must be 'split' or 'bonferroni', got {method!r}")
+  reference, reference_kind = _reference(reference, reference_kind)
+  out = estimators.epsilon_from_scores(in_scores, out_scores, delta, _significance(confidence),
+                                     method)
+  n_in, n_out = np.shape(in_scores)[-1], np.shape(out_scores)[-1]
+  perfect = estimators.epsilon_from_scores(np.ones(n_in), np.zeros(n_out), delta,
+                                           _significance(confidence), method)
+  name = ("threshold chosen on half the scores, evaluated on the other half"
+          if method == "split" else "best threshold, Bonferroni over thresholds")
+  return AuditResult(
+      "epsilon", float(out.epsilon), confidence, FINITE_SAMPLE,
+      f"attack scores, Clopper-Pearson error rates, {name}", int(n_in + n_out),
+      ceiling=float(perfect.epsilon), delta=float(delta), reference=reference,
+      reference_kind=reference_kind,
+      details={"threshold": float(out.threshold),
+               "false_positives": int(out.false_positives), "negatives": int(out.negatives),
+               "false_negatives": int(out.false_negatives), "positives": int(out.positives)})
+
+
+def one_run_from_scores(scores, is_member, *, delta: float = 0.0, confidence: float = 0.95,
+                        reference: float | None = None,
+                        reference_kind: str = "theoretical upper bound") -> AuditResult:
+  """Epsilon lower bound from one training run with canaries (Steinke, Nasr & Jagielski 2023).
+
+  ``scores[i]`` is the attack's score of canary i and ``is_member[i]`` whether it was inserted
+  (each independently with probability 1/2, before training). The guesses are the highest and
+  lowest scores; the number of guesses is chosen over a grid with Bonferroni correction. Calls
+  :func:`dpaudit.estimators.one_run_epsilon_from_scores`.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> member = rng.random(10_000) < 0.5
+  >>> result = one_run_from_scores(rng.normal(3.0 * member, 1.0), member, delta=1e-5)
+  >>> result.lower_bound > 1.0, result.lower_bound <= result.ceiling
+  (True, True)
+  """
+  confidence = _confidence(confidence)
+  _validate.check_delta(delta)
+  reference, reference_kind = _reference(reference, reference_kind)
+  out = estimators.one_run_epsilon_from_scores(scores, is_member, delta,
+                                               _significance(confidence))
+  return AuditResult(
+      "epsilon", float(out.epsilon), confidence, FINITE_SAMPLE,
+      "one training run: guesses on the highest and lowest canary scores, Bonferroni over "
+      "the number of guesses", int(np.shape(scores)[-1]),
+      ceiling=float(out.epsilon_ceiling), delta=float(delta), reference=reference,
+      reference_kind=reference_kind,
+      details={"num_guesses": int(out.num_guesses), "num_correct": int(out.num_correct)})
+
+
+def _counts(mechanism, key, num_trials, num_outcomes, dataset, chunk_size):
+  return montecarlo.count_outcomes(mechanism, key, num_trials, num_outcomes, args=(dataset,),
+                                   chunk_size=chunk_size)
+
+
+def black_box(key: jax.Array, mechanism: Callable[[jax.Array, Any], Any], dataset: Any,
+              neighbor: Any, *, num_outcomes: int, num_trials: int = 1_000_000,
+              orders=(2.0,), delta: float = 0.0, confidence: float = 0.95,
+              selection_fraction: float = 0.5, chunk_size: int = 2**16,
+              reference: float | None = None,
+              reference_kind: str = "theoretical upper bound") -> tuple[AuditResult, ...]:
+  """Lower bounds for a black-box mechanism on two neighbouring datasets.
+
+  ``mechanism(key, dataset)`` is a pure JAX function returning one integer outcome in
+  ``[0, num_outcomes)`` (jit- and vmap-able; ``dataset`` is any pytree of arrays, and
+  ``neighbor`` has the same structure and shapes). It runs ``num_trials`` times on each dataset
+  (:func:`dpaudit.montecarlo.count_outcomes`). The first ``selection_fraction`` of the trials
+  choose, among the outcome sets ordered by likelihood ratio, the set whose bound is best; the
+  rest evaluate it, so choosing cannot inflate the bound (Chadha et al., Sec. 3).
+
+  Returns, each at ``confidence`` on its own: the (epsilon, ``delta``) lower bound of the
+  chosen set's test (:func:`dpaudit.estimators.epsilon_from_error_counts`); per order, the Renyi
+  2-cut lower bound on D_alpha(P || Q) (:func:`dpaudit.estimators.renyi_two_cut_lower_bound`);
+  per order, the k-cut lower bound over all outcomes and trials
+  (:func:`dpaudit.estimators.renyi_k_cut_lower_bound`, Sison-Glaz intervals).
+
+  >>> import jax, jax.numpy as jnp
+  >>> def randomized_response(key, bit):  # epsilon = 1
+  ...   keep = jax.random.bernoulli(key, jnp.e / (1 + jnp.e))
+  ...   return jnp.where(keep, bit, 1 - bit)
+  >>> eps, two_cut, k_cut = black_box(jax.random.key(0), randomized_response, jnp.int32(1),
+  ...                                 jnp.int32(0), num_outcomes=2, num_trials=200_000)
+  >>> 0.9 < eps.lower_bound <= 1.0
+  True
+  """
+  _validate.check_key(key)
+  confidence = _confidence(confidence)
+  _validate.check_delta(delta)
+  _validate.check_integer("num_outcomes", num_outcomes, 2)
+  _validate.check_integer("num_trials", num_trials, 4)
+  _validate.check_range("selection_fraction", selection_fraction, 0.0, 1.0, low_open=True,
+                        high_open=True)
+  _validate.check_orders(orders)
+  orders = tuple(float(o) for o in np.ravel(orders))
+  if not orders:
+    raise ValueError("orders is empty; give at least one Renyi order > 1")
+  reference, reference_kind = _reference(reference, reference_kind)
+  if jax.tree.structure(dataset) != jax.tree.structure(neighbor) or any(
+      np.shape(a) != np.shape(b)
+      for a, b in zip(jax.tree.leaves(dataset), jax.tree.leaves(neighbor))):
+    raise ValueError("neighbor must have the structure and shapes of dataset")
+  num_selection = max(1, min(num_trials - 1, round(selection_fraction * num_trials)))
+  num_evaluation = num_trials - num_selection
+  significance = _significance(confidence)
+  keys = jax.random.split(key, 4)
+  sel_p = _counts(mechanism, keys[0], num_selection, num_outcomes, dataset, chunk_size)
+  sel_q = _counts(mechanism, keys[1], num_selection, num_outcomes, neighbor, chunk_size)
+  eval_p = _counts(mechanism, keys[2], num_evaluation, num_outcomes, dataset, chunk_size)
+  eval_q = _counts(mechanism, keys[3], num_evaluation, num_outcomes, neighbor, chunk_size)
+  from dpaudit.audits import noisy_argmax  # the 2-cut set selection  # pylint: disable=g-import-not-at-top
+  dtype = jnp.result_type(float)
+  sel_p, sel_q, eval_p, eval_q = (jnp.asarray(c, dtype) for c in (sel_p, sel_q, eval_p, eval_q))
+
+  # (epsilon, delta): the prefix set whose test bound is best on the selection trials.
+  candidates = noisy_argmax.likelihood_ratio_prefix_sets(sel_p, sel_q).astype(dtype)
+  in_p, in_q = candidates @ sel_p, candidates @ sel_q
+  n_sel = float(num_selection)
+  chosen = candidates[int(jnp.argmax(estimators.epsilon_from_error_counts(
+      in_q, n_sel, n_sel - in_p, n_sel, delta, significance)))]
+  n_eval = float(num_evaluation)
+  in_p, in_q = float(chosen @ eval_p), float(chosen @ eval_q)
+  epsilon = float(estimators.epsilon_from_error_counts(in_q, n_eval, n_eval - in_p, n_eval, delta,
+                                                       significance))
+  ceiling = float(estimators.epsilon_from_error_counts(0.0, n_eval, 0.0, n_eval, delta,
+                                                       significance))
+  out = [AuditResult(
+      "epsilon", epsilon, confidence, FINITE_SAMPLE,
+      "black box: outcome set chosen on the selection trials, its test's error rates "
+      "(Clopper-Pearson) on the evaluation trials", 2 * num_trials, ceiling=ceiling,
+      delta=float(delta), reference=reference, reference_kind=reference_kind,
+      details={"set": np.flatnonzero(np.asarray(chosen)).tolist(),
+               "in_set_dataset": in_p, "in_set_neighbor": in_q,
+               "evaluation_trials": num_evaluation})]
+  sets = noisy_argmax.select_two_cut_sets(sel_p, sel_q, jnp.asarray(orders), significance)
+  in_p, in_q = sets.astype(dtype) @ eval_p, sets.astype(dtype) @ eval_q
+  two_cut = jnp.diagonal(estimators.renyi_two_cut_lower_bound(
+      in_p, n_eval, in_q, n_eval, jnp.asarray(orders), significance))
+  k_cut = estimators.renyi_k_cut_lower_bound(sel_p + eval_p, sel_q + eval_q,
+                                             jnp.asarray(orders), significance)
+  for i, order in enumerate(orders):
+    out.append(AuditResult(
+        "renyi divergence", float(two_cut[i]), confidence, FINITE_SAMPLE,
+        "black box: Renyi 2-cut of the outcome set chosen on the selection trials "
+        "(Clopper-Pearson on the evaluation trials)", 2 * num_trials, order=float(order),
+        details={"set": np.flatnonzero(np.asarray(sets[i])).tolist()}))
+  for i, order in enumerate(orders):
+    out.append(AuditResult(
+        "renyi divergence", float(np.ravel(k_cut)[i]), confidence, FINITE_SAMPLE,
+        "black box: Renyi k-cut over all outcomes (Sison-Glaz simultaneous intervals)",
+        2 * num_trials, order=float(order)))
+  return tuple(out)

@@ -1,0 +1,97 @@
+"""The front door (dpaudit.audit): the same bounds as the estimators, as Python floats, and a
+black-box audit of randomized response (known epsilon) that is valid and reaches the truth."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpaudit import audit, estimators, results
+
+EPSILON = 1.0
+KEEP = math.exp(EPSILON) / (1.0 + math.exp(EPSILON))
+
+
+def randomized_response(key, bit):
+  """Reports ``bit`` with probability e^eps / (1 + e^eps): exactly eps-DP."""
+  return jnp.where(jax.random.bernoulli(key, KEEP), bit, 1 - bit)
+
+
+def rr_renyi(order: float) -> float:
+  p, q = KEEP, 1.0 - KEEP
+  return math.log(p**order * q**(1 - order) + q**order * p**(1 - order)) / (order - 1)
+
+
+@pytest.mark.parametrize("method", ["split", "bonferroni"])
+def test_from_scores_gives_python_floats_equal_to_the_estimator(method):
+  rng = np.random.default_rng(1)
+  ins, outs = rng.normal(1.0, 1.0, 3000), rng.normal(0.0, 1.0, 3000)
+  result = audit.from_scores(ins, outs, delta=1e-5, confidence=0.9, method=method,
+                             reference=2.0)
+  direct = estimators.epsilon_from_scores(ins, outs, 1e-5, 0.1, method)
+  assert type(result.lower_bound) is float and type(result.ceiling) is float
+  assert result.lower_bound == float(direct.epsilon) > 0
+  assert result.lower_bound < result.ceiling
+  assert (result.quantity, result.kind, result.observations) == ("epsilon", "finite-sample", 6000)
+  assert result.details["positives"] + result.details["negatives"] <= 6000
+  text = results.dumps(result.to_dict())
+  assert json.loads(text)["lower_bound"] == result.lower_bound
+  assert result.summary().startswith(f"epsilon >= {result.lower_bound:.3g} at delta = 1e-05 (90% ")
+  assert result.summary().endswith("against 2 (theoretical upper bound)")
+
+
+def test_from_scores_reads_zero_when_nothing_leaks():
+  rng = np.random.default_rng(2)
+  result = audit.from_scores(rng.normal(size=2000), rng.normal(size=2000))
+  assert result.lower_bound == 0.0
+
+
+def test_one_run_from_scores_equals_the_estimator():
+  rng = np.random.default_rng(3)
+  member = rng.random(5000) < 0.5
+  scores = rng.normal(2.0 * member, 1.0)
+  result = audit.one_run_from_scores(scores, member, delta=1e-5)
+  direct = estimators.one_run_epsilon_from_scores(scores, member, 1e-5, 0.05)
+  assert result.lower_bound == float(direct.epsilon) > 0.5
+  assert result.ceiling == float(direct.epsilon_ceiling)
+  assert result.details == {"num_guesses": int(direct.num_guesses),
+                            "num_correct": int(direct.num_correct)}
+
+
+def test_black_box_randomized_response_is_below_the_truth_and_reaches_half_at_1e6_trials():
+  orders = (2.0, 4.0)
+  eps, *renyi = audit.black_box(jax.random.key(0), randomized_response, jnp.int32(1),
+                                jnp.int32(0), num_outcomes=2, num_trials=1_000_000,
+                                orders=orders, reference=EPSILON)
+  assert EPSILON / 2 <= eps.lower_bound <= EPSILON
+  assert eps.lower_bound <= eps.ceiling and eps.details["set"] in ([0], [1])
+  two_cut, k_cut = renyi[:2], renyi[2:]
+  for results_ in (two_cut, k_cut):
+    for result, order in zip(results_, orders):
+      assert result.order == order and result.quantity == "renyi divergence"
+      assert rr_renyi(order) / 2 <= result.lower_bound <= rr_renyi(order)
+
+
+def test_black_box_bound_exceeds_the_truth_no_more_often_than_its_confidence_allows():
+  # 40 audits at 2,000 trials per side: at 95% confidence each, more than 5 exceedances would
+  # have probability 0.048 if the level were exact (the bounds are conservative).
+  exceed = 0
+  for seed in range(40):
+    eps, two_cut = audit.black_box(jax.random.key(seed), randomized_response, jnp.int32(1),
+                                   jnp.int32(0), num_outcomes=2, num_trials=4_000,
+                                   orders=(2.0,))[:2]
+    exceed += eps.lower_bound > EPSILON
+    exceed += two_cut.lower_bound > rr_renyi(2.0)
+  assert exceed <= 5
+
+
+def test_black_box_sees_nothing_in_a_mechanism_that_ignores_its_data():
+  def coin(key, bit):
+    del bit
+    return jax.random.bernoulli(key, 0.5).astype(jnp.int32)
+  eps, two_cut, k_cut = audit.black_box(jax.random.key(1), coin, jnp.int32(1), jnp.int32(0),
+                                        num_outcomes=2, num_trials=20_000)
+  assert eps.lower_bound == two_cut.lower_bound == k_cut.lower_bound == 0.0
