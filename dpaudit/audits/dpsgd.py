@@ -54,6 +54,7 @@ from dpaudit import models
 from dpaudit import results
 from dpaudit.audits.noisy_argmax import to_plain
 from dpaudit.dpsgd import clipping, training
+from dpaudit.dpsgd.spec import DPSGDSpec
 
 GAMES = ("many_run", "one_run", "uniaud", "uniaud_plus")
 CANARY_TYPES = ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "trigger")
@@ -79,7 +80,7 @@ class DPSGDAuditConfig:
       ``delta``); ``inf`` trains without noise (clipping kept).
     delta: the delta of the accountant and of the lower bounds, in (0, 1).
     significance: beta of the 1 - beta confidence of the lower bound.
-    epochs: expected passes over the training set (steps = round(epochs N / batch_size)).
+    epochs: expected passes over the training set (steps: :func:`dpaudit.dpsgd.spec.schedule`).
     batch_size: expected Poisson batch size qN.
     learning_rate, optimizer, l2_clip_norm, physical_batch_size: as in
       :class:`dpaudit.dpsgd.TrainConfig`.
@@ -455,16 +456,11 @@ def _plan(config: DPSGDAuditConfig, num_examples: int) -> _Plan:
   if config.batch_size > num_examples:
     raise ValueError(f"batch_size={config.batch_size} exceeds the {num_examples} training "
                      "examples")
-  q = config.batch_size / num_examples
-  steps = max(1, round(config.epochs * num_examples / config.batch_size))
-  if math.isinf(config.epsilon):
-    sigma = 0.0
-  else:
-    sigma = accounting.calibrate_noise_multiplier(config.epsilon, q, steps, config.delta)
-  train_config = training.TrainConfig(
-      num_steps=steps, sampling_rate=q, noise_multiplier=sigma, l2_clip_norm=config.l2_clip_norm,
-      learning_rate=config.learning_rate, optimizer=config.optimizer,
-      physical_batch_size=config.physical_batch_size)
+  q, steps, sigma, train_config = DPSGDSpec(
+      epochs=config.epochs, batch_size=config.batch_size, epsilon=config.epsilon,
+      delta=config.delta, l2_clip_norm=config.l2_clip_norm, optimizer=config.optimizer,
+      learning_rate=config.learning_rate,
+      physical_batch_size=config.physical_batch_size).resolve(num_examples)
   eps_rdp = accounting.dpsgd_epsilon(sigma, q, steps, config.delta)
   eps_pld = accounting.dpsgd_epsilon(sigma, q, steps, config.delta, accountant="pld")
   eps_replace = math.nan

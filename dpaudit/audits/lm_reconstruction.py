@@ -65,6 +65,7 @@ from dpaudit.attacks import reconstruction as attack
 from dpaudit.audits import language_model as lm
 from dpaudit.audits.noisy_argmax import to_plain
 from dpaudit.dpsgd import training
+from dpaudit.dpsgd.spec import schedule
 from dpaudit.models import ngram
 
 DEFAULT_PROMPT = "John Doe's credit card number is "
@@ -235,8 +236,7 @@ def train_config(config: LMReconstructionConfig, noise_multiplier: float,
   _check_config(config)
   _validate.check_range("noise_multiplier", noise_multiplier, 0.0, finite=True)
   _validate.check_integer("num_examples", num_examples, 1)
-  q = min(1.0, config.batch_size / num_examples)
-  steps = max(1, math.ceil(config.epochs / q))
+  q, steps = schedule(config.epochs, config.batch_size, num_examples)
   physical = int(q * num_examples + 4 * math.sqrt(q * num_examples) + 8)
   return training.TrainConfig(
       num_steps=steps, sampling_rate=q, noise_multiplier=noise_multiplier,

@@ -37,6 +37,7 @@ from dpaudit.attacks import panoramia as classifiers
 from dpaudit.audits.panoramia import Examples, LossFn, Modality, Sampler
 from dpaudit.data import sources
 from dpaudit.dpsgd import clipping, training
+from dpaudit.dpsgd.spec import schedule
 from dpaudit.mechanisms import mst
 from dpaudit.models import classifiers as models
 from dpaudit.models import ngram
@@ -77,8 +78,7 @@ class TrainSpec:
 
   def train_config(self, num_examples: int) -> training.TrainConfig:
     """The engine's :class:`~dpaudit.dpsgd.training.TrainConfig` for ``num_examples``."""
-    q = min(1.0, self.batch_size / num_examples)
-    steps = max(1, math.ceil(self.epochs / q))
+    q, steps = schedule(self.epochs, self.batch_size, num_examples)
     if math.isinf(self.epsilon):
       return training.TrainConfig(steps, q, 0.0, math.inf, self.learning_rate, "adam",
                                   physical_batch_size=self.batch_size * 2)

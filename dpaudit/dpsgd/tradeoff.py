@@ -38,6 +38,7 @@ from dpaudit import prng
 from dpaudit import results
 from dpaudit.accounting.dpsgd import ACCOUNTANTS, quiet_accountant
 from dpaudit.dpsgd import clipping
+from dpaudit.dpsgd import spec as dpsgd_spec
 from dpaudit.dpsgd.training import OPTIMIZERS
 
 IMAGE_MODELS = ("lenet5", "wrn16_4")
@@ -154,9 +155,7 @@ def schedule(config: TradeoffConfig, num_train: int) -> tuple[float, int]:
   if config.batch_size > num_train:
     raise ValueError(f"batch_size={config.batch_size} exceeds the {num_train} training examples "
                      f"of {config.dataset!r}")
-  q = config.batch_size / num_train
-  # Round before the ceiling so that e.g. 30 * 1438 / 1438 does not become 31 steps.
-  return q, max(1, math.ceil(round(config.epochs * num_train / config.batch_size, 9)))
+  return dpsgd_spec.schedule(config.epochs, config.batch_size, num_train)
 
 
 # ---------------------------------------------------------------------------------- runs

@@ -67,6 +67,7 @@ from dpaudit import accounting
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.dpsgd import clipping
 from dpaudit.dpsgd import training
+from dpaudit.dpsgd.spec import schedule
 
 PyTree = Any
 DISCRETE_MAX_CATEGORIES = 20
@@ -759,8 +760,7 @@ class DpTvaeConfig:
   def plan(self, num_rows: int) -> tuple[float, int]:
     """``(sampling_rate, num_steps)`` for ``num_rows`` training rows."""
     num_rows = _validate.check_integer("num_rows", num_rows, 1)
-    rate = min(1.0, self.batch_size / num_rows)
-    return rate, max(1, math.ceil(self.epochs / rate - 1e-9))
+    return schedule(self.epochs, self.batch_size, num_rows)
 
   def noise_multiplier(self, num_rows: int) -> float:
     """The calibrated noise multiplier for ``num_rows`` training rows."""

@@ -249,7 +249,8 @@ def test_result_fields(open_results, noisy_results, digits):
       cfg = _config(**(OPEN if results is open_results else NOISY)[name])
       assert r.game == cfg.game and r.canary == cfg.canary and r.adjacency == cfg.adjacency
       assert 0.0 <= r.test_accuracy <= 1.0
-      assert r.num_steps == max(1, round(cfg.epochs * r.num_training_examples / cfg.batch_size))
+      assert r.num_steps == max(1, math.ceil(cfg.epochs * r.num_training_examples
+                                             / cfg.batch_size - 1e-9))  # dpsgd.spec.schedule
       assert r.sampling_rate == pytest.approx(cfg.batch_size / r.num_training_examples)
       d = json.loads(json.dumps(r.to_dict(), allow_nan=True))
       assert d["epsilon_lower_bound"] == pytest.approx(r.epsilon_lower_bound)
