@@ -53,6 +53,32 @@ _DECODE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 CELL_FORMAT = "dpaudit-cell/2"  # /1 had no digest of the result
 
 
+def to_plain(value: Any) -> Any:
+  """Nested containers of Python, NumPy and JAX values as plain Python values: floats stay
+  floats (infinite and NaN ones included: :func:`write_json` encodes those for strict JSON),
+  tuples become lists, mapping keys strings, arrays (nested) lists. The ``to_dict`` of every
+  audit result goes through it.
+
+  >>> import numpy as np
+  >>> to_plain({"eps": np.float32(0.5), "bits": (np.int64(3), np.inf), 1: np.array([True])})
+  {'eps': 0.5, 'bits': [3, inf], '1': [True]}
+  """
+  if isinstance(value, Mapping):
+    return {str(k): to_plain(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [to_plain(v) for v in value]
+  if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
+    array = np.asarray(value)
+    return to_plain(array.tolist() if array.ndim else array.item())
+  if isinstance(value, (bool, np.bool_)):
+    return bool(value)
+  if isinstance(value, (int, np.integer)):
+    return int(value)
+  if isinstance(value, (float, np.floating)):
+    return float(value)
+  return value
+
+
 def to_json_value(value: Any) -> Any:
   """Nested containers of Python, NumPy and JAX values as strict-JSON-ready Python values.
 

@@ -138,7 +138,7 @@ def main(argv):
   import jax
   import jax.numpy as jnp
   from dpaudit import accounting
-  from dpaudit.audits.noisy_argmax import to_plain
+  from dpaudit.results import to_plain
 
   orders = jnp.asarray(config["orders"])
   trials = config["num_trials"]

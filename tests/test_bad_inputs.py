@@ -563,8 +563,6 @@ exempt(OUTPUT, *_audit("dpsgd_grid", "table", "plot", "cell_label", "progress_li
 exempt("takes no arguments", *_audit("domias", "generator_names"),
        *_audit("panoramia_modalities", "adult_binnings"),
        *_audit("reconstruction_bounds", "default_orders"))
-exempt("converts any nested value to plain Python (nothing is bad input)",
-       *_audit("noisy_argmax", "to_plain"))
 
 # noisy_argmax
 for _label, _value in (("inf", np.inf), ("nan", float("nan")), ("0", 0.0), ("str", "2"),

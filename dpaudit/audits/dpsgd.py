@@ -52,7 +52,7 @@ from dpaudit import distributed
 from dpaudit import estimators
 from dpaudit import models
 from dpaudit import results
-from dpaudit.audits.noisy_argmax import to_plain
+from dpaudit.results import to_plain
 from dpaudit.dpsgd import clipping, training
 from dpaudit.dpsgd.spec import DPSGDSpec
 

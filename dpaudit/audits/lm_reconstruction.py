@@ -63,7 +63,7 @@ from dpaudit import prng
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.attacks import reconstruction as attack
 from dpaudit.audits import language_model as lm
-from dpaudit.audits.noisy_argmax import to_plain
+from dpaudit.results import to_plain
 from dpaudit.dpsgd import training
 from dpaudit.dpsgd.spec import schedule
 from dpaudit.models import ngram

@@ -35,6 +35,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import montecarlo
+from dpaudit.results import to_plain
 from dpaudit.estimators import rdp as rdp_lib
 from dpaudit.estimators import renyi_cuts
 from dpaudit.mechanisms import noisy_argmax
@@ -224,24 +225,6 @@ MEANING = {
     "epsilon_zero": "an epsilon of 0.0 means the curve is 0 at every order: no leakage "
                     "measured (Thm. 1's floor, 0.138 at delta = 1e-6, is not applied)",
 }
-
-
-def to_plain(value: Any) -> Any:
-  """Nested dicts/arrays to plain Python values (floats stay floats, infinite ones included;
-  :func:`dpaudit.results.write_json` encodes those for strict JSON)."""
-  if isinstance(value, dict):
-    return {str(k): to_plain(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [to_plain(v) for v in value]
-  if isinstance(value, (np.ndarray, jax.Array)):
-    return to_plain(np.asarray(value).tolist())
-  if isinstance(value, (np.bool_, bool)):
-    return bool(value)
-  if isinstance(value, (np.integer, int)):
-    return int(value)
-  if isinstance(value, (np.floating, float)):
-    return float(value)
-  return value
 
 
 def _check_class_counts(**counts) -> None:

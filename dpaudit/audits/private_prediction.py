@@ -353,7 +353,7 @@ def composition(curves: Mapping[str, Any], orders, delta: float, num_queries: in
     sd = replicates.std(axis=0, ddof=1)
     epsilon_sd = float(np.std(noisy_argmax_audit.thm1_epsilon(replicates, orders, delta)[0],
                               ddof=1))
-  return noisy_argmax_audit.to_plain({
+  return results.to_plain({
       "kind": kind, "description": COMPOSITIONS[kind], "num_queries": int(num_queries),
       "rdp": {**curves, "model_divergence_sd": sd}, "delta": float(delta),
       "epsilon": epsilon, "epsilon_model_divergence_sd": epsilon_sd,
@@ -418,7 +418,7 @@ class PredictionAuditResult:
   def to_dict(self, query_repeats: int | None = None) -> dict[str, Any]:
     """Plain values (:func:`check_cell` accepts them); ``composed`` as
     :meth:`composition` with ``query_repeats``."""
-    plain = noisy_argmax_audit.to_plain
+    plain = results.to_plain
     return {**_cell_head(self.config.orders, self.num_queries, "monte_carlo"),
             "config": plain(dataclasses.asdict(self.config)),
             "worst_query": plain(self.worst_query),
@@ -1426,7 +1426,7 @@ def _audit_fixed_pairs(key, hist, neighbors, audit, miaq: bool, query_repeats: i
   else:
     composed = composition({n: stacked[n].sum(axis=0) for n in CURVES}, audit.orders,
                            audit.delta, len(hist), "natural")
-  plain = noisy_argmax_audit.to_plain
+  plain = results.to_plain
   return {**_cell_head(audit.orders, len(hist), "exact"), "per_query": plain(stacked),
           "worst_query": plain(worst),
           "average_query": plain({n: v.mean(axis=0) for n, v in stacked.items()}),

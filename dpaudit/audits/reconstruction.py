@@ -33,7 +33,7 @@ from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import distributed
 from dpaudit import results
-from dpaudit.audits.noisy_argmax import to_plain
+from dpaudit.results import to_plain
 from dpaudit.dpsgd import training
 from dpaudit.estimators import reconstruction as bounds
 from dpaudit.models import ngram

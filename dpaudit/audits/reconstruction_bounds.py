@@ -42,7 +42,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit.accounting.dpsgd import quiet_accountant
-from dpaudit.audits.noisy_argmax import to_plain
+from dpaudit.results import to_plain
 from dpaudit.estimators import reconstruction
 
 # Secret lengths of the summary table; log2(1e16) = 53.15 is a 16-digit secret (credit card).
