@@ -11,6 +11,9 @@ stated confidence, labelled with what kind of bound it is and what it could at m
 * :func:`one_run_from_scores`: one training run with m canaries, half of them inserted at
   random (Steinke, Nasr & Jagielski 2023; UniAud Thm. 2): an epsilon lower bound from O(1)
   training runs.
+* :func:`dpsgd`: DP-SGD on your own flax model and data, with any of the DP-SGD games
+  (many-run, one-run, UniAud, UniAud++; :mod:`dpaudit.audits.dpsgd`), held against the
+  accountant's epsilon.
 * :func:`black_box`: any ``mechanism(key, dataset) -> outcome`` and two neighbouring datasets:
   Monte Carlo over the mechanism, then (epsilon, delta) and Renyi 2-cut bounds on sets chosen on
   one part of the trials and evaluated on the other (Chadha et al., Auditing Private Prediction,
@@ -280,3 +283,28 @@ def black_box(key: jax.Array, mechanism: Callable[[jax.Array, Any], Any], datase
         "black box: Renyi k-cut over all outcomes (Sison-Glaz simultaneous intervals)",
         2 * num_trials, order=float(order)))
   return tuple(out)
+
+
+def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> AuditResult:
+  """Audits DP-SGD training of ``model`` on ``data`` with the game of ``config``.
+
+  ``data`` is a :class:`dpaudit.audits.dpsgd.AuditData` (training, test and canary-pool
+  examples with integer labels), ``config`` a :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`
+  (the game, the canaries, the DP-SGD settings and the noise calibrated to ``epsilon``), and
+  ``model`` any flax module mapping a batch of examples to logits (default: the MLP of
+  ``config.hidden_sizes``). The bound is held against the accountant's epsilon for the
+  relation the game tests. A game reporting its best number of guesses without correction
+  (``correction="none"``) is labelled ``"optimistic"``, not a valid lower bound.
+  """
+  from dpaudit.audits import dpsgd as games  # pylint: disable=g-import-not-at-top
+  result = games.run(key, config, data, model=model)
+  kind = "optimistic (best of several tests, uncorrected)" if result.optimistic else FINITE_SAMPLE
+  return AuditResult(
+      "epsilon", float(result.epsilon_lower_bound), 1.0 - float(config.significance), kind,
+      f"DP-SGD, game {result.game} with {result.canary} canaries",
+      int(result.num_observations), ceiling=float(result.epsilon_ceiling),
+      delta=float(config.delta), reference=float(result.epsilon_theory),
+      reference_kind="the accountant's epsilon (theoretical upper bound)",
+      details={"test_accuracy": float(result.test_accuracy),
+               "noise_multiplier": float(result.noise_multiplier),
+               "num_steps": int(result.num_steps), "sampling_rate": float(result.sampling_rate)})

@@ -4,6 +4,7 @@ black-box audit of randomized response (known epsilon) that is valid and reaches
 import json
 import math
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,3 +96,53 @@ def test_black_box_sees_nothing_in_a_mechanism_that_ignores_its_data():
   eps, two_cut, k_cut = audit.black_box(jax.random.key(1), coin, jnp.int32(1), jnp.int32(0),
                                         num_outcomes=2, num_trials=20_000)
   assert eps.lower_bound == two_cut.lower_bound == k_cut.lower_bound == 0.0
+
+
+class TinyCNN(nn.Module):
+  """A model dpaudit does not ship: one 3x3 convolution, pooling, a dense layer."""
+  num_classes: int = 10
+
+  @nn.compact
+  def __call__(self, x):
+    x = nn.relu(nn.Conv(4, (3, 3))(x))
+    x = nn.avg_pool(x, (2, 2), (2, 2))
+    return nn.Dense(self.num_classes)(x.reshape(x.shape[0], -1))
+
+
+@pytest.fixture(scope="module")
+def digit_images():
+  from dpaudit import data
+  from dpaudit.audits import dpsgd as games
+  train, test = data.train_test_split(data.load("digits"), 0.2, 0, stratify=True)
+  train, test, _ = data.standardize(train, test)
+  base, pool = data.train_test_split(train, 0.5, 1, stratify=True)
+  image = lambda x: np.asarray(x, np.float32).reshape(-1, 8, 8, 1)
+  return games.AuditData(image(base.features), base.labels, image(test.features), test.labels,
+                         image(pool.features), pool.labels, 10)
+
+
+@pytest.mark.parametrize("game,canary", [("one_run", "mislabelled"), ("uniaud", "gaussian")])
+def test_dpsgd_audits_a_model_the_project_does_not_ship(digit_images, game, canary):
+  from dpaudit.audits import dpsgd as games
+  config = games.DPSGDAuditConfig(game=game, canary=canary, num_canaries=100, epsilon=8.0,
+                                  epochs=2, batch_size=64, physical_batch_size=128)
+  result = audit.dpsgd(jax.random.key(0), digit_images, config, model=TinyCNN())
+  assert result.kind == "finite-sample" and result.quantity == "epsilon"
+  assert 0.0 <= result.lower_bound <= result.ceiling and result.observations == 100
+  assert result.reference_kind.startswith("the accountant's epsilon")
+  assert 0.0 <= result.lower_bound <= result.reference  # one run: far below the accountant
+  assert 0.0 <= result.details["test_accuracy"] <= 1.0 and result.details["num_steps"] >= 1
+  # The CNN was trained, not the default MLP: its parameters are what the game reports on.
+  direct = games.run(jax.random.key(0), config, digit_images, model=TinyCNN())
+  assert direct.epsilon_lower_bound == result.lower_bound
+
+
+def test_dpsgd_refuses_what_is_not_a_model(digit_images):
+  from dpaudit.audits import dpsgd as games
+  config = games.DPSGDAuditConfig(game="one_run", num_canaries=10, epochs=1)
+  with pytest.raises(ValueError, match="model"):
+    audit.dpsgd(jax.random.key(0), digit_images, config, model=lambda x: x)
+  plus = games.DPSGDAuditConfig(game="uniaud_plus", canary="trigger", num_canaries=10,
+                                epochs=1)
+  with pytest.raises(ValueError, match="model must be None for game='uniaud_plus'"):
+    audit.dpsgd(jax.random.key(0), digit_images, plus, model=TinyCNN())

@@ -1365,6 +1365,14 @@ for _label, _kwargs, _match in (
 bad(front.black_box, "neighbor-shape", "neighbor", KEY, _coin, _BIT, np.zeros(2, np.int32),
     num_outcomes=2)
 bad(front.black_box, "key", "key", 0, _coin, _BIT, _OTHER, num_outcomes=2)
+_ONE_RUN = dpsgd_audit.DPSGDAuditConfig(game="one_run", num_canaries=2, epochs=1)
+bad(front.dpsgd, "key", "key", 0, _DATA, _ONE_RUN)
+bad(front.dpsgd, "config", "config", KEY, _DATA, {"game": "one_run"})
+bad(front.dpsgd, "data", "data", KEY, (np.zeros((4, 3)),), _ONE_RUN)
+bad(front.dpsgd, "model-function", "model", KEY, _DATA, _ONE_RUN, model=lambda x: x)
+bad(front.dpsgd, "model-uniaud_plus", "model", KEY, _DATA,
+    dpsgd_audit.DPSGDAuditConfig(game="uniaud_plus", canary="trigger", num_canaries=2,
+                                 epochs=1), model=Tripwire())
 
 
 def test_table_covers_every_public_callable():

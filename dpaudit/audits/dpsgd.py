@@ -40,6 +40,7 @@ import math
 import time
 from typing import Any, Callable, NamedTuple
 
+import flax.linen as nn
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
@@ -507,7 +508,12 @@ def _check_first_layer(config: DPSGDAuditConfig, data: AuditData) -> None:
                              what=f"weight of the first layer ({inputs} inputs)")
 
 
-def _mlp(config: DPSGDAuditConfig, data: AuditData):
+def _model(config: DPSGDAuditConfig, data: AuditData, model: nn.Module | None):
+  """The model a game trains: the caller's flax module (any architecture that maps a batch of
+  examples to ``data.num_classes`` logits), or the MLP of ``config.hidden_sizes``."""
+  if model is not None:
+    _validate.check_instance("model", model, nn.Module)
+    return model
   _check_first_layer(config, data)
   ndim = data.train_features.ndim - 1
   return models.MLP(tuple(config.hidden_sizes), data.num_classes, example_ndim=ndim)
@@ -515,8 +521,8 @@ def _mlp(config: DPSGDAuditConfig, data: AuditData):
 
 # ------------------------------------------------------------------------------ the games
 
-def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
-                   ) -> DPSGDAuditResult:
+def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
+                   model: nn.Module | None = None) -> DPSGDAuditResult:
   """O(T) audit: ``num_runs`` runs with the canary and as many without, vmapped.
 
   Runs ``0..T-1`` include the canary (D'), runs ``T..2T-1`` do not (D); every run has its own
@@ -530,7 +536,7 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   _check_audit_call(key, config, data, "many_run")
   start = time.perf_counter()
   canary_key, coordinate_key, run_key = jax.random.split(key, 3)
-  model = _mlp(config, data)
+  model = _model(config, data, model)
   base_x, base_y = data.train_features, data.train_labels
   t = config.num_runs
   in_flags = np.concatenate([np.ones(t, bool), np.zeros(t, bool)])
@@ -616,8 +622,8 @@ def _train_once(key, model, plan, features, labels, loss_fn=clipping.softmax_cro
                                      training.hyperparameters(plan.train_config)))
 
 
-def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
-                  ) -> DPSGDAuditResult:
+def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
+                  model: nn.Module | None = None) -> DPSGDAuditResult:
   """O(1) audit of Steinke, Nasr & Jagielski (2023): m canaries, each in with probability 1/2.
 
   Example canaries are appended to D and masked out when excluded (one static shape); Dirac
@@ -631,7 +637,7 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   start = time.perf_counter()
   canary_key, member_key, run_key = jax.random.split(key, 3)
   m = config.num_canaries
-  model = _mlp(config, data)
+  model = _model(config, data, model)
   members = np.asarray(data_lib.include_mask(member_key, m))
   base_x, base_y = data.train_features, data.train_labels
   details: dict[str, Any] = {}
@@ -672,8 +678,8 @@ def _expand(members, labels):
   return np.asarray(members).reshape(members.shape + (1,) * (labels.ndim - 1))
 
 
-def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
-                 ) -> DPSGDAuditResult:
+def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
+                 model: nn.Module | None = None) -> DPSGDAuditResult:
   """UniAud (Alg. 2, Thm. 3 of Liu & Xiong): synthetic canaries, all trained on, self-comparison.
 
   The m canaries of Alg. 1 (:func:`dpaudit.data.synthetic_canaries`, features independent of
@@ -688,7 +694,7 @@ def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   start = time.perf_counter()
   canary_key, fresh_key, member_key, run_key = jax.random.split(key, 4)
   m = config.num_canaries
-  model = _mlp(config, data)
+  model = _model(config, data, model)
   canaries = data_lib.synthetic_canaries(canary_key, m, data.train_features.shape[1:],
                                          data.num_classes, mode=config.canary,
                                          sigma0=config.sigma0)
@@ -756,8 +762,8 @@ def tag_losses(model, params, features, tags) -> jax.Array:
   return -jnp.take_along_axis(log_p, jnp.asarray(tags), axis=-1).mean(axis=-1)
 
 
-def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
-                      ) -> DPSGDAuditResult:
+def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
+                      model: None = None) -> DPSGDAuditResult:
   """UniAud++ (Alg. 3, Eq. (12) of Liu & Xiong): triggers and tags on a second head.
 
   :func:`dpaudit.data.uniaud_plus_plus_dataset` stamps a random-colour patch on m training
@@ -767,6 +773,9 @@ def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData
   trained one when :math:`S_i = +1` and the comparison one otherwise.
   """
   _check_audit_call(key, config, data, "uniaud_plus")
+  if model is not None:
+    raise ValueError("model must be None for game='uniaud_plus': it trains its own two-head "
+                     "MLP (a class head and a tag head, Eq. (12)); set hidden_sizes instead")
   start = time.perf_counter()
   if data.train_features.ndim != 4:
     raise ValueError(f"game='uniaud_plus' needs image data [n, height, width, channels], got "
@@ -807,7 +816,10 @@ GAME_FUNCTIONS = {"many_run": many_run_audit, "one_run": one_run_audit, "uniaud"
                   "uniaud_plus": uniaud_plus_audit}
 
 
-def run(key: jax.Array, config: DPSGDAuditConfig, data: AuditData) -> DPSGDAuditResult:
-  """Runs the game ``config.game`` on ``data`` with randomness from ``key``."""
+def run(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
+        model: nn.Module | None = None) -> DPSGDAuditResult:
+  """Runs the game ``config.game`` on ``data`` with randomness from ``key``, training
+  ``model`` (any flax module mapping examples to logits; default: the MLP of
+  ``config.hidden_sizes``; ``uniaud_plus`` always trains its two-head MLP)."""
   _check_audit_call(key, config, data)
-  return GAME_FUNCTIONS[config.game](key, config, data)
+  return GAME_FUNCTIONS[config.game](key, config, data, model=model)
