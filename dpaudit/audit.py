@@ -305,6 +305,8 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
       int(result.num_observations), ceiling=float(result.epsilon_ceiling),
       delta=float(config.delta), reference=float(result.epsilon_theory),
       reference_kind="the accountant's epsilon (theoretical upper bound)",
-      details={"test_accuracy": float(result.test_accuracy),
+      details={"model": type(model).__name__ if model is not None
+               else f"MLP(hidden_sizes={tuple(config.hidden_sizes)})",
+               "test_accuracy": float(result.test_accuracy),
                "noise_multiplier": float(result.noise_multiplier),
                "num_steps": int(result.num_steps), "sampling_rate": float(result.sampling_rate)})

@@ -25,8 +25,7 @@ def test_schedule_is_the_exact_ceiling_of_epochs_over_q():
     assert (q, steps) == (float(exact_q), exact), (epochs, batch_size, num_examples)
 
 
-@pytest.mark.parametrize("epochs,batch_size,num_examples", [
-    (3.0, 64, 1438), (30.0, 1438, 1438), (2.5, 100, 1000), (7.0, 128, 1797)])
+@pytest.mark.parametrize("epochs,batch_size,num_examples", [(3.0, 64, 1438), (2.5, 100, 1000)])
 def test_every_user_of_dpsgd_gets_the_same_steps_and_noise(epochs, batch_size, num_examples):
   epsilon, delta = 4.0, 1e-5
   expected = spec.DPSGDSpec(epochs=epochs, batch_size=batch_size, epsilon=epsilon,
