@@ -80,26 +80,19 @@ def to_plain(value: Any) -> Any:
 
 
 def to_json_value(value: Any) -> Any:
-  """Nested containers of Python, NumPy and JAX values as strict-JSON-ready Python values.
+  """Nested containers of Python, NumPy and JAX values as strict-JSON-ready Python values:
+  :func:`to_plain`, with non-finite floats as the strings ``"Infinity"``, ``"-Infinity"`` and
+  ``"NaN"``."""
+  return _encode_non_finite(to_plain(value))
 
-  Non-finite floats become the strings ``"Infinity"``, ``"-Infinity"`` and ``"NaN"``; tuples
-  become lists; mapping keys become strings; arrays become (nested) lists."""
-  if isinstance(value, Mapping):
-    return {str(k): to_json_value(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [to_json_value(v) for v in value]
-  if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
-    array = np.asarray(value)
-    return to_json_value(array.tolist() if array.ndim else array.item())
-  if isinstance(value, (bool, np.bool_)):
-    return bool(value)
-  if isinstance(value, (int, np.integer)):
-    return int(value)
-  if isinstance(value, (float, np.floating)):
-    value = float(value)
-    if math.isnan(value):
-      return "NaN"
-    return NON_FINITE.get(value, value)
+
+def _encode_non_finite(value: Any) -> Any:
+  if isinstance(value, dict):
+    return {k: _encode_non_finite(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_encode_non_finite(v) for v in value]
+  if isinstance(value, float) and not math.isfinite(value):
+    return "NaN" if math.isnan(value) else NON_FINITE[value]
   return value
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from dpaudit.prng import make_key
 from experiments.benchmarks import hot_paths
+from experiments.benchmarks import timing as run_timing
 from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
 
 NOISY_ARGMAX_TARGET = 1e9
@@ -366,14 +367,12 @@ def many_run(ctx: Context) -> list[dict]:
   (:mod:`experiments.benchmarks.many_run`'s setting), as runs per second."""
   from dpaudit import data, models
   from dpaudit.dpsgd import training
-  from experiments.benchmarks import timing as run_timing
   train, test = data.train_test_split(data.load("digits"), 0.2, 0, stratify=True)
   train, _, _ = data.standardize(train, test)
   steps = 10 if ctx.tiny else 100
 
   def measure(device, on_accel):
     runs = ctx.size(10_000, 32) if on_accel else ctx.cpu_size(1_000, 32)
-    looped = 2 if ctx.tiny else 20
     with jax.default_device(device):
       features, labels = jnp.asarray(train.features), jnp.asarray(train.labels)
       model = models.MLP((), train.num_classes, example_ndim=features.ndim - 1)
@@ -381,29 +380,39 @@ def many_run(ctx: Context) -> list[dict]:
                                     noise_multiplier=1.0, l2_clip_norm=1.0, learning_rate=0.1,
                                     optimizer="sgd", physical_batch_size=128)
       run = hot_paths.make_run(model, config, features.shape[0], features[:1], "ghost")
-      keys = jax.random.split(make_key(0), runs)
-      vmapped, vparams, vsizes = run_timing.time_vmapped(run, keys, (features, labels), runs,
-                                                         1 if ctx.tiny else 3)
-      sequential, souts = run_timing.time_sequential(run, keys, (features, labels), looped)
-      check = run_timing.check_equal(vparams, vsizes, souts, min(2, looped))
-    return {"runs": runs, "vmapped": vmapped, "loop": sequential, "check": check}, None
+      return _time_runs(ctx, run, jax.random.split(make_key(0), runs), (features, labels)), None
 
   (acc, _), (cpu, _) = _both(ctx, measure)
-  rows = []
-  for side, label in (("vmapped", "vmapped"), ("loop", "loop of compiled runs")):
-    def rate(m, side=side):
-      if side == "vmapped":
-        return m["runs"] / m["vmapped"]["median_s"]
-      return 1e3 / m["loop"]["per_run_ms"]
-    note = (f"vmapped / loop {rate(acc, 'vmapped') / rate(acc, 'loop'):.0f}x; "
-            f"equal to the loop: {acc['check']['passed']}") if side == "vmapped" else \
-        f"{acc['loop']['runs_timed']} runs timed, extrapolated"
-    rows.append(row("many_run", f"logistic DP-SGD runs ({steps} steps), {label}, "
-                    f"{acc['runs']} runs", "runs/s", rate(acc), rate(cpu), note=note,
-                    details={"accelerator": acc[side], "cpu": cpu[side],
-                             "equality_check": acc["check"]}))
+  rows = _vmapped_rows("many_run", f"logistic DP-SGD runs ({steps} steps)", "runs", acc, cpu)
   ctx.progress(f"many_run: {rows[0]['accelerator']:.3g} runs/s vmapped")
   return rows
+
+
+def _time_runs(ctx: Context, run, keys, args) -> dict:
+  """``run`` over all ``keys`` as one vmapped program and in a loop over a few of them
+  (:mod:`experiments.benchmarks.timing`), and whether the first runs end alike both ways."""
+  looped = 2 if ctx.tiny else 20
+  vmapped, vparams, vsizes = run_timing.time_vmapped(run, keys, args, keys.shape[0],
+                                                     1 if ctx.tiny else 3)
+  sequential, souts = run_timing.time_sequential(run, keys, args, looped)
+  return {"count": int(keys.shape[0]), "vmapped": vmapped, "loop": sequential,
+          "check": run_timing.check_equal(vparams, vsizes, souts, min(2, looped))}
+
+
+def _vmapped_rows(workload: str, what: str, noun: str, acc: dict, cpu: dict) -> list[dict]:
+  """The vmapped and the looped rows of :func:`_time_runs` figures, as ``noun`` per second."""
+  def rate(m, side):
+    if side == "vmapped":
+      return m["count"] / m["vmapped"]["median_s"]
+    return 1e3 / m["loop"]["per_run_ms"]
+  notes = {"vmapped": (f"vmapped / loop {rate(acc, 'vmapped') / rate(acc, 'loop'):.0f}x; "
+                       f"equal to the loop: {acc['check']['passed']}"),
+           "loop": f"{acc['loop']['runs_timed']} {noun} timed, extrapolated"}
+  return [row(workload, f"{what}, {label}, {acc['count']} {noun}", f"{noun}/s",
+              rate(acc, side), rate(cpu, side), note=notes[side],
+              details={"accelerator": acc[side], "cpu": cpu[side],
+                       "equality_check": acc["check"]})
+          for side, label in (("vmapped", "vmapped"), ("loop", "loop of compiled runs"))]
 
 
 def ngram(ctx: Context) -> list[dict]:
@@ -411,14 +420,11 @@ def ngram(ctx: Context) -> list[dict]:
   program (:func:`dpaudit.audits.reconstruction.lazy_ngram_run`'s training), against a loop
   of the compiled run, as models per second."""
   from dpaudit.audits import reconstruction
-  from dpaudit.dpsgd import training
   from dpaudit.models import ngram as ngram_models
-  from experiments.benchmarks import timing as run_timing
   steps = 10 if ctx.tiny else 100
 
   def measure(device, on_accel):
     count = ctx.size(100_000, 64) if on_accel else ctx.cpu_size(10_000, 64)
-    looped = 2 if ctx.tiny else 20
     config = reconstruction.NgramCanaryConfig(noise_multipliers=(1.0,), num_models=count,
                                               num_steps=steps)
     with jax.default_device(device):
@@ -428,34 +434,12 @@ def ngram(ctx: Context) -> list[dict]:
       model = ngram_models.LazyNgram(config.canary_length, config.vocab_size)
       train_config = reconstruction.lazy_ngram_train_config(config, 1.0)
       features = jnp.zeros((1, 1), jnp.float32)
-      full = training.make_run(model, train_config, 1, features[0],
-                               loss_fn=ngram_models.sequence_nll, strategy="vmap")
-
-      def run(key, features, labels):
-        out = full(key, features, labels)
-        return out.params, out.batch_sizes
-
-      args = (features, canary[None])
-      vmapped, vparams, vsizes = run_timing.time_vmapped(run, keys, args, count,
-                                                         1 if ctx.tiny else 3)
-      sequential, souts = run_timing.time_sequential(run, keys, args, looped)
-      check = run_timing.check_equal(vparams, vsizes, souts, min(2, looped))
-    return {"models": count, "vmapped": vmapped, "loop": sequential, "check": check}, None
+      run = hot_paths.make_run(model, train_config, 1, features[0], "vmap",
+                               loss_fn=ngram_models.sequence_nll)
+      return _time_runs(ctx, run, keys, (features, canary[None])), None
 
   (acc, _), (cpu, _) = _both(ctx, measure)
-  rows = []
-  for side, label in (("vmapped", "vmapped"), ("loop", "loop of compiled runs")):
-    def rate(m, side=side):
-      if side == "vmapped":
-        return m["models"] / m["vmapped"]["median_s"]
-      return 1e3 / m["loop"]["per_run_ms"]
-    note = (f"vmapped / loop {rate(acc, 'vmapped') / rate(acc, 'loop'):.0f}x; "
-            f"equal to the loop: {acc['check']['passed']}") if side == "vmapped" else \
-        f"{acc['loop']['runs_timed']} models timed, extrapolated"
-    rows.append(row("ngram", f"lazy n-gram models T=10 ({steps} steps), {label}, "
-                    f"{acc['models']} models", "models/s", rate(acc), rate(cpu), note=note,
-                    details={"accelerator": acc[side], "cpu": cpu[side],
-                             "equality_check": acc["check"]}))
+  rows = _vmapped_rows("ngram", f"lazy n-gram models T=10 ({steps} steps)", "models", acc, cpu)
   ctx.progress(f"ngram: {rows[0]['accelerator']:.3g} models/s vmapped")
   return rows
 

@@ -112,10 +112,11 @@ def make_steps(model, params, example_shape, batch_size: int, noise_multiplier: 
 
 
 def make_run(model, config: training.TrainConfig, num_examples: int, example: jax.Array,
-             strategy: str):
+             strategy: str, loss_fn=clipping.softmax_cross_entropy):
   """``run(key, features, labels) -> (final params, per-step batch sizes)`` of one DP-SGD run:
   :func:`dpaudit.dpsgd.training.make_run` (the function the many-run audits vmap)."""
-  full = training.make_run(model, config, num_examples, example, strategy=strategy)
+  full = training.make_run(model, config, num_examples, example, loss_fn=loss_fn,
+                           strategy=strategy)
 
   def run(key, features, labels):
     out = full(key, features, labels)

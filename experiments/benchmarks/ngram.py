@@ -33,11 +33,10 @@ import jax
 import jax.numpy as jnp
 
 from dpaudit.audits import reconstruction
-from dpaudit.dpsgd import training
 from dpaudit.models import ngram
 from dpaudit import results
 from experiments import common
-from experiments.benchmarks import timing
+from experiments.benchmarks import hot_paths, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_models", 10_000, "N, the number of models trained.")
@@ -97,13 +96,8 @@ def main(argv):
   train_config = reconstruction.lazy_ngram_train_config(config, sigma)
   features = jnp.zeros((1, 1), jnp.float32)
   labels = canary[None]
-  full = training.make_run(model, train_config, 1, features[0], loss_fn=ngram.sequence_nll,
-                           strategy="vmap")
-
-  def run(key, features, labels):
-    out = full(key, features, labels)
-    return out.params, out.batch_sizes
-
+  run = hot_paths.make_run(model, train_config, 1, features[0], "vmap",
+                           loss_fn=ngram.sequence_nll)
   args = (features, labels)
   vmapped, vparams, vsizes = timing.time_vmapped(
       run, keys, args, FLAGS.chunk_size or FLAGS.num_models, FLAGS.repeats)
