@@ -44,7 +44,7 @@ import tempfile
 import warnings
 import zipfile
 import zlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Protocol
 
 import numpy as np
 
@@ -549,3 +549,64 @@ def _safe(label: str) -> str:
 def _one_line(error: BaseException) -> str:
   text = " ".join(str(error).split())
   return text if len(text) <= 200 else text[:197] + "..."
+
+
+# ------------------------------------------------------------------ one game contract
+
+class Progress(Protocol):
+  """What every game's ``run(key, config, *, progress=None, store=None)`` reports to.
+
+  ``progress(done, total, message)``: ``done`` of ``total`` units of the game's work are
+  finished (trials, runs, cells; the game's docstring says which) and ``message`` is one short
+  human-readable line about the last unit. A game calls it at least once when it finishes
+  (``done == total``). The experiments pass :func:`print_progress`; a caller that does not want
+  progress passes None.
+  """
+
+  def __call__(self, done: int, total: int, message: str = "") -> None:
+    ...
+
+
+def print_progress(done: int, total: int, message: str = "") -> None:
+  """The experiments' :class:`Progress`: one line ``[done/total] message`` on stderr.
+
+  >>> print_progress(1, 2, "cell a")  # doctest: +SKIP
+  [1/2] cell a
+  """
+  print(f"[{done}/{total}] {message}".rstrip(), file=sys.stderr, flush=True)
+
+
+def report(progress: Progress | None, done: int, total: int, message: str = "") -> None:
+  """Calls ``progress`` when there is one (the games' one way of reporting)."""
+  if progress is not None:
+    progress(done, total, message)
+
+
+class Cell(NamedTuple):
+  """One cell of a grid: a short ``label``, the ``config`` mapping that names its result (seed
+  included; the :class:`CellStore` key) and ``compute()`` giving its result as plain data."""
+  label: str
+  config: Mapping[str, Any]
+  compute: Callable[[], Any]
+
+
+def run_cells(cells: Iterable[Cell], store: CellStore | None = None,
+              progress: Progress | None = None,
+              validate: Callable[[Any], Any] | None = None) -> list[Any]:
+  """The one grid helper: computes each cell, or reuses it from ``store`` when it is whole
+  (:meth:`CellStore.get_or_compute`), reporting ``[i/n] label (reused)`` to ``progress``;
+  returns the results in order. Without a store every cell is computed (nothing is written).
+
+  >>> run_cells([Cell("a", {"x": 1}, lambda: {"y": 2})])
+  [{'y': 2}]
+  """
+  cells = list(cells)
+  out = []
+  for i, cell in enumerate(cells, 1):
+    if store is None:
+      result, reused = loads(dumps(cell.compute())), False
+    else:
+      result, reused = store.get_or_compute(cell.config, cell.compute, cell.label, validate)
+    report(progress, i, len(cells), cell.label + (" (reused)" if reused else ""))
+    out.append(result)
+  return out
