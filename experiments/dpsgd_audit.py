@@ -45,6 +45,7 @@ import sys
 
 from absl import flags
 
+from dpaudit import plots
 from dpaudit.audits import dpsgd_grid as grid
 from experiments import common
 
@@ -165,7 +166,7 @@ def main(argv):
   path = common.write_results(FLAGS.output_dir, "dpsgd_audit", config.to_dict(),
                               result.to_dict(), timer.seconds)
   if FLAGS.plot:
-    grid.plot(result, os.path.join(FLAGS.output_dir, "audit.png"))
+    plots.dpsgd_grid(result, os.path.join(FLAGS.output_dir, "audit.png"))
   print(result.table())
   if config.correction == "none":
     print("correction=none: the O(1) games' eps_L are optimistic (best of the guess grid, each "

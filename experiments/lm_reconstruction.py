@@ -31,6 +31,7 @@ import os
 
 from absl import flags
 
+from dpaudit import plots
 from dpaudit.audits import lm_reconstruction as lmr
 from experiments import common
 
@@ -125,8 +126,8 @@ def main(argv):
   path = common.write_results(FLAGS.output_dir, "lm_reconstruction", run_config,
                               result.to_dict(), timer.seconds)
   if FLAGS.plot:
-    lmr.plot_at_risk(result, os.path.join(FLAGS.output_dir, "fig5_at_risk.png"))
-    lmr.plot_secrecy(result, os.path.join(FLAGS.output_dir, "secrecy.png"))
+    plots.lm_at_risk(result, os.path.join(FLAGS.output_dir, "fig5_at_risk.png"))
+    plots.lm_secrecy(result, os.path.join(FLAGS.output_dir, "secrecy.png"))
   print(lmr.table(result))
   print(f"wrote {path}")
 

@@ -452,9 +452,9 @@ def write_samples(setup, vocab, output_dir: str) -> str:
   """The generator's samples: a PNG grid (images) or a text file (lines, table rows)."""
   preview = setup.generated_preview
   if FLAGS.modality == "image":
-    from dpaudit.models import vae
+    from dpaudit import plots
     path = os.path.join(output_dir, "samples.png")
-    vae.save_image_grid(path, np.asarray(preview.inputs), columns=10)
+    plots.save_image_grid(path, np.asarray(preview.inputs), columns=10)
     return path
   path = os.path.join(output_dir, "samples.txt")
   with open(path, "w", encoding="utf-8") as f:

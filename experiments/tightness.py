@@ -24,6 +24,7 @@ import sys
 
 from absl import flags
 
+from dpaudit import plots
 from dpaudit.audits import tightness
 from experiments import common
 
@@ -145,7 +146,7 @@ def main(argv):
   path = common.write_results(FLAGS.output_dir, "tightness", run_config, result_dict,
                               timer.seconds)
   if FLAGS.plot:
-    tightness.plot(result, os.path.join(FLAGS.output_dir, "tightness.png"))
+    plots.tightness(result, os.path.join(FLAGS.output_dir, "tightness.png"))
   print(tightness.table(result))
   print(f"wrote {path} in {timer.seconds:.1f} s", file=sys.stderr)
 

@@ -556,10 +556,10 @@ exempt(CONTAINER, *_audit("domias", "Split", "DomiasResult"),
                "ReconstructionBoundsResult"),
        *_audit("tightness", "TightnessRow", "TightnessResult"))
 exempt(MODULE, *_audit("panoramia_modalities", "TabularMLP", "TabularEncoder"))
-exempt(OUTPUT, *_audit("dpsgd_grid", "table", "plot", "cell_label", "progress_line",
+exempt(OUTPUT, *_audit("dpsgd_grid", "table", "cell_label", "progress_line",
                        "reported_epsilon", "summarise"),
-       *_audit("lm_reconstruction", "table", "plot_at_risk", "plot_secrecy"),
-       *_audit("tightness", "table", "plot"), *_audit("noisy_argmax", "format_epsilon"))
+       *_audit("lm_reconstruction", "table"),
+       *_audit("tightness", "table"), *_audit("noisy_argmax", "format_epsilon"))
 exempt("takes no arguments", *_audit("domias", "generator_names"),
        *_audit("panoramia_modalities", "adult_binnings"),
        *_audit("reconstruction_bounds", "default_orders"))

@@ -7,7 +7,7 @@ every ``num_canaries`` (the m of the O(1) games; ``many_run`` uses the first) x 
 only, the other games use the first). Each cell reports the epsilon lower bound at
 confidence 1 - ``significance``, the ceiling :math:`\epsilon_O` its number of observations
 allows, the accountant's epsilon and the test accuracy: the rows of Table IV / Fig. 3 of
-UniAud, and with :func:`plot` the utility/auditing trade-off of its Fig. 9.
+UniAud, and with :func:`dpaudit.plots.dpsgd_grid` the utility/auditing trade-off of its Fig. 9.
 
 Every cell uses the key ``dpaudit.prng.make_key(seed, prng_impl)`` (common random numbers
 across cells). With ``repetitions`` = N > 1 the whole grid is played N times, repetition i
@@ -498,58 +498,3 @@ def _single_table(cells: list[Mapping[str, Any]]) -> str:
                  f"{_num(r['epsilon_theory'], 10)} {_num(r['test_accuracy'], 8, 3)} "
                  f"{_num(r['noise_multiplier'])} {r['num_steps']:6d}")
   return "\n".join(lines)
-
-
-def plot(result: DPSGDGridResult, path: str) -> None:
-  """Writes a PNG: the lower bounds (solid) and ceilings (dotted) of the finished grid points
-  against the target epsilon (``inf`` drawn right of the largest finite one), and the bounds
-  against test accuracy (the utility/auditing trade-off of Fig. 9 of UniAud). With several
-  repetitions each point is the median, its bars the min and max over them."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  done = [p for p in summarise(result.cells) if p["status"] == "done"]
-  repeated = any(p["spread"]["test_accuracy"]["n"] > 1 for p in done)
-  fig, (ax_eps, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
-  groups: dict[tuple, list] = {}
-  for point in done:
-    c = point["config"]
-    key = (c["game"], c["canary"], c["num_canaries"] if c["game"] != "many_run" else None)
-    groups.setdefault(key, []).append(point)
-  finite = sorted({p["config"]["epsilon"] for p in done if math.isfinite(p["config"]["epsilon"])})
-  inf_x = (max(finite) * 2 if finite else 1.0)
-
-  def median_and_bar(summaries):
-    medians = [s["median"] for s in summaries]
-    bars = [[s["median"] - s["min"] for s in summaries],
-            [s["max"] - s["median"] for s in summaries]]
-    return medians, (np.nan_to_num(np.asarray(bars, float), nan=0.0, posinf=0.0)
-                     if repeated else None)
-
-  for i, (key, members) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
-    members.sort(key=lambda p: p["config"]["epsilon"])
-    xs = [p["config"]["epsilon"] if math.isfinite(p["config"]["epsilon"]) else inf_x
-          for p in members]
-    label = f"{key[0]}:{key[1]}" + (f", m={key[2]}" if key[2] else "")
-    bounds, bound_bars = median_and_bar([reported_epsilon(p["spread"]) for p in members])
-    accuracies, accuracy_bars = median_and_bar([p["spread"]["test_accuracy"] for p in members])
-    ax_eps.errorbar(xs, bounds, yerr=bound_bars, fmt="o-", color=f"C{i}", capsize=3,
-                    label=label)
-    ax_eps.plot(xs, [p["spread"]["epsilon_ceiling"]["median"] for p in members], ":",
-                color=f"C{i}")
-    ax_acc.errorbar(accuracies, bounds, xerr=accuracy_bars, yerr=bound_bars, fmt="o",
-                    color=f"C{i}", capsize=3, label=label)
-  if finite:
-    ax_eps.plot(finite, finite, "k--", label="theory (target eps)")
-  over = f", median [min, max] of {result.config.repetitions} seeds" if repeated else ""
-  ax_eps.set(xlabel="target epsilon (rightmost: inf)", ylabel="epsilon lower bound",
-             title=f"Audit bounds (dotted: ceiling eps_O){over}")
-  ax_acc.set(xlabel="test accuracy", ylabel="epsilon lower bound",
-             title=f"Utility / auditing trade-off{over}")
-  for ax in (ax_eps, ax_acc):
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)

@@ -421,7 +421,7 @@ class AtRiskAnalysis:
       (:func:`dpaudit.audits.language_model.at_risk_lines`).
     generated_examples: the first five generated lines.
     scores: the per-line :class:`LineScores` of each set (not in :meth:`to_dict`; plotted by
-      :func:`plot_at_risk`).
+      :func:`dpaudit.plots.lm_at_risk`).
   """
   memorised_threshold: float
   sets: Mapping[str, SetSummary]
@@ -589,63 +589,3 @@ def table(result: LMReconstructionResult) -> str:
   for r in analysis.at_risk:
     rows.append(f"  10^{r.log10_probability:.1f}  {r.calibrated_loss:+.2f}  {r.text}")
   return "\n".join(rows)
-
-
-def _pyplot():
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  return plt
-
-
-def plot_at_risk(result: LMReconstructionResult, path: str) -> None:
-  """Fig. 5 of Stock et al. as a PNG at ``path``: histograms of the training and test lines'
-  calibrated loss (left) and calibrated loss against :math:`\\log_{10}` probability of being
-  generated for training, test and generated lines (right)."""
-  plt = _pyplot()
-  scores = result.at_risk_analysis.scores
-  threshold = result.at_risk_analysis.memorised_threshold
-  fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-  both = np.concatenate([scores["train"].calibrated_loss, scores["test"].calibrated_loss])
-  lo, hi = np.quantile(both, [0.002, 0.998])  # memorised canary copies would squash the rest
-  for name, color in (("train", "C0"), ("test", "C1")):
-    ax.hist(np.clip(scores[name].calibrated_loss, lo, hi), bins=60, range=(lo, hi), alpha=0.5,
-            color=color, label=name, density=True)
-  ax.axvline(threshold, color="k", ls=":", label="memorised below")
-  ax.set_xlabel("calibrated loss (nats; clipped to the 0.2-99.8% range)")
-  ax.set_ylabel("density")
-  ax.legend()
-  for name, color in (("train", "C0"), ("test", "C1"), ("generated", "C2")):
-    s = scores[name]
-    finite = np.isfinite(s.log_lambda)
-    ax2.scatter(s.log_lambda[finite] / np.log(10), s.calibrated_loss[finite], s=3,
-                alpha=0.4, color=color, label=f"{name} ({finite.mean():.0%} possible)")
-  ax2.axhline(threshold, color="k", ls=":")
-  ax2.set_xlabel(r"$\log_{10}$ probability of being generated")
-  ax2.set_ylabel("calibrated loss (nats)")
-  ax2.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-
-
-def plot_secrecy(result: LMReconstructionResult, path: str) -> None:
-  """Fig. 6 of Stock et al. as a PNG at ``path``: the canary's secrecy, the RDP bound
-  :math:`b_0 - L_2(b_0)`, the prior minus the exposure and the prior, against :math:`\\sigma`."""
-  plt = _pyplot()
-  points = result.secrecy
-  fig, ax = plt.subplots(figsize=(6, 4))
-  sig = [p.noise_multiplier for p in points]
-  ax.plot(sig, [p.secrecy_bits for p in points], "o-", color="C3",
-          label=r"canary secrecy $\log_2(1/p_1)$")
-  ax.plot(sig, [p.secrecy_bound_bits for p in points], "s--", color="C0",
-          label=r"RDP bound $b_0 - L_2(b_0)$")
-  ax.plot(sig, [p.exposure_max_bits - p.exposure_extrapolated_bits for p in points],
-          "^:", color="C2", label="prior minus exposure (extrapolated)")
-  ax.axhline(points[0].prior_bits, color="gray", ls=":", label=r"prior $b_0$")
-  ax.set_xlabel(r"noise multiplier $\sigma$ (0: non-private)")
-  ax.set_ylabel("bits")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)

@@ -36,7 +36,6 @@ import time
 from typing import Any, Callable
 
 import jax
-import numpy as np
 from scipy import stats
 
 from dpaudit import _validate
@@ -361,37 +360,3 @@ def table(result: TightnessResult) -> str:
                  f"{_num(r.ratio, 2):>6} {_num(r.ceiling, 2):>7} "
                  f"{f'{r.num_observations} {r.unit}':>19} {r.wall_time_s:6.1f}")
   return "\n".join(lines)
-
-
-def plot(result: TightnessResult, path: str) -> None:
-  """Horizontal bars: each audit's lower bound next to its reference (and ceiling, dashed)."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  rows = result.rows
-  fig, axes = plt.subplots(1, 2, figsize=(12, 0.55 * len(rows) + 1.6),
-                           gridspec_kw={"width_ratios": [3, 2]})
-  ax, ax_ratio = axes
-  y = np.arange(len(rows))[::-1]
-  ax.barh(y + 0.2, [max(r.lower_bound, 0.0) for r in rows], height=0.4, color="C0",
-          label="lower bound (1 - significance)")
-  ax.barh(y - 0.2, [r.reference for r in rows], height=0.4, color="C1",
-          label="exact / theory upper bound")
-  for yi, r in zip(y, rows):
-    if math.isfinite(r.ceiling):
-      ax.plot([r.ceiling, r.ceiling], [yi - 0.4, yi + 0.4], "k--", lw=1)
-  ax.plot([], [], "k--", lw=1, label="ceiling for the observations")
-  ax.set_yticks(y, [f"{r.audit}\n[{r.quantity}]" for r in rows], fontsize=8)
-  ax.set_xlabel("bound (each row in its own quantity)")
-  ax.legend(fontsize=8, loc="upper right")
-  ax.grid(True, axis="x", alpha=0.3)
-  ax_ratio.barh(y, [0.0 if math.isnan(r.ratio) else r.ratio for r in rows], color="C2")
-  ax_ratio.set_yticks(y, [""] * len(rows))
-  ax_ratio.set_xlim(0, 1)
-  ax_ratio.set_xlabel("tightness = lower / reference")
-  ax_ratio.grid(True, axis="x", alpha=0.3)
-  fig.suptitle("How tight is each audit?")
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)

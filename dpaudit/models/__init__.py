@@ -18,11 +18,10 @@ from dpaudit.models.vae import (
     fit_vae,
     image_grid,
     sample_vae,
-    save_image_grid,
     vae_loss,
 )
 
 __all__ = ["MODEL_NAMES", "MLP", "LeNet5", "TwoHeadMLP", "WideResNet", "make_model",
            "CharNGramLM", "CharVocab", "LazyNgram", "sequence_nll",
            "ConditionalVAE", "VaeConfig", "VaeModel", "fit_vae", "image_grid", "sample_vae",
-           "save_image_grid", "vae_loss"]
+           "vae_loss"]

@@ -18,7 +18,8 @@ Bayes" (ICLR 2014).
 * :func:`fit_vae`: Adam on shuffled minibatches, one jitted step of static shape.
 * :func:`sample_vae`: class-conditional samples, the decoder's Bernoulli means for
   :math:`z \sim \mathcal{N}(0, I)`.
-* :func:`image_grid`, :func:`save_image_grid`: tile images into one picture / PNG file.
+* :func:`image_grid`: tile images into one picture (:func:`dpaudit.plots.save_image_grid` writes it
+  as a PNG).
 
 The reparameterisation noise is an explicit argument of the module (no flax RNG streams), so
 every function here is pure in its PRNG key.
@@ -38,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -400,14 +400,3 @@ def image_grid(images: Any, columns: int) -> np.ndarray:
   grid = cells.reshape(rows, columns, height, width, channels).transpose(0, 2, 1, 3, 4)
   grid = grid.reshape(rows * height, columns * width, channels)
   return grid[..., 0] if channels == 1 else grid
-
-
-def save_image_grid(path: str | os.PathLike, images: Any, columns: int) -> None:
-  """Writes :func:`image_grid` ``(images, columns)`` to ``path`` as a PNG, one file pixel per
-  image pixel; grayscale grids are stored with equal red, green and blue values (exactly the
-  grid's, which a colour map would round differently)."""
-  import matplotlib.image  # pylint: disable=g-import-not-at-top
-  grid = image_grid(images, columns)
-  if grid.ndim == 2:
-    grid = np.repeat(grid[..., None], 3, axis=-1)
-  matplotlib.image.imsave(os.fspath(path), grid, format="png")

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from dpaudit import plots
 from dpaudit import results
 from dpaudit.audits import dpsgd_grid as grid
 
@@ -113,7 +114,7 @@ def test_run_stores_skips_and_reuses_cells(tmp_path, played):
   assert float(rows[2].split()[7]) == pytest.approx(r["test_accuracy"], abs=0.0005)
   point = result.summary()[1]
   assert point["spread"]["test_accuracy"]["values"] == [r["test_accuracy"]]
-  grid.plot(result, str(tmp_path / "audit.png"))
+  plots.dpsgd_grid(result, str(tmp_path / "audit.png"))
   assert (tmp_path / "audit.png").stat().st_size > 0
 
   again = grid.run(config, cells_dir, progress_stream=io.StringIO())
@@ -160,7 +161,7 @@ def test_repetitions_play_consecutive_seeds_and_share_cells_with_single_runs(tmp
   plain = results.loads(results.dumps(result.to_dict()))
   assert len(plain["cells"]) == 4 and plain["summary"][1]["spread"]["test_accuracy"][
       "values"] == [first["test_accuracy"], second["test_accuracy"]]
-  grid.plot(result, str(tmp_path / "audit.png"))
+  plots.dpsgd_grid(result, str(tmp_path / "audit.png"))
   assert (tmp_path / "audit.png").stat().st_size > 0
 
 

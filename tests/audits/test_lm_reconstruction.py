@@ -10,6 +10,7 @@ import types
 import numpy as np
 import pytest
 
+from dpaudit import plots
 from dpaudit import results
 from dpaudit.audits import lm_reconstruction as lmr
 
@@ -102,8 +103,8 @@ def test_tiny_run_scores_reuses_models_and_reports(fake_corpus, tmp_path):
 
   text = lmr.table(result)
   assert text.startswith(f"canary: {result.canary!r} (x2)") and "at-risk training" in text
-  lmr.plot_at_risk(result, str(tmp_path / "at_risk.png"))
-  lmr.plot_secrecy(result, str(tmp_path / "secrecy.png"))
+  plots.lm_at_risk(result, str(tmp_path / "at_risk.png"))
+  plots.lm_secrecy(result, str(tmp_path / "secrecy.png"))
   assert (tmp_path / "at_risk.png").stat().st_size > 0
   assert (tmp_path / "secrecy.png").stat().st_size > 0
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from dpaudit import plots
 from dpaudit import results
 from dpaudit.audits import tightness
 
@@ -41,7 +42,7 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
   back = results.loads(results.dumps(result.to_dict()))
   assert len(back["rows"]) == 2 and back["config"]["dpsgd_runs"] == 4
   assert "dpsgd uniaud:gaussian" in tightness.table(result)
-  tightness.plot(result, str(tmp_path / "t.png"))
+  plots.tightness(result, str(tmp_path / "t.png"))
   assert (tmp_path / "t.png").stat().st_size > 10_000
 
 

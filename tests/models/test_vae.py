@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpaudit import data
+from dpaudit import plots
 from dpaudit.models import vae
 
 PER_CLASS = 100  # 1,000 training images
@@ -118,7 +119,7 @@ def test_sampling_is_deterministic_and_grids_round_trip_as_png(fitted, tmp_path)
   np.testing.assert_array_equal(grid[28:56, 28:56], np.round(np.asarray(first[4, ..., 0]) * 255))
   assert not grid[56:, 28:].any()  # two empty cells in the last row
   path = tmp_path / "samples.png"
-  vae.save_image_grid(path, first, columns=3)
+  plots.save_image_grid(path, first, columns=3)
   assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   read = matplotlib.image.imread(path)
   assert read.shape[:2] == (84, 84)
@@ -126,7 +127,7 @@ def test_sampling_is_deterministic_and_grids_round_trip_as_png(fitted, tmp_path)
     np.testing.assert_array_equal(np.round(read[..., channel] * 255), grid)
 
   colour = np.linspace(0.0, 1.0, 5 * 8 * 4 * 3).reshape(5, 8, 4, 3)
-  vae.save_image_grid(tmp_path / "colour.png", colour, columns=2)
+  plots.save_image_grid(tmp_path / "colour.png", colour, columns=2)
   read = matplotlib.image.imread(tmp_path / "colour.png")
   assert read.shape[:2] == (3 * 8, 2 * 4)
   np.testing.assert_array_equal(np.round(read[..., :3] * 255), vae.image_grid(colour, 2))

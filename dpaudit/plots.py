@@ -1,0 +1,184 @@
+"""Figures: the one library module that draws (every other ``dpaudit`` module computes).
+
+Each function takes a finished result (or plain arrays) and a path and writes one PNG;
+matplotlib is imported lazily inside the functions, with the non-interactive ``Agg`` backend, so
+importing :mod:`dpaudit.plots` (or any other ``dpaudit`` module) never needs matplotlib.
+The experiments in ``experiments/`` call these after writing their JSON results.
+
+* :func:`dpsgd_grid`: the DP-SGD audit grid (bounds against target epsilon and test accuracy).
+* :func:`tightness`: the tightness report (each audit's lower bound next to its reference).
+* :func:`lm_at_risk`, :func:`lm_secrecy`: Figs. 5 and 6 of Stock et al. (LM reconstruction).
+* :func:`save_image_grid`: images tiled by :func:`dpaudit.models.vae.image_grid` as a PNG.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # only for annotations: the figures import their audits lazily
+  from dpaudit.audits.dpsgd_grid import DPSGDGridResult
+  from dpaudit.audits.lm_reconstruction import LMReconstructionResult
+  from dpaudit.audits.tightness import TightnessResult
+
+
+def _pyplot():
+  """matplotlib.pyplot with the file-only ``Agg`` backend (no display needed)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def dpsgd_grid(result: DPSGDGridResult, path: str) -> None:
+  """Writes a PNG: the lower bounds (solid) and ceilings (dotted) of the finished grid points
+  against the target epsilon (``inf`` drawn right of the largest finite one), and the bounds
+  against test accuracy (the utility/auditing trade-off of Fig. 9 of UniAud). With several
+  repetitions each point is the median, its bars the min and max over them."""
+  from dpaudit.audits import dpsgd_grid as grid  # pylint: disable=g-import-not-at-top
+  plt = _pyplot()
+
+  done = [p for p in grid.summarise(result.cells) if p["status"] == "done"]
+  repeated = any(p["spread"]["test_accuracy"]["n"] > 1 for p in done)
+  fig, (ax_eps, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
+  groups: dict[tuple, list] = {}
+  for point in done:
+    c = point["config"]
+    key = (c["game"], c["canary"], c["num_canaries"] if c["game"] != "many_run" else None)
+    groups.setdefault(key, []).append(point)
+  finite = sorted({p["config"]["epsilon"] for p in done if math.isfinite(p["config"]["epsilon"])})
+  inf_x = (max(finite) * 2 if finite else 1.0)
+
+  def median_and_bar(summaries):
+    medians = [s["median"] for s in summaries]
+    bars = [[s["median"] - s["min"] for s in summaries],
+            [s["max"] - s["median"] for s in summaries]]
+    return medians, (np.nan_to_num(np.asarray(bars, float), nan=0.0, posinf=0.0)
+                     if repeated else None)
+
+  for i, (key, members) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
+    members.sort(key=lambda p: p["config"]["epsilon"])
+    xs = [p["config"]["epsilon"] if math.isfinite(p["config"]["epsilon"]) else inf_x
+          for p in members]
+    label = f"{key[0]}:{key[1]}" + (f", m={key[2]}" if key[2] else "")
+    bounds, bound_bars = median_and_bar([grid.reported_epsilon(p["spread"]) for p in members])
+    accuracies, accuracy_bars = median_and_bar([p["spread"]["test_accuracy"] for p in members])
+    ax_eps.errorbar(xs, bounds, yerr=bound_bars, fmt="o-", color=f"C{i}", capsize=3,
+                    label=label)
+    ax_eps.plot(xs, [p["spread"]["epsilon_ceiling"]["median"] for p in members], ":",
+                color=f"C{i}")
+    ax_acc.errorbar(accuracies, bounds, xerr=accuracy_bars, yerr=bound_bars, fmt="o",
+                    color=f"C{i}", capsize=3, label=label)
+  if finite:
+    ax_eps.plot(finite, finite, "k--", label="theory (target eps)")
+  over = f", median [min, max] of {result.config.repetitions} seeds" if repeated else ""
+  ax_eps.set(xlabel="target epsilon (rightmost: inf)", ylabel="epsilon lower bound",
+             title=f"Audit bounds (dotted: ceiling eps_O){over}")
+  ax_acc.set(xlabel="test accuracy", ylabel="epsilon lower bound",
+             title=f"Utility / auditing trade-off{over}")
+  for ax in (ax_eps, ax_acc):
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def tightness(result: TightnessResult, path: str) -> None:
+  """Horizontal bars: each audit's lower bound next to its reference (and ceiling, dashed)."""
+  plt = _pyplot()
+
+  rows = result.rows
+  fig, axes = plt.subplots(1, 2, figsize=(12, 0.55 * len(rows) + 1.6),
+                           gridspec_kw={"width_ratios": [3, 2]})
+  ax, ax_ratio = axes
+  y = np.arange(len(rows))[::-1]
+  ax.barh(y + 0.2, [max(r.lower_bound, 0.0) for r in rows], height=0.4, color="C0",
+          label="lower bound (1 - significance)")
+  ax.barh(y - 0.2, [r.reference for r in rows], height=0.4, color="C1",
+          label="exact / theory upper bound")
+  for yi, r in zip(y, rows):
+    if math.isfinite(r.ceiling):
+      ax.plot([r.ceiling, r.ceiling], [yi - 0.4, yi + 0.4], "k--", lw=1)
+  ax.plot([], [], "k--", lw=1, label="ceiling for the observations")
+  ax.set_yticks(y, [f"{r.audit}\n[{r.quantity}]" for r in rows], fontsize=8)
+  ax.set_xlabel("bound (each row in its own quantity)")
+  ax.legend(fontsize=8, loc="upper right")
+  ax.grid(True, axis="x", alpha=0.3)
+  ax_ratio.barh(y, [0.0 if math.isnan(r.ratio) else r.ratio for r in rows], color="C2")
+  ax_ratio.set_yticks(y, [""] * len(rows))
+  ax_ratio.set_xlim(0, 1)
+  ax_ratio.set_xlabel("tightness = lower / reference")
+  ax_ratio.grid(True, axis="x", alpha=0.3)
+  fig.suptitle("How tight is each audit?")
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def lm_at_risk(result: LMReconstructionResult, path: str) -> None:
+  """Fig. 5 of Stock et al. as a PNG at ``path``: histograms of the training and test lines'
+  calibrated loss (left) and calibrated loss against :math:`\\log_{10}` probability of being
+  generated for training, test and generated lines (right)."""
+  plt = _pyplot()
+  scores = result.at_risk_analysis.scores
+  threshold = result.at_risk_analysis.memorised_threshold
+  fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+  both = np.concatenate([scores["train"].calibrated_loss, scores["test"].calibrated_loss])
+  lo, hi = np.quantile(both, [0.002, 0.998])  # memorised canary copies would squash the rest
+  for name, color in (("train", "C0"), ("test", "C1")):
+    ax.hist(np.clip(scores[name].calibrated_loss, lo, hi), bins=60, range=(lo, hi), alpha=0.5,
+            color=color, label=name, density=True)
+  ax.axvline(threshold, color="k", ls=":", label="memorised below")
+  ax.set_xlabel("calibrated loss (nats; clipped to the 0.2-99.8% range)")
+  ax.set_ylabel("density")
+  ax.legend()
+  for name, color in (("train", "C0"), ("test", "C1"), ("generated", "C2")):
+    s = scores[name]
+    finite = np.isfinite(s.log_lambda)
+    ax2.scatter(s.log_lambda[finite] / np.log(10), s.calibrated_loss[finite], s=3,
+                alpha=0.4, color=color, label=f"{name} ({finite.mean():.0%} possible)")
+  ax2.axhline(threshold, color="k", ls=":")
+  ax2.set_xlabel(r"$\log_{10}$ probability of being generated")
+  ax2.set_ylabel("calibrated loss (nats)")
+  ax2.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def lm_secrecy(result: LMReconstructionResult, path: str) -> None:
+  """Fig. 6 of Stock et al. as a PNG at ``path``: the canary's secrecy, the RDP bound
+  :math:`b_0 - L_2(b_0)`, the prior minus the exposure and the prior, against :math:`\\sigma`."""
+  plt = _pyplot()
+  points = result.secrecy
+  fig, ax = plt.subplots(figsize=(6, 4))
+  sig = [p.noise_multiplier for p in points]
+  ax.plot(sig, [p.secrecy_bits for p in points], "o-", color="C3",
+          label=r"canary secrecy $\log_2(1/p_1)$")
+  ax.plot(sig, [p.secrecy_bound_bits for p in points], "s--", color="C0",
+          label=r"RDP bound $b_0 - L_2(b_0)$")
+  ax.plot(sig, [p.exposure_max_bits - p.exposure_extrapolated_bits for p in points],
+          "^:", color="C2", label="prior minus exposure (extrapolated)")
+  ax.axhline(points[0].prior_bits, color="gray", ls=":", label=r"prior $b_0$")
+  ax.set_xlabel(r"noise multiplier $\sigma$ (0: non-private)")
+  ax.set_ylabel("bits")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def save_image_grid(path: str | os.PathLike, images: Any, columns: int) -> None:
+  """Writes :func:`dpaudit.models.vae.image_grid` ``(images, columns)`` to ``path`` as a PNG, one file pixel per
+  image pixel; grayscale grids are stored with equal red, green and blue values (exactly the
+  grid's, which a colour map would round differently)."""
+  import matplotlib.image  # pylint: disable=g-import-not-at-top
+  from dpaudit.models import vae  # pylint: disable=g-import-not-at-top
+  grid = vae.image_grid(images, columns)
+  if grid.ndim == 2:
+    grid = np.repeat(grid[..., None], 3, axis=-1)
+  matplotlib.image.imsave(os.fspath(path), grid, format="png")
