@@ -1,4 +1,4 @@
-"""Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4 and UniAud++'s two-head MLP;
+"""Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4, ResNet-18 and UniAud++'s two-head MLP;
 the reconstruction audits' lazy and neural character n-gram language models; PANORAMIA's
 class-conditional convolutional VAE image generator."""
 
@@ -6,6 +6,7 @@ from dpaudit.models.classifiers import (
     MODEL_NAMES,
     MLP,
     LeNet5,
+    ResNet18,
     TwoHeadMLP,
     WideResNet,
     make_model,
@@ -21,7 +22,7 @@ from dpaudit.models.vae import (
     vae_loss,
 )
 
-__all__ = ["MODEL_NAMES", "MLP", "LeNet5", "TwoHeadMLP", "WideResNet", "make_model",
+__all__ = ["MODEL_NAMES", "MLP", "LeNet5", "ResNet18", "TwoHeadMLP", "WideResNet", "make_model",
            "CharNGramLM", "CharVocab", "LazyNgram", "sequence_nll",
            "ConditionalVAE", "VaeConfig", "VaeModel", "fit_vae", "image_grid", "sample_vae",
            "vae_loss"]

@@ -12,10 +12,13 @@ every model here.
 * :class:`WideResNet`: WRN-d-k (Zagoruyko and Komodakis, 2016) with pre-activation blocks and
   group normalisation in place of batch normalisation, the WRN-16-4 that De et al. (2022) use
   for DP-SGD on CIFAR-10 and that the UniAud paper audits.
+* :class:`ResNet18`: ResNet-18 (He et al., 2016) for small images, with group normalisation,
+  the ResNet-18 DP target of PANORAMIA's Tables 5, 7 and 8 (Kazmi et al., 2024).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import flax.linen as nn
@@ -24,7 +27,7 @@ import jax.numpy as jnp
 
 from dpaudit import _validate
 
-MODEL_NAMES = ("mlp", "lenet5", "wrn16_4", "logistic")
+MODEL_NAMES = ("mlp", "lenet5", "wrn16_4", "logistic", "resnet18")
 
 
 def _with_batch(x: jax.Array, example_ndim: int) -> tuple[jax.Array, tuple[int, ...]]:
@@ -159,19 +162,69 @@ class WideResNet(nn.Module):
     return logits.reshape(batch_shape + (self.num_classes,))
 
 
+class _BasicBlock(nn.Module):
+  """ResNet's basic block: conv3x3-GN-ReLU-conv3x3-GN, plus the shortcut (a 1x1 convolution
+  and GN when the stride or the width changes), then ReLU."""
+  width: int
+  stride: int
+  num_groups: int
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    groups = math.gcd(self.num_groups, self.width)
+    h = nn.Conv(self.width, (3, 3), strides=self.stride, padding="SAME", use_bias=False)(x)
+    h = nn.relu(nn.GroupNorm(num_groups=groups)(h))
+    h = nn.Conv(self.width, (3, 3), padding="SAME", use_bias=False)(h)
+    h = nn.GroupNorm(num_groups=groups)(h)
+    shortcut = x
+    if self.stride != 1 or x.shape[-1] != self.width:
+      shortcut = nn.Conv(self.width, (1, 1), strides=self.stride, use_bias=False)(x)
+      shortcut = nn.GroupNorm(num_groups=groups)(shortcut)
+    return nn.relu(h + shortcut)
+
+
+class ResNet18(nn.Module):
+  """ResNet-18 (He, Zhang, Ren and Sun, Deep Residual Learning for Image Recognition, CVPR
+  2016) for small images, with group normalisation in place of batch normalisation (DP-SGD's
+  per-example gradients cannot use batch statistics).
+
+  The small-image variant: a 3x3 stem convolution (stride 1, no max pooling) with ``width``
+  channels and GN-ReLU, four stages of two basic blocks with ``width``, ``2 width``,
+  ``4 width`` and ``8 width`` channels (strides 1, 2, 2, 2), global average pooling and a
+  dense classifier. With ``width=64`` and 10 classes it has 11,173,962 parameters. GroupNorm
+  uses ``gcd(num_groups, channels)`` groups, so a small ``width`` (for tests) also works.
+  """
+  num_classes: int = 10
+  width: int = 64
+  num_groups: int = 32
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x, batch_shape = _with_batch(x, 3)
+    x = nn.Conv(self.width, (3, 3), padding="SAME", use_bias=False)(x)
+    x = nn.relu(nn.GroupNorm(num_groups=math.gcd(self.num_groups, self.width))(x))
+    for stage, stride in enumerate((1, 2, 2, 2)):
+      for block in range(2):
+        x = _BasicBlock(self.width * 2**stage, stride if block == 0 else 1,
+                        self.num_groups)(x)
+    x = jnp.mean(x, axis=(1, 2))
+    logits = nn.Dense(self.num_classes)(x)
+    return logits.reshape(batch_shape + (self.num_classes,))
+
+
 def make_model(name: str, example_shape: Sequence[int], num_classes: int) -> nn.Module:
   """The model called ``name`` for examples of ``example_shape`` and ``num_classes`` classes.
 
   Args:
     name: one of ``MODEL_NAMES``: "mlp" (hidden 512, 256), "lenet5", "wrn16_4", "logistic"
-      (multinomial logistic regression).
+      (multinomial logistic regression), "resnet18".
     example_shape: shape of one example, e.g. (28, 28, 1) or (30,).
     num_classes: number of classes, >= 2.
   """
   _validate.check_choice("model", name, MODEL_NAMES)
   _validate.check_range("num_classes", num_classes, 2)
   example_ndim = len(tuple(example_shape))
-  if name in ("lenet5", "wrn16_4") and example_ndim != 3:
+  if name in ("lenet5", "wrn16_4", "resnet18") and example_ndim != 3:
     raise ValueError(f"model={name!r} needs image examples (H, W, C); got example_shape="
                      f"{tuple(example_shape)}")
   if name == "mlp":
@@ -180,4 +233,6 @@ def make_model(name: str, example_shape: Sequence[int], num_classes: int) -> nn.
     return MLP((), num_classes, example_ndim)
   if name == "lenet5":
     return LeNet5(num_classes)
+  if name == "resnet18":
+    return ResNet18(num_classes)
   return WideResNet(16, 4, num_classes)

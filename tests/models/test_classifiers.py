@@ -64,3 +64,22 @@ def test_make_model_rejects_bad_arguments():
     models.make_model("lenet5", (30,), 2)
   with pytest.raises(ValueError, match="depth=15"):
     models.WideResNet(depth=15).init(jax.random.key(0), jnp.zeros((1, 8, 8, 3)))
+
+
+def test_resnet18_size_shapes_and_no_batch_norm():
+  """ResNet-18 for small images: 11,173,962 parameters with 10 classes (He et al. 2016, the
+  CIFAR variant with a 3x3 stem), the same count as with batch norm's scale and bias."""
+  model = models.make_model("resnet18", (8, 8, 3), 10)
+  params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 8, 8, 3))))
+  assert _num_params(params["params"]) == 11_173_962
+  assert isinstance(model, models.ResNet18) and "BatchNorm" not in str(params)
+  # a narrow one: one example vs a batch, four stages halving 8x8 down to 1x1
+  small = models.ResNet18(num_classes=3, width=4)
+  x = jax.random.normal(jax.random.key(2), (4, 8, 8, 1))
+  params = small.init(jax.random.key(0), x)["params"]
+  batch = small.apply({"params": params}, x)
+  assert batch.shape == (4, 3) and np.all(np.isfinite(batch))
+  np.testing.assert_allclose(small.apply({"params": params}, x[1]), batch[1], rtol=1e-5,
+                             atol=1e-6)
+  with pytest.raises(ValueError, match="needs image examples"):
+    models.make_model("resnet18", (30,), 2)
