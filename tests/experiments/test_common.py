@@ -172,3 +172,45 @@ def test_size_checks_name_the_flag_and_the_range():
     common.check_floats("orders", (), 1.0, low_open=True)
   with pytest.raises(ValueError, match=r"--significance=1.5 is outside the valid range \(0, 1\)"):
     common.check_significance(1.5)
+
+
+# ------------------------------------------------------------------ the shared flags in --help
+
+_HELP = """
+import contextlib, importlib, io, json, sys
+from absl import app, flags
+from experiments import common
+from tests.experiments.cli_driver import forget_flags
+app.define_help_flags()
+out = {}
+for name in json.loads(sys.argv[1]):
+  before = set(flags.FLAGS)
+  module = importlib.import_module(name)
+  if hasattr(module, "define_flags"):
+    module.define_flags()
+  sys.argv[0] = name  # absl's --help lists the key flags of sys.argv[0]'s module
+  text = io.StringIO()
+  with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
+    common.run(module.main, [name, "--help"])
+  out[name] = text.getvalue()
+  forget_flags(before)
+print(json.dumps(out))
+"""
+
+
+def test_every_cli_help_lists_the_shared_flags():
+  """``--help`` of every CLI (the key flags of its module) lists --compilation_cache_dir and
+  --distributed beside its own flags: all CLIs in one subprocess, as tests/experiments/
+  cli_driver.py runs them."""
+  import json
+  from tests.experiments.test_cli_bad_inputs import cli_modules
+  modules = cli_modules()
+  out = subprocess.run([sys.executable, "-c", _HELP, json.dumps(modules)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=600)
+  assert out.returncode == 0, out.stderr
+  helps = json.loads(out.stdout.strip().splitlines()[-1])
+  assert sorted(helps) == modules
+  for name, text in helps.items():
+    assert f"{name}:" in text, (name, text[:300])  # the CLI's own flags
+    for flag in common.SHARED_FLAGS:
+      assert f"--{flag}:" in text, (name, flag)
