@@ -46,6 +46,7 @@ import sys
 from absl import flags
 
 from dpaudit import plots
+from dpaudit import models
 from dpaudit.audits import dpsgd_grid as grid
 from experiments import common
 
@@ -64,6 +65,8 @@ flags.DEFINE_list("audits", [], "game:canary pairs to run, e.g. "
 flags.DEFINE_enum("dataset", "digits", ["digits", "mnist_subset", "breast_cancer", "wine",
                                         "mnist", "fashion_mnist", "cifar10"],
                   "Dataset (mnist, fashion_mnist, cifar10 must be prepared in --data_dir).")
+flags.DEFINE_enum("model", "mlp", list(models.MODEL_NAMES), "Classifier trained (mlp: the MLP "
+                  "of --hidden_sizes; uniaud_plus: mlp only, its two-head MLP).")
 flags.DEFINE_list("hidden_sizes", ["256"], "Hidden widths of the MLP (empty: logistic "
                   "regression).")
 flags.DEFINE_list("epsilons", ["8"], "Target epsilons (> 0; inf: no noise, clipping kept).")
@@ -79,6 +82,12 @@ flags.DEFINE_float("l2_clip_norm", 1.0, "Per-example clipping norm C.")
 flags.DEFINE_integer("physical_batch_size", 256, "Examples per microbatch (memory, speed).")
 flags.DEFINE_bool("include_data", False, "uniaud: also train on the real training set.")
 flags.DEFINE_float("sigma0", 0.1, "Feature scale of Gaussian synthetic canaries (Alg. 1).")
+flags.DEFINE_integer("canary_dim", 0, "d of the gaussian/orthogonal canaries of one_run and "
+                     "uniaud (0: the data's shape; UniAud Table IV: 1000). Needs canaries only.")
+flags.DEFINE_integer("num_canary_classes", 0, "C, classes of those canaries' labels (0: the "
+                     "data's; UniAud Table IV: 1000). Needs canaries only.")
+flags.DEFINE_bool("canaries_only", False, "Case I of UniAud (m = n): one_run/uniaud train on "
+                  "the canaries alone (uniaud does unless --include_data).")
 flags.DEFINE_integer("num_tags", 100, "UniAud++ tag space size C_e.")
 flags.DEFINE_integer("num_tag_bits", 1, "UniAud++ tags per canary H (multi-bit, Sec. VI-B).")
 flags.DEFINE_list("tag_weights", ["1"], "UniAud++ lambda of Eq. (12).")
@@ -122,6 +131,8 @@ def check_flags() -> None:
   finite training settings (the config checks the rest, naming the field = the flag)."""
   for name in ("num_runs", "batch_size", "num_tags", "num_tag_bits", "patch_size"):
     common.check_count(name, FLAGS[name].value)
+  for name in ("canary_dim", "num_canary_classes"):
+    common.check_count(name, FLAGS[name].value, 0)
   common.check_counts("num_canaries", common.parse_ints("num_canaries", FLAGS.num_canaries))
   common.check_count("chunk_size", FLAGS.chunk_size, 0)
   common.check_memory("physical_batch_size", FLAGS.physical_batch_size, 4096.0,

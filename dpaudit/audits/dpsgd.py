@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -68,39 +68,32 @@ GAME_CANARIES = {
 SCORE_METHODS = ("split", "bonferroni")
 
 
-@dataclasses.dataclass(frozen=True)
-class DPSGDAuditConfig:
-  """One DP-SGD audit.
+# Options added after audit records were first stored: a record (a grid cell's configuration,
+# its key in a cell store) leaves them out at these defaults, so earlier records stay valid.
+LATER_OPTIONS = {"model": "mlp", "canary_dim": 0, "num_canary_classes": 0,
+                 "canaries_only": False}
+# The order of a record's keys (that of the configuration before AuditSettings existed).
+_RECORD_ORDER = ("game", "canary", "num_canaries", "num_runs", "epsilon", "delta",
+                 "significance", "epochs", "batch_size", "learning_rate", "optimizer",
+                 "l2_clip_norm", "physical_batch_size", "hidden_sizes", "include_data", "sigma0",
+                 "num_tags", "num_tag_bits", "tag_weight", "patch_size", "correction", "method",
+                 "chunk_size", *LATER_OPTIONS)
 
-  Attributes:
-    game: one of ``GAMES``.
-    canary: one of ``GAME_CANARIES[game]``.
-    num_canaries: m, the canaries of an O(1) game (ignored by ``many_run``, which has one).
-    num_runs: T, runs per side of ``many_run`` (2T runs in all).
-    epsilon: target epsilon the noise is calibrated to (RDP accountant, add-or-remove, at
-      ``delta``); ``inf`` trains without noise (clipping kept).
-    delta: the delta of the accountant and of the lower bounds, in (0, 1).
-    significance: beta of the 1 - beta confidence of the lower bound.
-    epochs: expected passes over the training set (steps: :func:`dpaudit.dpsgd.spec.schedule`).
-    batch_size: expected Poisson batch size qN.
-    learning_rate, optimizer, l2_clip_norm, physical_batch_size: as in
-      :class:`dpaudit.dpsgd.TrainConfig`.
-    hidden_sizes: hidden widths of the MLP (empty: logistic regression).
-    include_data: ``uniaud`` only: also train on the real training set (Alg. 2 trains on the
-      canaries alone, the data-independent setting).
-    sigma0: feature scale of Gaussian synthetic canaries (Alg. 1).
-    num_tags, num_tag_bits, tag_weight, patch_size: UniAud++ tag space C_e, tags per canary H,
-      the lambda of Eq. (12) and the side of the square trigger patch.
-    correction: ``"bonferroni"`` (valid over the guess grid) or ``"none"`` (the papers'
-      best-r reporting; optimistic) for the O(1) games.
-    method: threshold selection of ``many_run``: ``"split"`` or ``"bonferroni"``.
-    chunk_size: runs per vmapped call of ``many_run`` (0: all 2T at once).
-  """
-  game: str = "one_run"
-  canary: str = "mislabelled"
-  num_canaries: int = 1000
+
+def settings_record(settings: Any, names: Sequence[str]) -> dict[str, Any]:
+  """``{name: settings.name}`` over ``names``, less the :data:`LATER_OPTIONS` at their
+  defaults (the record of a configuration, see :meth:`DPSGDAuditConfig.to_dict`)."""
+  return {name: getattr(settings, name) for name in names
+          if name not in LATER_OPTIONS or getattr(settings, name) != LATER_OPTIONS[name]}
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditSettings:
+  """The settings of a DP-SGD audit that a grid of audits shares (every field of
+  :class:`DPSGDAuditConfig` but the grid's axes game, canary, epsilon, m and lambda); the
+  grid (:class:`dpaudit.audits.dpsgd_grid.DPSGDGridConfig`) and one audit both take them from
+  here. :class:`DPSGDAuditConfig` documents and validates them."""
   num_runs: int = 500
-  epsilon: float = 8.0
   delta: float = 1e-5
   significance: float = 0.05
   epochs: float = 10.0
@@ -114,11 +107,67 @@ class DPSGDAuditConfig:
   sigma0: float = 0.1
   num_tags: int = 100
   num_tag_bits: int = 1
-  tag_weight: float = 1.0
   patch_size: int = 3
   correction: str = "bonferroni"
   method: str = "split"
   chunk_size: int = 0
+  model: str = "mlp"
+  canary_dim: int = 0
+  num_canary_classes: int = 0
+  canaries_only: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGDAuditConfig(AuditSettings):
+  """One DP-SGD audit.
+
+  Attributes:
+    game: one of ``GAMES``.
+    canary: one of ``GAME_CANARIES[game]``.
+    num_canaries: m, the canaries of an O(1) game (ignored by ``many_run``, which has one).
+    num_runs: T, runs per side of ``many_run`` (2T runs in all).
+    epsilon: target epsilon the noise is calibrated to (RDP accountant, add-or-remove, at
+      ``delta``); ``inf`` trains without noise (clipping kept).
+    delta: the delta of the accountant and of the lower bounds, in (0, 1).
+    significance: beta of the 1 - beta confidence of the lower bound.
+    epochs: expected passes over the training set (steps and noise:
+      :meth:`dpsgd_spec`, :meth:`dpaudit.dpsgd.spec.DPSGDSpec.resolve`).
+    batch_size: expected Poisson batch size qN.
+    learning_rate, optimizer, l2_clip_norm, physical_batch_size: as in
+      :class:`dpaudit.dpsgd.TrainConfig`.
+    hidden_sizes: hidden widths of the MLP (empty: logistic regression).
+    include_data: ``uniaud`` only: also train on the real training set (Alg. 2 trains on the
+      canaries alone, the data-independent setting).
+    sigma0: feature scale of Gaussian synthetic canaries (Alg. 1).
+    num_tags, num_tag_bits, tag_weight, patch_size: UniAud++ tag space C_e, tags per canary H,
+      the lambda of Eq. (12) and the side of the square trigger patch.
+    correction: ``"bonferroni"`` (valid over the guess grid) or ``"none"`` (the papers'
+      best-r reporting; optimistic) for the O(1) games.
+    method: threshold selection of ``many_run``: ``"split"`` or ``"bonferroni"``.
+    chunk_size: runs per vmapped call of ``many_run`` (0: all 2T at once).
+    model: the classifier trained when no flax module is passed to :func:`run`: one of
+      :data:`dpaudit.models.MODEL_NAMES`; ``"mlp"`` is the MLP of ``hidden_sizes``
+      (``"logistic"``: no hidden layer), any other name
+      :func:`dpaudit.models.make_model`'s model. ``uniaud_plus`` trains its two-head MLP
+      (``"mlp"`` only).
+    canary_dim: d, the features of each data-independent synthetic canary (``gaussian``,
+      ``orthogonal``: Alg. 1 of UniAud draws them in :math:`\\mathbb{R}^d`); 0: the data's
+      example shape. Table IV of UniAud uses d = 1000.
+    num_canary_classes: C, the classes of those canaries' uniform labels (0: the data's);
+      Table IV uses C = 1000. A canary dimension or class count of their own needs a training
+      set of canaries alone (the model takes their shape; its ``test_accuracy`` is NaN, there
+      being no test set of that shape): ``one_run`` with ``canaries_only``, or ``uniaud``
+      without ``include_data``.
+    canaries_only: UniAud's Case I (m = n): train on the canaries alone, the dataset is not
+      appended (``one_run`` with example canaries: the run trains on the included ones;
+      ``uniaud`` does so unless ``include_data``). ``many_run`` (one canary), Dirac canaries
+      (parameter coordinates) and ``uniaud_plus`` (Case II: triggers on the data) cannot.
+  """
+  game: str = "one_run"
+  canary: str = "mislabelled"
+  num_canaries: int = 1000
+  epsilon: float = 8.0
+  tag_weight: float = 1.0
 
   def __post_init__(self):
     _validate.check_choice("game", self.game, GAMES)
@@ -167,10 +216,70 @@ class DPSGDAuditConfig:
     if self.canary == "dirac" and self.optimizer != "sgd":
       raise ValueError(f"canary='dirac' reads the canary off the parameter change, which "
                        f"needs optimizer='sgd', got optimizer={self.optimizer!r}")
+    self._check_model_and_canary_shape()
+
+  def _check_model_and_canary_shape(self) -> None:
+    _validate.check_choice("model", self.model, models.MODEL_NAMES)
+    if self.game == "uniaud_plus" and self.model != "mlp":
+      raise ValueError(f"model={self.model!r} is not valid for game='uniaud_plus': it trains "
+                       "its own two-head MLP (a class head and a tag head, Eq. (12)); choose "
+                       "model='mlp' and set hidden_sizes")
+    _validate.check_integer("canary_dim", self.canary_dim, 0, 2**31 - 1)
+    _validate.check_integer("num_canary_classes", self.num_canary_classes, 0, 2**31 - 1)
+    if self.num_canary_classes == 1:
+      raise ValueError("num_canary_classes=1 is outside the valid range: 0 (the data's "
+                       "classes) or [2, 2^31 - 1]")
+    if not isinstance(self.canaries_only, (bool, np.bool_)):
+      raise ValueError(f"canaries_only={self.canaries_only!r} must be True or False")
+    # The canaries' features (float64, a few copies) and, for orthogonal ones, the d x d
+    # Haar matrix they are drawn from.
+    _validate.check_allocation("canary_dim", self.num_canaries * self.canary_dim, 32.0,
+                               low=0, what="feature of the num_canaries canaries")
+    if self.canary == "orthogonal":
+      _validate.check_allocation("canary_dim", self.canary_dim ** 2, 32.0, low=0,
+                                 what="entry of the d x d orthogonal matrix")
+    if self.canaries_only:
+      if self.game not in ("one_run", "uniaud") or self.canary == "dirac":
+        raise ValueError(f"canaries_only=True (Case I) is not valid for game={self.game!r} "
+                         f"with canary={self.canary!r}: only one_run with example canaries "
+                         "and uniaud train on canaries alone")
+      if self.include_data:
+        raise ValueError("canaries_only=True contradicts include_data=True: choose one")
+    for name in ("canary_dim", "num_canary_classes"):
+      value = getattr(self, name)
+      if value == 0:
+        continue
+      if self.canary not in ("gaussian", "orthogonal") or self.game not in ("one_run",
+                                                                            "uniaud"):
+        raise ValueError(f"{name}={value} is not valid for game={self.game!r} with canary="
+                         f"{self.canary!r}: only the synthetic canaries (gaussian, orthogonal) "
+                         "of one_run and uniaud have a shape of their own; set it to 0")
+      if not self.trains_on_canaries_only:
+        raise ValueError(f"{name}={value} gives the canaries a shape of their own, so the "
+                         "model cannot also train on the data: set canaries_only=True"
+                         + (" and include_data=False" if self.include_data else "")
+                         + f" (Case I), or {name}=0")
 
   @property
   def adjacency(self) -> str:
     return "replace_one" if self.game in ("uniaud", "uniaud_plus") else "add_or_remove_one"
+
+  @property
+  def trains_on_canaries_only(self) -> bool:
+    """Case I of UniAud (m = n): the training set is the canaries alone."""
+    return self.canaries_only or (self.game == "uniaud" and not self.include_data)
+
+  def dpsgd_spec(self) -> DPSGDSpec:
+    """The DP-SGD of this audit (noise calibrated to ``epsilon`` by the RDP accountant)."""
+    return DPSGDSpec(epochs=self.epochs, batch_size=self.batch_size, epsilon=self.epsilon,
+                     delta=self.delta, l2_clip_norm=self.l2_clip_norm, optimizer=self.optimizer,
+                     learning_rate=self.learning_rate,
+                     physical_batch_size=self.physical_batch_size)
+
+  def to_dict(self) -> dict[str, Any]:
+    """The record of this audit (a grid cell's ``config``): every field, less the
+    :data:`LATER_OPTIONS` at their defaults."""
+    return settings_record(self, _RECORD_ORDER)
 
 
 class AuditData(NamedTuple):
@@ -196,7 +305,8 @@ class DPSGDAuditResult:
       RDP, the calibration target; replace-one for the UniAud games: PLD).
     epsilon_theory_pld: add-or-remove epsilon from the PLD accountant.
     noise_multiplier, sampling_rate, num_steps: the DP-SGD run(s).
-    test_accuracy: main-task test accuracy (mean over runs for ``many_run``).
+    test_accuracy: main-task test accuracy (mean over runs for ``many_run``); NaN when the
+      canaries have a shape of their own (``canary_dim``, ``num_canary_classes``).
     num_observations: runs (many_run) or canaries (O(1) games) behind the bound.
     details: game-specific figures (guesses, correct guesses, threshold, error counts, ...).
     optimistic: True when ``correction="none"``: ``epsilon_lower_bound`` is the best of
@@ -252,8 +362,9 @@ class DPSGDAuditResult:
     Checks that it is whole (for :class:`dpaudit.results.CellStore`): every key with its type,
     a known game, canary and relation, the bound under the key its ``optimistic`` flag names,
     no NaN bound or ceiling, the bound not above its own ceiling :math:`\\epsilon_O` (relative
-    slack 1e-9), a sampling rate in (0, 1], counts >= 1, accuracy in [0, 1] and the stored
-    warnings equal to those the figures give. Raises KeyError, TypeError or ValueError."""
+    slack 1e-9), a sampling rate in (0, 1], counts >= 1, accuracy in [0, 1] or NaN and the
+    stored warnings equal to those the figures give. Raises KeyError, TypeError or
+    ValueError."""
     bound = "epsilon_optimistic" if isinstance(stored, dict) and stored.get("optimistic") \
         else "epsilon_lower_bound"
     results.check_fields("DPSGDAuditResult", stored, {
@@ -284,8 +395,9 @@ class DPSGDAuditResult:
                        f"noise_multiplier={result.noise_multiplier} be >= 0")
     if min(result.num_steps, result.num_training_examples, result.num_observations) < 1:
       raise ValueError("num_steps, num_training_examples and num_observations must be >= 1")
-    if not 0 <= result.test_accuracy <= 1:
-      raise ValueError(f"test_accuracy={result.test_accuracy} is outside [0, 1]")
+    if not (0 <= result.test_accuracy <= 1 or math.isnan(result.test_accuracy)):
+      raise ValueError(f"test_accuracy={result.test_accuracy} is outside [0, 1] (or NaN: "
+                       "canaries of a shape of their own)")
     if stored["warnings"] != result.warnings:
       raise ValueError("the stored warnings are not those of the stored figures")
     return result
@@ -307,8 +419,7 @@ def check_grid_cell(cell: Any, config: DPSGDAuditConfig | None = None) -> None:
   else:
     raise ValueError(f"grid cell status={cell['status']!r} is neither 'done' nor 'skipped'")
   if config is not None:
-    if results.canonical_json(cell["config"]) != results.canonical_json(
-        dataclasses.asdict(config)):
+    if results.canonical_json(cell["config"]) != results.canonical_json(config.to_dict()):
       raise ValueError("the grid cell holds another audit configuration")
     if result is not None and (result.game, result.canary) != (config.game, config.canary):
       raise ValueError(f"the grid cell's result is of {result.game}:{result.canary}, not "
@@ -435,6 +546,10 @@ def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=Non
 
 
 def _accuracy(model, params, features, labels) -> float:
+  """Main-task accuracy on ``features``; NaN where the model takes canaries of a shape of
+  their own (``features`` is then ``None``: no test set has that shape)."""
+  if features is None:
+    return math.nan
   outputs = model.apply({"params": params}, jnp.asarray(features))
   main = outputs[0] if isinstance(outputs, tuple) else outputs
   return float(jnp.mean(jnp.argmax(main, axis=-1) == jnp.asarray(labels)))
@@ -457,11 +572,7 @@ def _plan(config: DPSGDAuditConfig, num_examples: int) -> _Plan:
   if config.batch_size > num_examples:
     raise ValueError(f"batch_size={config.batch_size} exceeds the {num_examples} training "
                      "examples")
-  q, steps, sigma, train_config = DPSGDSpec(
-      epochs=config.epochs, batch_size=config.batch_size, epsilon=config.epsilon,
-      delta=config.delta, l2_clip_norm=config.l2_clip_norm, optimizer=config.optimizer,
-      learning_rate=config.learning_rate,
-      physical_batch_size=config.physical_batch_size).resolve(num_examples)
+  q, steps, sigma, train_config = config.dpsgd_spec().resolve(num_examples)
   eps_rdp = accounting.dpsgd_epsilon(sigma, q, steps, config.delta)
   eps_pld = accounting.dpsgd_epsilon(sigma, q, steps, config.delta, accountant="pld")
   eps_replace = math.nan
@@ -470,9 +581,24 @@ def _plan(config: DPSGDAuditConfig, num_examples: int) -> _Plan:
   return _Plan(train_config, sigma, eps_rdp, eps_pld, eps_replace)
 
 
+def canary_shape(config: DPSGDAuditConfig, data: AuditData) -> tuple[tuple[int, ...], int]:
+  """``(example_shape, num_classes)`` of the examples the model is trained on: the synthetic
+  canaries' own (``config.canary_dim``, ``config.num_canary_classes``) where set, else the
+  data's."""
+  example_shape = (tuple(data.train_features.shape[1:]) if not config.canary_dim
+                   else (int(config.canary_dim),))
+  return example_shape, int(config.num_canary_classes or data.num_classes)
+
+
+def _test_features(config: DPSGDAuditConfig, data: AuditData):
+  """The test features the model's accuracy is measured on; None where the canaries have a
+  shape (or classes) of their own, which no test example has."""
+  return None if config.canary_dim or config.num_canary_classes else data.test_features
+
+
 def _example_canaries(key, config: DPSGDAuditConfig, data: AuditData, m: int
                       ) -> data_lib.Canaries:
-  example_shape = data.train_features.shape[1:]
+  example_shape, num_classes = canary_shape(config, data)
   if config.canary in ("in_distribution", "mislabelled"):
     if m > data.pool_features.shape[0]:
       raise ValueError(f"num_canaries={m} exceeds the {data.pool_features.shape[0]} held-out "
@@ -481,7 +607,7 @@ def _example_canaries(key, config: DPSGDAuditConfig, data: AuditData, m: int
       return data_lib.in_distribution_canaries(key, data.pool_features, data.pool_labels, m)
     return data_lib.mislabelled_canaries(key, data.pool_features, data.pool_labels, m,
                                          data.num_classes)
-  return data_lib.synthetic_canaries(key, m, example_shape, data.num_classes,
+  return data_lib.synthetic_canaries(key, m, example_shape, num_classes,
                                      mode=config.canary, sigma0=config.sigma0)
 
 
@@ -500,23 +626,27 @@ def _result(config, plan, num_examples, lower, ceiling, accuracy, observations, 
       optimistic=config.correction == "none" and config.game != "many_run")
 
 
-def _check_first_layer(config: DPSGDAuditConfig, data: AuditData) -> None:
+def _check_first_layer(config: DPSGDAuditConfig, example_shape, num_classes: int) -> None:
   """The input-to-first-layer weights (with gradient and optimiser state) fit in memory."""
-  inputs = int(np.prod(np.shape(data.train_features)[1:]))
-  widths = (*config.hidden_sizes, data.num_classes)
+  inputs = int(np.prod(example_shape))
+  widths = (*config.hidden_sizes, num_classes)
   _validate.check_allocation("hidden_sizes", inputs * int(widths[0]), 16.0,
                              what=f"weight of the first layer ({inputs} inputs)")
 
 
 def _model(config: DPSGDAuditConfig, data: AuditData, model: nn.Module | None):
   """The model a game trains: the caller's flax module (any architecture that maps a batch of
-  examples to ``data.num_classes`` logits), or the MLP of ``config.hidden_sizes``."""
+  examples to the classes' logits), else ``config.model`` by name: the MLP of
+  ``config.hidden_sizes`` for ``"mlp"``, :func:`dpaudit.models.make_model`'s for the others;
+  for the examples of :func:`canary_shape`."""
   if model is not None:
     _validate.check_instance("model", model, nn.Module)
     return model
-  _check_first_layer(config, data)
-  ndim = data.train_features.ndim - 1
-  return models.MLP(tuple(config.hidden_sizes), data.num_classes, example_ndim=ndim)
+  example_shape, num_classes = canary_shape(config, data)
+  if config.model != "mlp":
+    return models.make_model(config.model, example_shape, num_classes)
+  _check_first_layer(config, example_shape, num_classes)
+  return models.MLP(tuple(config.hidden_sizes), num_classes, example_ndim=len(example_shape))
 
 
 # ------------------------------------------------------------------------------ the games
@@ -651,6 +781,8 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
     scores = np.asarray(_flat(out.initial_params)[coordinates] - _flat(out.params)[coordinates])
   else:
     canaries = _example_canaries(canary_key, config, data, m)
+    if config.canaries_only:  # Case I: the run trains on the included canaries alone
+      base_x, base_y = base_x[:0].reshape((0, *canaries.features.shape[1:])), base_y[:0]
     features = np.concatenate([base_x, np.asarray(canaries.features)])
     labels = np.concatenate([base_y, np.asarray(canaries.labels)])
     plan = _plan(config, features.shape[0])
@@ -661,7 +793,7 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   lower, ceiling, bound_details = _one_run_bound(scores, members, config)
   details.update(bound_details)
   details["mean_batch_size"] = float(np.mean(out.batch_sizes))
-  accuracy = _accuracy(model, out.params, data.test_features, data.test_labels)
+  accuracy = _accuracy(model, out.params, _test_features(config, data), data.test_labels)
   return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
 
 
@@ -695,10 +827,10 @@ def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   canary_key, fresh_key, member_key, run_key = jax.random.split(key, 4)
   m = config.num_canaries
   model = _model(config, data, model)
-  canaries = data_lib.synthetic_canaries(canary_key, m, data.train_features.shape[1:],
-                                         data.num_classes, mode=config.canary,
-                                         sigma0=config.sigma0)
-  fresh = np.asarray(jax.random.randint(fresh_key, (m,), 0, data.num_classes, jnp.int32))
+  example_shape, num_classes = canary_shape(config, data)
+  canaries = data_lib.synthetic_canaries(canary_key, m, example_shape, num_classes,
+                                         mode=config.canary, sigma0=config.sigma0)
+  fresh = np.asarray(jax.random.randint(fresh_key, (m,), 0, num_classes, jnp.int32))
   members = np.asarray(data_lib.include_mask(member_key, m))
   cx, cy = np.asarray(canaries.features), np.asarray(canaries.labels)
   if config.include_data:
@@ -714,7 +846,7 @@ def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   lower, ceiling, details = _one_run_bound(scores, members, config)
   details.update(fresh_label_equal=int(np.sum(fresh == cy)), include_data=config.include_data,
                  mean_batch_size=float(np.mean(out.batch_sizes)))
-  accuracy = _accuracy(model, out.params, data.test_features, data.test_labels)
+  accuracy = _accuracy(model, out.params, _test_features(config, data), data.test_labels)
   return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
 
 
@@ -789,7 +921,7 @@ def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData,
   multi = data_lib.uniaud_plus_plus_dataset(
       data_key, data.train_features, data.train_labels, m, config.num_tags,
       num_tag_bits=config.num_tag_bits, patch_size=(config.patch_size, config.patch_size))
-  _check_first_layer(config, data)
+  _check_first_layer(config, data.train_features.shape[1:], data.num_classes)
   model = models.TwoHeadMLP(tuple(config.hidden_sizes), data.num_classes, config.num_tags,
                             example_ndim=3)
   packed = pack_multi_task_labels(multi.labels, multi.tags, multi.is_canary)

@@ -48,10 +48,7 @@ from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.audits import dpsgd as audit
 
 # Settings of DPSGDAuditConfig that every cell of a grid shares (the others are grid axes).
-SHARED_FIELDS = ("num_runs", "delta", "significance", "epochs", "batch_size", "learning_rate",
-                 "optimizer", "l2_clip_norm", "physical_batch_size", "hidden_sizes",
-                 "include_data", "sigma0", "num_tags", "num_tag_bits", "patch_size",
-                 "correction", "method", "chunk_size")
+SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(audit.AuditSettings))
 # Settings of the data split that every cell's result depends on.
 DATA_FIELDS = ("dataset", "test_fraction", "pool_fraction", "seed", "prng_impl")
 _FLOAT_FIELDS = ("delta", "significance", "epochs", "learning_rate", "l2_clip_norm", "sigma0",
@@ -59,7 +56,7 @@ _FLOAT_FIELDS = ("delta", "significance", "epochs", "learning_rate", "l2_clip_no
 
 
 @dataclasses.dataclass(frozen=True)
-class DPSGDGridConfig:
+class DPSGDGridConfig(audit.AuditSettings):
   """A grid of DP-SGD audits (``python -m experiments.dpsgd_audit --help`` explains each
   setting; the field names are the flag names, the defaults the flags' defaults).
 
@@ -70,8 +67,10 @@ class DPSGDGridConfig:
     num_canaries: m of the O(1) games, integers >= 1.
     tag_weights: UniAud++ :math:`\\lambda` of Eq. (12), >= 0.
     dataset: one of :data:`dpaudit.data.DATASETS`.
-    num_runs ... chunk_size: as in :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`, shared by
-      every cell.
+    num_runs ... canaries_only (``SHARED_FIELDS``, from
+      :class:`dpaudit.audits.dpsgd.AuditSettings`): as in
+      :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`, shared by every cell (the grid's own
+      defaults: ``num_runs=200``, ``epochs=30``, ``learning_rate=0.5``).
     test_fraction, pool_fraction: shares in (0, 1) of the test set and of the canary pool.
     seed: integer in [0, 2^63): the data split and every game's key (of the first
       repetition).
@@ -87,23 +86,8 @@ class DPSGDGridConfig:
   tag_weights: tuple[float, ...] = (1.0,)
   dataset: str = "digits"
   num_runs: int = 200
-  delta: float = 1e-5
-  significance: float = 0.05
   epochs: float = 30.0
-  batch_size: int = 128
   learning_rate: float = 0.5
-  optimizer: str = "sgd"
-  l2_clip_norm: float = 1.0
-  physical_batch_size: int = 256
-  hidden_sizes: tuple[int, ...] = (256,)
-  include_data: bool = False
-  sigma0: float = 0.1
-  num_tags: int = 100
-  num_tag_bits: int = 1
-  patch_size: int = 3
-  correction: str = "bonferroni"
-  method: str = "split"
-  chunk_size: int = 0
   test_fraction: float = 0.2
   pool_fraction: float = 0.5
   seed: int = 0
@@ -142,8 +126,9 @@ class DPSGDGridConfig:
                           high_open=True)
 
   def shared_settings(self) -> dict[str, Any]:
-    """The cell settings the whole grid shares (``SHARED_FIELDS``)."""
-    return {name: getattr(self, name) for name in SHARED_FIELDS}
+    """The cell settings the whole grid shares (``SHARED_FIELDS``; the
+    :data:`~dpaudit.audits.dpsgd.LATER_OPTIONS` only where not at their defaults)."""
+    return audit.settings_record(self, SHARED_FIELDS)
 
   def data_settings(self) -> dict[str, Any]:
     """The data and key settings every cell's result depends on (``DATA_FIELDS``)."""
@@ -167,7 +152,7 @@ class DPSGDGridConfig:
   def cell_key(self, config: audit.DPSGDAuditConfig) -> dict[str, Any]:
     """Everything the result of cell ``config`` depends on: its name in the cell store (the
     seed included, ``repetitions`` not: see :meth:`repetition`)."""
-    return {**dataclasses.asdict(config), **self.data_settings()}
+    return {**config.to_dict(), **self.data_settings()}
 
   def seeds(self) -> tuple[int, ...]:
     """The seeds of the repetitions: ``seed, seed + 1, ..., seed + repetitions - 1``."""
@@ -312,9 +297,9 @@ def run_cell(config: audit.DPSGDAuditConfig, grid: DPSGDGridConfig, data: audit.
     try:
       with quiet_accountant():
         result = audit.run(prng.make_key(grid.seed, grid.prng_impl), config, data).to_dict()
-      return {"status": "done", "config": dataclasses.asdict(config), "result": result}
+      return {"status": "done", "config": config.to_dict(), "result": result}
     except ValueError as e:  # e.g. more canaries than the real pool holds: skip this cell only
-      return {"status": "skipped", "reason": str(e), "config": dataclasses.asdict(config)}
+      return {"status": "skipped", "reason": str(e), "config": config.to_dict()}
 
   if store is None:
     return {**results.loads(results.dumps(compute())), "reused": False}

@@ -65,7 +65,7 @@ from dpaudit.attacks import reconstruction as attack
 from dpaudit.audits import language_model as lm
 from dpaudit.results import to_plain
 from dpaudit.dpsgd import training
-from dpaudit.dpsgd.spec import schedule
+from dpaudit.dpsgd.spec import DPSGDSpec
 from dpaudit.models import ngram
 
 DEFAULT_PROMPT = "John Doe's credit card number is "
@@ -236,13 +236,14 @@ def train_config(config: LMReconstructionConfig, noise_multiplier: float,
   _check_config(config)
   _validate.check_range("noise_multiplier", noise_multiplier, 0.0, finite=True)
   _validate.check_integer("num_examples", num_examples, 1)
-  q, steps = schedule(config.epochs, config.batch_size, num_examples)
-  physical = int(q * num_examples + 4 * math.sqrt(q * num_examples) + 8)
-  return training.TrainConfig(
-      num_steps=steps, sampling_rate=q, noise_multiplier=noise_multiplier,
+  resolved = DPSGDSpec(
+      epochs=config.epochs, batch_size=config.batch_size, noise_multiplier=noise_multiplier,
       l2_clip_norm=config.l2_clip_norm if noise_multiplier > 0 else math.inf,
-      learning_rate=config.learning_rate, optimizer="adam",
-      physical_batch_size=min(physical, num_examples))
+      learning_rate=config.learning_rate, optimizer="adam").resolve(num_examples)
+  mean = resolved.sampling_rate * num_examples
+  physical = int(mean + 4 * math.sqrt(mean) + 8)
+  return dataclasses.replace(resolved.train_config,
+                             physical_batch_size=min(physical, num_examples))
 
 
 def trained_params(key: jax.Array, name: str, model: nn.Module, lines: Sequence[str],

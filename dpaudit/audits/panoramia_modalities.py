@@ -32,12 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.accounting import dpsgd as accounting
 from dpaudit.attacks import panoramia as classifiers
 from dpaudit.audits.panoramia import Examples, LossFn, Modality, Sampler
 from dpaudit.data import sources
 from dpaudit.dpsgd import clipping, training
-from dpaudit.dpsgd.spec import schedule
+from dpaudit.dpsgd.spec import DPSGDSpec
 from dpaudit.mechanisms import mst
 from dpaudit.models import classifiers as models
 from dpaudit.models import ngram
@@ -78,13 +77,10 @@ class TrainSpec:
 
   def train_config(self, num_examples: int) -> training.TrainConfig:
     """The engine's :class:`~dpaudit.dpsgd.training.TrainConfig` for ``num_examples``."""
-    q, steps = schedule(self.epochs, self.batch_size, num_examples)
-    if math.isinf(self.epsilon):
-      return training.TrainConfig(steps, q, 0.0, math.inf, self.learning_rate, "adam",
-                                  physical_batch_size=self.batch_size * 2)
-    sigma = accounting.calibrate_noise_multiplier(self.epsilon, q, steps, self.delta)
-    return training.TrainConfig(steps, q, sigma, self.l2_clip_norm, self.learning_rate, "adam",
-                                physical_batch_size=self.batch_size * 2)
+    return DPSGDSpec(epochs=self.epochs, batch_size=self.batch_size, epsilon=self.epsilon,
+                     delta=self.delta, optimizer="adam", learning_rate=self.learning_rate,
+                     l2_clip_norm=math.inf if math.isinf(self.epsilon) else self.l2_clip_norm,
+                     ).resolve(num_examples).train_config
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,6 +40,27 @@ def schedule(epochs: float, batch_size: int, num_examples: int) -> tuple[float, 
   return q, max(1, math.ceil(round(epochs / q, 9)))
 
 
+def noise_multiplier(epsilon: float, sampling_rate: float, num_steps: int, delta: float,
+                     accountant: str = "rdp") -> float:
+  """The smallest noise multiplier sigma that makes ``num_steps`` Poisson-sampled steps at
+  ``sampling_rate`` (epsilon, delta)-DP (add-or-remove adjacency) by ``accountant``
+  (:func:`dpaudit.accounting.calibrate_noise_multiplier`, its warnings silenced); 0 for
+  ``epsilon = inf`` (no noise). The one calibration of every DP-SGD run (:meth:`DPSGDSpec.resolve`).
+
+  >>> round(noise_multiplier(8.0, 0.1, 20, 1e-5), 3)
+  0.734
+  >>> noise_multiplier(float("inf"), 0.1, 20, 1e-5)
+  0.0
+  """
+  _validate.check_range("epsilon", epsilon, 0.0, low_open=True)
+  _validate.check_choice("accountant", accountant, ACCOUNTANTS)
+  if math.isinf(epsilon):
+    return 0.0
+  with accounting.quiet_accountant():
+    return float(accounting.calibrate_noise_multiplier(epsilon, sampling_rate, num_steps, delta,
+                                                       accountant=accountant))
+
+
 class ResolvedDPSGD(NamedTuple):
   """What a :class:`DPSGDSpec` comes to for a dataset of a given size."""
   sampling_rate: float
@@ -117,12 +138,8 @@ class DPSGDSpec:
       q, steps = min(1.0, self.batch_size / num_examples), int(self.num_steps)
     if self.noise_multiplier is not None:
       sigma = float(self.noise_multiplier)
-    elif math.isinf(self.epsilon):
-      sigma = 0.0
     else:
-      with accounting.quiet_accountant():
-        sigma = accounting.calibrate_noise_multiplier(self.epsilon, q, steps, self.delta,
-                                                      accountant=self.accountant)
+      sigma = noise_multiplier(self.epsilon, q, steps, self.delta, self.accountant)
     config = training.TrainConfig(
         num_steps=steps, sampling_rate=q, noise_multiplier=sigma,
         l2_clip_norm=self.l2_clip_norm, learning_rate=self.learning_rate,

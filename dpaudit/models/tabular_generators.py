@@ -67,7 +67,7 @@ from dpaudit import accounting
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.dpsgd import clipping
 from dpaudit.dpsgd import training
-from dpaudit.dpsgd.spec import schedule
+from dpaudit.dpsgd.spec import DPSGDSpec
 
 PyTree = Any
 DISCRETE_MAX_CATEGORIES = 20
@@ -759,15 +759,17 @@ class DpTvaeConfig:
 
   def plan(self, num_rows: int) -> tuple[float, int]:
     """``(sampling_rate, num_steps)`` for ``num_rows`` training rows."""
-    num_rows = _validate.check_integer("num_rows", num_rows, 1)
-    return schedule(self.epochs, self.batch_size, num_rows)
+    resolved = self._resolve(num_rows)
+    return resolved.sampling_rate, resolved.num_steps
 
   def noise_multiplier(self, num_rows: int) -> float:
     """The calibrated noise multiplier for ``num_rows`` training rows."""
-    rate, steps = self.plan(num_rows)
-    with quiet_accountant():
-      return accounting.calibrate_noise_multiplier(self.epsilon, rate, steps, self.delta,
-                                                   accountant=self.accountant)
+    return self._resolve(num_rows).noise_multiplier
+
+  def _resolve(self, num_rows: int):
+    num_rows = _validate.check_integer("num_rows", num_rows, 1)
+    return DPSGDSpec(epochs=self.epochs, batch_size=self.batch_size, epsilon=self.epsilon,
+                     delta=self.delta, accountant=self.accountant).resolve(num_rows)
 
 
 class DpTvaeResult(NamedTuple):

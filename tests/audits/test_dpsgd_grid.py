@@ -11,6 +11,7 @@ import pytest
 
 from dpaudit import plots
 from dpaudit import results
+from dpaudit.audits import dpsgd as audit
 from dpaudit.audits import dpsgd_grid as grid
 
 INF = math.inf
@@ -45,8 +46,17 @@ def test_config_records_shared_and_data_settings_and_normalises_numbers():
   assert config.epochs == 2.0 and isinstance(config.epochs, float)
   assert config.epsilons == (4.0,)
   recorded = config.to_dict()
-  assert list(recorded) == list(grid.SHARED_FIELDS) + list(grid.DATA_FIELDS) + ["repetitions"]
+  # The options added later (model, canary shape, Case I) are recorded only when set, so the
+  # records and cell keys of earlier grids are unchanged.
+  earlier = [name for name in grid.SHARED_FIELDS if name not in audit.LATER_OPTIONS]
+  assert list(recorded) == earlier + list(grid.DATA_FIELDS) + ["repetitions"]
   assert "data_dir" not in recorded and "audits" not in recorded
+  case_one = grid.DPSGDGridConfig(audits=(("uniaud", "orthogonal"),), canary_dim=1000,
+                                  num_canary_classes=1000, model="logistic")
+  assert {k: case_one.to_dict()[k] for k in ("model", "canary_dim", "num_canary_classes")} == {
+      "model": "logistic", "canary_dim": 1000, "num_canary_classes": 1000}
+  assert case_one.cell_configs()[0].canary_dim == 1000
+  assert "canaries_only" not in case_one.to_dict()
   # 2 and 2.0 name the same cell (its key is a hash of the strict JSON).
   same = grid.DPSGDGridConfig(epochs=2.0, epsilons=(4.0,))
   cell, = config.cell_configs()
