@@ -14,6 +14,11 @@ stated confidence, labelled with what kind of bound it is and what it could at m
 * :func:`dpsgd`: DP-SGD on your own flax model and data, with any of the DP-SGD games
   (many-run, one-run, UniAud, UniAud++; :mod:`dpaudit.audits.dpsgd`), held against the
   accountant's epsilon.
+* :func:`private_prediction`: your own prediction service ``predict(key, dataset, query)``
+  on two neighbouring datasets, as a black box; :func:`histogram_model`: PATE, CaPC or
+  Private-kNN from the histogram model of its teachers' votes (Chadha et al., Secs. 4-5).
+* :func:`domias`: synthetic data from any generator, DOMIAS's density-ratio membership scores
+  (van Breugel et al. 2023) turned into an epsilon lower bound.
 * :func:`black_box`: any ``mechanism(key, dataset) -> outcome`` and two neighbouring datasets:
   Monte Carlo over the mechanism, then (epsilon, delta) and Renyi 2-cut bounds on sets chosen on
   one part of the trials and evaluated on the other (Chadha et al., Auditing Private Prediction,
@@ -285,28 +290,190 @@ def black_box(key: jax.Array, mechanism: Callable[[jax.Array, Any], Any], datase
   return tuple(out)
 
 
+def private_prediction(key: jax.Array, predict: Callable[[jax.Array, Any, Any], Any],
+                       dataset: Any, neighbor: Any, query: Any, *, num_classes: int,
+                       num_trials: int = 1_000_000, orders=(2.0,), delta: float = 0.0,
+                       confidence: float = 0.95, chunk_size: int = 2**16,
+                       reference: float | None = None,
+                       reference_kind: str = "theoretical upper bound"
+                       ) -> tuple[AuditResult, ...]:
+  """Lower bounds for your own private prediction service on one query.
+
+  ``predict(key, dataset, query)`` answers ``query`` with one class in ``[0, num_classes)``
+  from the private ``dataset`` (a pure JAX function: e.g. teachers trained on ``dataset``
+  voting, plus noise). ``neighbor`` is ``dataset`` with one record changed. The answers on both
+  are audited as a black box (:func:`black_box`, Chadha et al., Auditing Private Prediction,
+  Sec. 3): an (epsilon, ``delta``) bound, and per Renyi order a 2-cut and a k-cut bound on
+  :math:`D_\\alpha` of one prediction. For PATE, CaPC and Private-kNN with teachers you have
+  fitted, :func:`histogram_model` audits their histogram model instead.
+
+  >>> import jax, jax.numpy as jnp
+  >>> votes = jnp.array([60.0, 40.0]); neighbor = jnp.array([59.0, 41.0])
+  >>> def noisy_argmax(key, votes, query):  # GNMax on a fixed vote histogram
+  ...   return jnp.argmax(votes + 2.0 * jax.random.normal(key, votes.shape))
+  >>> eps, two_cut, k_cut = private_prediction(jax.random.key(0), noisy_argmax, votes,
+  ...                                          neighbor, None, num_classes=2,
+  ...                                          num_trials=100_000)
+  >>> 0.0 <= two_cut.lower_bound <= 2.0 / 2.0**2  # GNMax: D_2 <= alpha / sigma^2
+  True
+  """
+  if not callable(predict):
+    raise ValueError(f"predict must be a function (key, dataset, query) -> class, got "
+                     f"{type(predict).__name__}")
+  out = black_box(key, lambda k, d: predict(k, d, query), dataset, neighbor,
+                  num_outcomes=num_classes, num_trials=num_trials, orders=orders, delta=delta,
+                  confidence=confidence, chunk_size=chunk_size, reference=reference,
+                  reference_kind=reference_kind)
+  return tuple(dataclasses.replace(r, method=r.method.replace("black box", "private prediction",
+                                                              1)) for r in out)
+
+
+def histogram_model(key: jax.Array, model: Any, *, algorithm: str = "pate",
+                    noise_multiplier: float, num_trials: int = 1_000_000, order: float = 2.0,
+                    confidence: float = 0.95, num_histograms: int = 4096,
+                    num_bootstrap: int = 200, sampling_rate: float | None = None
+                    ) -> tuple[AuditResult, AuditResult]:
+  """Renyi lower bounds on one query of PATE, CaPC or Private-kNN from its histogram model.
+
+  ``model`` is a :class:`dpaudit.mechanisms.histograms.PateModel`, ``CapcModel`` or
+  ``KnnModel`` (e.g. :func:`dpaudit.mechanisms.histograms.pate_model` from the teachers'
+  class probabilities on the query), ``noise_multiplier`` the Gaussian noise of the noisy
+  argmax. Runs :func:`dpaudit.audits.private_prediction.run` (Chadha et al., Secs. 4-5) and
+  returns the 2-cut (finite-sample) and k-cut (asymptotic simultaneous intervals) lower bounds
+  on :math:`D_\\alpha` at ``order``, each held against the algorithm's data-independent RDP
+  (a theoretical upper bound); ``details`` hold the model divergence (an estimate of the true
+  divergence, with its bootstrap standard deviation).
+
+  >>> import jax
+  >>> from dpaudit.mechanisms import histograms
+  >>> model = histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10)
+  >>> two_cut, k_cut = histogram_model(jax.random.key(0), model, noise_multiplier=2.0,
+  ...                                  num_trials=20_000, num_histograms=64, num_bootstrap=8)
+  >>> 0.0 <= two_cut.lower_bound <= two_cut.reference
+  True
+  """
+  from dpaudit.audits import private_prediction as games  # pylint: disable=g-import-not-at-top
+  confidence = _confidence(confidence)
+  _validate.check_choice("algorithm", algorithm, games.ALGORITHMS)
+  _validate.check_range("noise_multiplier", noise_multiplier, 0.0, np.inf, low_open=True,
+                        high_open=True)
+  _validate.check_range("order", order, 1.0, np.inf, low_open=True, high_open=True)
+  if not isinstance(model, games.MODEL_TYPES[algorithm]):
+    raise ValueError(f"model is a {type(model).__name__}; algorithm={algorithm!r} needs a "
+                     f"dpaudit.mechanisms.histograms.{games.MODEL_TYPES[algorithm].__name__}")
+  config = games.PredictionAuditConfig(
+      algorithm=algorithm, sigma=noise_multiplier, num_trials=num_trials, orders=(order,),
+      significance=_significance(confidence), num_histograms=num_histograms,
+      num_bootstrap=num_bootstrap, sampling_rate=sampling_rate)
+  result = games.run(key, [model], config)
+  q = result.per_query
+  reference = float(q.data_independent[0, 0])
+  details = {"model_divergence": float(q.model_divergence[0, 0]),
+             "model_divergence_sd": float(q.model_divergence_sd[0, 0]),
+             "model_divergence_kind": "estimate of the true divergence (not a bound)",
+             "noise_multiplier": float(noise_multiplier)}
+  common = dict(quantity="renyi divergence", confidence=confidence,
+                observations=2 * int(num_trials), order=float(order), reference=reference,
+                reference_kind=f"{algorithm}'s data-independent RDP (theoretical upper bound)",
+                details=details)
+  return (AuditResult(lower_bound=max(float(q.two_cut[0, 0]), 0.0), kind=FINITE_SAMPLE,
+                      method=f"{algorithm} histogram model: Renyi 2-cut, set chosen on half "
+                             "the trials", **common),
+          AuditResult(lower_bound=max(float(q.k_cut[0, 0]), 0.0), kind="asymptotic",
+                      method=f"{algorithm} histogram model: Renyi k-cut "
+                             f"({config.k_cut_method} intervals)", **common))
+
+
+def domias(synthetic: Any, reference_data: Any, candidates: Any, is_member: Any, *,
+           membership: str = "bernoulli", delta: float = 0.0, confidence: float = 0.95,
+           reference: float | None = None,
+           reference_kind: str = "the generator's claimed epsilon (theoretical upper bound)"
+           ) -> AuditResult:
+  """Membership inference against synthetic data from any generator (DOMIAS, van Breugel et
+  al., AISTATS 2023, Eq. 2), turned into an epsilon lower bound.
+
+  ``synthetic`` are the generator's records ``[n_syn, d]``, ``reference_data`` real records
+  from the same population that the generator did not see ``[n_ref, d]``, ``candidates``
+  records ``[m, d]`` of which ``is_member`` says which were in the generator's training data.
+  DOMIAS scores each candidate by the density ratio :math:`p_{syn}(x) / p_{ref}(x)` (Gaussian
+  KDEs, :func:`dpaudit.attacks.density.fit_kde`). With ``membership="bernoulli"`` (each candidate
+  was put in the training data by an independent fair coin, before training) the one-run bound
+  of Steinke et al. (:func:`one_run_from_scores`) is a valid lower bound on the epsilon of
+  the generator's training; with ``"fixed"`` (members and non-members chosen otherwise) the
+  threshold test of :func:`from_scores` bounds how distinguishable the two groups' records are.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> candidates = rng.normal(size=(400, 2)); member = rng.random(400) < 0.5
+  >>> synthetic = candidates[member][rng.integers(0, member.sum(), 2000)] + 0.05 * rng.normal(
+  ...     size=(2000, 2))  # a generator that copies its training data
+  >>> result = domias(synthetic, rng.normal(size=(2000, 2)), candidates, member)
+  >>> result.lower_bound > 0.5, result.kind
+  (True, 'finite-sample')
+  """
+  from dpaudit.attacks import density, domias as scores_of  # pylint: disable=g-import-not-at-top
+  if membership not in ("bernoulli", "fixed"):
+    raise ValueError(f"membership must be 'bernoulli' or 'fixed', got {membership!r}")
+  candidates = scores_of.check_rows("candidates", candidates)
+  d = candidates.shape[1]
+  synthetic = scores_of.check_rows("synthetic", synthetic, d)
+  reference_data = scores_of.check_rows("reference_data", reference_data, d)
+  is_member = np.asarray(is_member)
+  if is_member.shape != (candidates.shape[0],) or not np.isin(is_member, (0, 1)).all():
+    raise ValueError(f"is_member must be {candidates.shape[0]} booleans (one per candidate), "
+                     f"got shape {is_member.shape}")
+  is_member = is_member.astype(bool)
+  if is_member.all() or not is_member.any():
+    raise ValueError("is_member must hold both members and non-members")
+  scores = scores_of.domias_scores(
+      density.kde_log_density(density.fit_kde(synthetic), candidates),
+      density.kde_log_density(density.fit_kde(reference_data), candidates))
+  if membership == "bernoulli":
+    result = one_run_from_scores(scores, is_member, delta=delta, confidence=confidence,
+                                 reference=reference, reference_kind=reference_kind)
+  else:
+    result = from_scores(scores[is_member], scores[~is_member], delta=delta,
+                         confidence=confidence, reference=reference,
+                         reference_kind=reference_kind)
+  auc = float(estimators.roc_auc(scores[is_member], scores[~is_member]))
+  return dataclasses.replace(result, method="DOMIAS density-ratio scores (KDE), "
+                             + result.method, details={**result.details, "auc": auc})
+
+
 def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> AuditResult:
   """Audits DP-SGD training of ``model`` on ``data`` with the game of ``config``.
 
   ``data`` is a :class:`dpaudit.audits.dpsgd.AuditData` (training, test and canary-pool
   examples with integer labels), ``config`` a :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`
-  (the game, the canaries, the DP-SGD settings and the noise calibrated to ``epsilon``), and
-  ``model`` any flax module mapping a batch of examples to logits (default: the MLP of
-  ``config.hidden_sizes``). The bound is held against the accountant's epsilon for the
-  relation the game tests. A game reporting its best number of guesses without correction
-  (``correction="none"``) is labelled ``"optimistic"``, not a valid lower bound.
+  (the game: ``many_run``, ``one_run``, ``uniaud`` or ``uniaud_plus``; the canaries; the
+  DP-SGD settings and the noise calibrated to ``epsilon``). ``model`` is any flax module
+  mapping a batch of examples to logits, or the name of one of
+  :data:`dpaudit.models.MODEL_NAMES` (default: ``config.model``, ``"mlp"``: the MLP of
+  ``config.hidden_sizes``). The canaries' shape and UniAud's Case I are options of
+  ``config``: ``canary_dim`` and ``num_canary_classes`` give the synthetic (gaussian,
+  orthogonal) canaries of ``one_run`` and ``uniaud`` a dimension d and C classes of their own
+  (UniAud's Table IV: d = C = 1000; the model then takes their shape), and
+  ``canaries_only=True`` trains on the canaries alone (m = n), not appended to the data. The
+  bound is held against the accountant's epsilon for the relation the game tests. A game
+  reporting its best number of guesses without correction (``correction="none"``) is
+  labelled ``"optimistic"``, not a valid lower bound.
   """
   from dpaudit.audits import dpsgd as games  # pylint: disable=g-import-not-at-top
+  if isinstance(model, str):
+    if not isinstance(config, games.DPSGDAuditConfig):
+      raise ValueError(f"config must be a DPSGDAuditConfig, got {type(config).__name__}")
+    config, model = dataclasses.replace(config, model=model), None
   result = games.run(key, config, data, model=model)
   kind = "optimistic (best of several tests, uncorrected)" if result.optimistic else FINITE_SAMPLE
+  name = (type(model).__name__ if model is not None else
+          f"MLP(hidden_sizes={tuple(config.hidden_sizes)})" if config.model == "mlp"
+          else config.model)
   return AuditResult(
       "epsilon", float(result.epsilon_lower_bound), 1.0 - float(config.significance), kind,
       f"DP-SGD, game {result.game} with {result.canary} canaries",
       int(result.num_observations), ceiling=float(result.epsilon_ceiling),
       delta=float(config.delta), reference=float(result.epsilon_theory),
       reference_kind="the accountant's epsilon (theoretical upper bound)",
-      details={"model": type(model).__name__ if model is not None
-               else f"MLP(hidden_sizes={tuple(config.hidden_sizes)})",
-               "test_accuracy": float(result.test_accuracy),
+      details={"model": name, "test_accuracy": float(result.test_accuracy),
                "noise_multiplier": float(result.noise_multiplier),
                "num_steps": int(result.num_steps), "sampling_rate": float(result.sampling_rate)})

@@ -1365,6 +1365,46 @@ for _label, _kwargs, _match in (
 bad(front.black_box, "neighbor-shape", "neighbor", KEY, _coin, _BIT, np.zeros(2, np.int32),
     num_outcomes=2)
 bad(front.black_box, "key", "key", 0, _coin, _BIT, _OTHER, num_outcomes=2)
+bad(front.private_prediction, "predict", "predict", KEY, "argmax", _BIT, _OTHER, None,
+    num_classes=2)
+bad(front.private_prediction, "num_classes", "num_outcomes", KEY, lambda k, d, q: _coin(k, d),
+    _BIT, _OTHER, None, num_classes=1)
+_PATE = None
+
+
+def _pate():
+  global _PATE
+  if _PATE is None:
+    from dpaudit.mechanisms import histograms  # pylint: disable=g-import-not-at-top
+    _PATE = histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10)
+  return _PATE
+
+
+for _label, _kwargs, _match in (
+    ("noise_multiplier-0", {"noise_multiplier": 0.0}, "noise_multiplier"),
+    ("noise_multiplier-inf", {"noise_multiplier": float("inf")}, "noise_multiplier"),
+    ("order-1", {"noise_multiplier": 2.0, "order": 1.0}, "order"),
+    ("algorithm", {"noise_multiplier": 2.0, "algorithm": "gnmax"}, "algorithm"),
+    ("model-capc", {"noise_multiplier": 2.0, "algorithm": "capc"}, "model"),
+    ("num_trials-3", {"noise_multiplier": 2.0, "num_trials": 3}, "num_trials"),
+    ("confidence-1", {"noise_multiplier": 2.0, "confidence": 1.0}, "confidence")):
+  bad_call(front.histogram_model, _label, _match,
+           lambda _kwargs=_kwargs: front.histogram_model(KEY, _pate(), **_kwargs))
+bad(front.histogram_model, "model-array", "model", KEY, np.zeros(3), noise_multiplier=2.0)
+_ROWS2 = np.random.default_rng(1).normal(size=(8, 2))
+_MEMBER2 = np.arange(8) % 2 == 0
+for _label, _args, _kwargs, _match in (
+    ("membership", (_ROWS2, _ROWS2, _ROWS2, _MEMBER2), {"membership": "coin"}, "membership"),
+    ("candidates-1d", (_ROWS2, _ROWS2, _ROWS2[:, 0], _MEMBER2), {}, "candidates"),
+    ("synthetic-columns", (_ROWS2[:, :1], _ROWS2, _ROWS2, _MEMBER2), {}, "synthetic"),
+    ("reference_data-nan", (_ROWS2, np.full((8, 2), np.nan), _ROWS2, _MEMBER2), {},
+     "reference_data"),
+    ("is_member-shape", (_ROWS2, _ROWS2, _ROWS2, _MEMBER2[:3]), {}, "is_member"),
+    ("is_member-all", (_ROWS2, _ROWS2, _ROWS2, np.ones(8, bool)), {}, "is_member"),
+    ("is_member-values", (_ROWS2, _ROWS2, _ROWS2, np.arange(8)), {}, "is_member"),
+    ("delta-1", (_ROWS2, _ROWS2, _ROWS2, _MEMBER2), {"delta": 1.0}, "delta"),
+    ("confidence-0", (_ROWS2, _ROWS2, _ROWS2, _MEMBER2), {"confidence": 0.0}, "confidence")):
+  bad(front.domias, _label, _match, *_args, **_kwargs)
 _ONE_RUN = dpsgd_audit.DPSGDAuditConfig(game="one_run", num_canaries=2, epochs=1)
 bad(front.dpsgd, "key", "key", 0, _DATA, _ONE_RUN)
 bad(front.dpsgd, "config", "config", KEY, _DATA, {"game": "one_run"})
