@@ -6,7 +6,7 @@ r"""Accuracy of DP-SGD against its privacy budget: a sweep over target epsilons 
 For each target epsilon (``inf``: non-private) the noise multiplier is calibrated so that
 DP-SGD with Poisson rate q = batch_size / N_train and T = ceil(epochs / q) steps is
 (eps, delta)-DP; the model is trained ``--repetitions`` times (repetition i at ``--seed`` + i)
-and evaluated (:func:`dpaudit.dpsgd.tradeoff.run`). Writes ``results.json`` (per target epsilon:
+and evaluated (:func:`experiments.tradeoff.run`). Writes ``results.json`` (per target epsilon:
 accuracy mean and standard deviation over the repetitions, sigma, T, q, the epsilon of both the
 RDP and the PLD accountant; and every run) and ``accuracy_vs_epsilon.png`` to ``--output_dir``,
 and prints a table.
@@ -33,8 +33,8 @@ import sys
 
 from absl import flags
 
-from dpaudit.dpsgd import tradeoff
 from experiments import common
+from experiments import tradeoff
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("dataset", "digits", ["digits", "breast_cancer", "wine", "mnist_subset",

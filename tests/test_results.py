@@ -326,7 +326,7 @@ def _grid_cell(**changes):
 
 def _tradeoff_run(**changes):
   import dataclasses
-  from dpaudit.dpsgd import tradeoff
+  from experiments import tradeoff
   run = tradeoff.RunResult(
       target_epsilon=8.0, seed=0, noise_multiplier=0.9, l2_clip_norm=1.0, epsilon_rdp=7.9,
       epsilon_pld=7.5, num_steps=5, sampling_rate=0.1, eval_accuracy=0.7, train_accuracy=0.8,
@@ -372,7 +372,7 @@ def _validators():
   from dpaudit.audits import dpsgd
   from dpaudit.audits import reconstruction
   from dpaudit.accounting import gnmax_worst_case
-  from dpaudit.dpsgd import tradeoff
+  from experiments import tradeoff
 
   def grid(changes):
     cell, config = _grid_cell(**changes)

@@ -9,8 +9,9 @@ import pytest
 from dpaudit.accounting import dpsgd as accounting
 from dpaudit.audits import dpsgd as dpsgd_audit
 from dpaudit.audits import lm_reconstruction, panoramia_modalities
-from dpaudit.dpsgd import spec, tradeoff
+from dpaudit.dpsgd import spec
 from dpaudit.models import tabular_generators
+from experiments import tradeoff
 
 
 def test_schedule_is_the_exact_ceiling_of_epochs_over_q():

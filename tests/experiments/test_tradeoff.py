@@ -1,11 +1,11 @@
-"""dpaudit.dpsgd.tradeoff without absl: schedule, config validation, and a tiny resumable sweep."""
+"""experiments.tradeoff without absl: schedule, config validation, and a tiny resumable sweep."""
 
 import io
 import math
 
 import pytest
 
-from dpaudit.dpsgd import tradeoff
+from experiments import tradeoff
 
 
 def test_schedule_rounds_before_the_ceiling():
