@@ -5,7 +5,10 @@ Kazmi et al., PANORAMIA, Sec. 5 (images, tabular data, text) on data dpaudit has
 * **image**: a class-conditional convolutional VAE (:mod:`dpaudit.models.vae`) trained on
   :math:`D_G` generates labelled non-members (labels drawn from :math:`D_G`'s class
   frequencies; the paper labels StyleGAN2 samples with a separate classifier instead); target
-  and helper are LeNet-5 classifiers; the classifiers' encoder is a small CNN.
+  and helper are any image classifier (:func:`image_classifier`: a
+  :func:`dpaudit.models.make_model` name such as ``"lenet5"`` (default), ``"resnet18"`` or
+  ``"wrn16_4"`` (the DP targets of Tables 5, 7 and 8), or a flax module); the classifiers'
+  encoder is a small CNN.
 * **tabular**: MST (McKenna et al. 2021, :mod:`dpaudit.mechanisms.mst`) with a large epsilon
   generates Adult records, the income being the label; target and helper are MLPs with 4
   hidden layers (Table 2) on the one-hot/log-scaled row (:class:`TabularMLP`).
@@ -154,13 +157,25 @@ def _trainer(spec: ModelSpec, train: TrainSpec) -> Callable[[jax.Array, Examples
 
 
 # ---------------------------------------------------------------------------------- images
-def image_spec(example_shape: Sequence[int], num_classes: int, model: str = "lenet5"
-               ) -> ModelSpec:
-  """A :func:`dpaudit.models.make_model` image classifier on ``Examples`` of images."""
+def image_classifier(model: Any, example_shape: Sequence[int], num_classes: int) -> nn.Module:
+  """The image classifier ``model``: a name of :data:`dpaudit.models.MODEL_NAMES` (built by
+  :func:`dpaudit.models.make_model` for ``example_shape`` and ``num_classes``) or a flax module
+  mapping a batch of images ``[N, H, W, C]`` to ``num_classes`` logits, used as it is."""
   example_shape = _check_shape("example_shape", example_shape)
   _validate.check_integer("num_classes", num_classes, 2)
-  return ModelSpec(models.make_model(model, tuple(example_shape), num_classes),
-                   _inputs, _labels)
+  if isinstance(model, nn.Module):
+    return model
+  if not isinstance(model, str):
+    raise ValueError(f"model must be a model name ({', '.join(models.MODEL_NAMES)}) or a flax "
+                     f"module, got {type(model).__name__}")
+  return models.make_model(model, tuple(example_shape), num_classes)
+
+
+def image_spec(example_shape: Sequence[int], num_classes: int, model: Any = "lenet5"
+               ) -> ModelSpec:
+  """The image classifier ``model`` (:func:`image_classifier`: a name or a flax module) on
+  ``Examples`` of images."""
+  return ModelSpec(image_classifier(model, example_shape, num_classes), _inputs, _labels)
 
 
 def _inputs(examples: Examples) -> np.ndarray:
@@ -194,10 +209,11 @@ def image_generator(num_classes: int, config: vae.VaeConfig
 
 
 def image_modality(example_shape: Sequence[int], num_classes: int, generator: vae.VaeConfig,
-                   helper: TrainSpec, model: str = "lenet5", encoder_width: int = 16
+                   helper: TrainSpec, model: Any = "lenet5", encoder_width: int = 16
                    ) -> Modality:
-  """PANORAMIA on images: conditional VAE generator, helper of architecture ``model`` (as the
-  target's), CNN encoder of ``encoder_width`` channels for the baseline and the MIA."""
+  """PANORAMIA on images: conditional VAE generator, helper of architecture ``model`` (a name
+  or a flax module, :func:`image_classifier`; usually the target's), CNN encoder of
+  ``encoder_width`` channels for the baseline and the MIA."""
   _validate.check_instance("helper", helper, TrainSpec)
   _validate.check_integer("encoder_width", encoder_width, 1)
   return Modality("image", image_generator(num_classes, generator),

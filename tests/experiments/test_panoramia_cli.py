@@ -50,13 +50,16 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
 
   again = _run(*flags)
   assert again.returncode == 0, again.stderr
-  assert "seed 0: audit setup: reused" in again.stderr and again.stderr.count("[reused]") == 1
+  assert "seed 0: audit setup (reused)" in again.stderr and "seed 0: dp8 (reused)" in again.stderr
+  assert again.stderr.count("(reused)") == 2 and "[2/2]" in again.stderr
   assert read_json(tmp_path / "results.json")["cells"] == cells
 
 
 @pytest.mark.parametrize("flag,match", [
     ("--modality=audio", "modality='audio'"),
-    ("--target=x5", "--target='x5' must be eN"),
+    ("--target=x5", "target='x5' must be eN"),
+    ("--target_model=resnet", "target_model='resnet' is not one of"),
+    ("--helper_model=resnet18", "applies to modality='image' only"),
 ])
 def test_bad_flag_is_one_line_error(tmp_path, flag, match):
   out = _run(*TINY, f"--output_dir={tmp_path}", flag)

@@ -1,0 +1,494 @@
+r"""PANORAMIA's study (Kazmi et al. 2024, Tables 3-5, 7, 8): many targets, one audit setup each
+repetition, side by side with the O(1) audit of Steinke et al.
+
+The real data of one modality are split once per repetition: ``num_canaries`` candidates each
+join the targets' training set with probability 1/2 (the O(1) audit with real members and real
+non-members, RM/RN); every other example is a member. :func:`dpaudit.audits.panoramia.prepare_audit`
+runs Alg. 1 up to the MIA once (generator on :math:`D_G`, helpers, the baselines of Table 3);
+then each target of :attr:`StudyConfig.targets` is trained and audited
+(:func:`~dpaudit.audits.panoramia.measure_target`): c_lb of the strongest baseline, {c+eps}_lb,
+eps~ with its null reference, O(1) RM/GN and RM/RN, and for DP targets the accountant's epsilon.
+Targets: ``eN`` trains N epochs without privacy (Table 4's E20/E50/E100), ``dpX`` trains
+``dp_epochs`` epochs with DP-SGD at epsilon X (``dpinf``: the same schedule without clipping or
+noise; Tables 5, 7, 8). Image targets and helpers are any classifier
+(:func:`dpaudit.audits.panoramia_modalities.image_classifier`: LeNet-5 by default, ResNet-18 or
+WRN-16-4 as in Tables 5, 7 and 8, or a flax module).
+
+:func:`run` is the game contract's entry point; every finished stage is kept in a
+:class:`dpaudit.results.CellStore` (the audit setup as an ``.npz``, each target as a cell through
+:func:`dpaudit.results.run_cells`), so an interrupted study resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import numpy as np
+
+from dpaudit import _validate, results
+from dpaudit.accounting import dpsgd as accounting
+from dpaudit.audits import panoramia as pan
+from dpaudit.audits import panoramia_modalities as mod
+from dpaudit.prng import make_key
+
+DATASETS = ("mnist_subset", "mnist", "fashion_mnist", "cifar10")
+DEFAULT_MAX_EXAMPLES = {"image": 0, "tabular": 12000, "text": 6000}
+MEASUREMENT_FIELDS = ("significance", "correction", "delta", "null_samples")
+"""PanoramiaConfig settings that change the bounds, not the audit setup: they key the target
+cells only."""
+TARGET_SUMMARY = ("c_lb", "c_plus_eps_lb", "eps_tilde", "eps_tilde_p_value", "mia_auc",
+                  "one_run_rm_rn", "one_run_rm_gn")
+"""The per-target numbers summarised over repetitions (:func:`dpaudit.results.spread`)."""
+DEFAULT_MODEL = "lenet5"
+
+
+def _study_panoramia() -> pan.PanoramiaConfig:
+  return pan.PanoramiaConfig(baseline_helpers=("generated", "real", "none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+  """Settings of a PANORAMIA study (the defaults are ``experiments.panoramia``'s).
+
+  Attributes:
+    modality: "image", "tabular" (Adult) or "text" (Shakespeare lines).
+    targets: names ``eN`` (N epochs, non-private) or ``dpX`` (DP-SGD at epsilon X; inf allowed).
+    dataset: image data (:data:`DATASETS`); data_dir: where the data are.
+    max_examples: at most this many real examples (0: all; -1: the modality's default).
+    num_canaries: candidates of the O(1) RM/RN audit, each trained on w.p. 1/2 (0: none).
+    generator_epochs, helper_epochs: epochs of the generator (VAE or LM) and of the helper.
+    mst_epsilon, mst_iters: the MST generator (tabular).
+    dp_epochs, dp_delta: epochs and accountant delta of the ``dpX`` targets.
+    target_learning_rate, target_batch_size: Adam step size and expected batch size of
+      targets and helpers.
+    text_max_length, text_hidden_size: text lines and character LMs.
+    target_model, helper_model: image classifiers, a :data:`dpaudit.models.MODEL_NAMES` name or
+      a flax module (only ``"lenet5"`` for the other modalities, whose models are fixed).
+    repetitions: repetition i is the study at seed ``seed + i``.
+    panoramia: sizes, baselines, classifier, significance, correction, delta, null samples.
+  """
+  modality: str = "image"
+  targets: tuple[str, ...] = ("e20", "e50", "e100")
+  dataset: str = "mnist_subset"
+  data_dir: str | None = None
+  max_examples: int = -1
+  num_canaries: int = 1000
+  generator_epochs: int = 30
+  helper_epochs: int = 20
+  mst_epsilon: float = 100.0
+  mst_iters: int = 1000
+  dp_epochs: float = 20.0
+  dp_delta: float = 1e-5
+  target_learning_rate: float = 1e-3
+  target_batch_size: int = 64
+  text_max_length: int = 64
+  text_hidden_size: int = 256
+  target_model: Any = DEFAULT_MODEL
+  helper_model: Any = DEFAULT_MODEL
+  repetitions: int = 1
+  panoramia: pan.PanoramiaConfig = dataclasses.field(default_factory=_study_panoramia)
+
+  def __post_init__(self):
+    _validate.check_choice("modality", self.modality, mod.MODALITIES)
+    _validate.check_choice("dataset", self.dataset, DATASETS)
+    if isinstance(self.targets, str):
+      raise ValueError(f"targets={self.targets!r} must be a sequence of target names")
+    object.__setattr__(self, "targets", tuple(self.targets))
+    _validate.check_nonempty("targets", self.targets)
+    if len(set(self.targets)) != len(self.targets):
+      raise ValueError(f"targets={list(self.targets)} names a target twice")
+    for name in ("max_examples", "num_canaries", "generator_epochs", "helper_epochs",
+                 "mst_iters", "target_batch_size", "text_max_length", "text_hidden_size",
+                 "repetitions"):
+      low = {"max_examples": -1, "num_canaries": 0, "text_max_length": 2}.get(name, 1)
+      _validate.check_integer(name, getattr(self, name), low)
+    _validate.check_range("mst_epsilon", self.mst_epsilon, 0.0, None, low_open=True)
+    _validate.check_range("dp_epochs", self.dp_epochs, 0.0, None, low_open=True, finite=True)
+    for name in ("target_model", "helper_model"):
+      model = getattr(self, name)
+      if not isinstance(model, (str, nn.Module)):
+        raise ValueError(f"{name} must be a model name or a flax module, got "
+                         f"{type(model).__name__}")
+      if isinstance(model, str):
+        _validate.check_choice(name, model, mod.models.MODEL_NAMES)
+      if self.modality != "image" and model != DEFAULT_MODEL:
+        raise ValueError(f"{name}={_model_name(model)!r} applies to modality='image' only "
+                         f"(modality={self.modality!r} has its own models)")
+    _validate.check_instance("panoramia", self.panoramia, pan.PanoramiaConfig)
+    for name in self.targets:
+      self.train_spec(name)
+
+  def train_spec(self, name: str) -> mod.TrainSpec:
+    """Target ``eN`` or ``dpX`` as a :class:`~dpaudit.audits.panoramia_modalities.TrainSpec`."""
+    common = dict(batch_size=self.target_batch_size, learning_rate=self.target_learning_rate,
+                  delta=self.dp_delta)
+    try:
+      if isinstance(name, str) and name.startswith("dp"):
+        return mod.TrainSpec(epochs=self.dp_epochs, epsilon=float(name[2:]), **common)
+      if isinstance(name, str) and name.startswith("e"):
+        return mod.TrainSpec(epochs=float(name[1:]), **common)
+    except ValueError as error:
+      if "could not convert" not in str(error):
+        raise ValueError(f"target={name}: {error}") from None
+    raise ValueError(f"target={name!r} must be eN (N > 0 epochs) or dpX (epsilon X > 0 or inf)")
+
+  def helper_spec(self) -> mod.TrainSpec:
+    return mod.TrainSpec(epochs=self.helper_epochs, batch_size=self.target_batch_size,
+                         learning_rate=self.target_learning_rate)
+
+
+def _model_name(model: Any) -> str:
+  """A model's name in cell keys: the name itself, or the module's repr (its attributes)."""
+  return model if isinstance(model, str) else repr(model)
+
+
+class StudyData(NamedTuple):
+  """What :func:`load` gives: every real example, the target's model spec, the audit's
+  modality and the text vocabulary (None for images and tables)."""
+  examples: pan.Examples
+  spec: mod.ModelSpec
+  modality: pan.Modality
+  vocab: Any
+
+
+def load(config: StudyConfig) -> StudyData:
+  """The modality's real examples, target spec and modality; ValueError (naming the setting)
+  when the data are too few for ``num_canaries`` and the audit's splits, before any work."""
+  _validate.check_instance("config", config, StudyConfig)
+  from dpaudit import data  # pylint: disable=g-import-not-at-top
+  from dpaudit.mechanisms import mst  # pylint: disable=g-import-not-at-top
+  from dpaudit.models import ngram, vae  # pylint: disable=g-import-not-at-top
+  helper = config.helper_spec()
+  if config.modality == "image":
+    ds = data.load(config.dataset, "train", data_dir=config.data_dir)
+    examples = pan.Examples(ds.features, ds.labels)
+    shape = ds.features.shape[1:]
+    modality = mod.image_modality(shape, ds.num_classes,
+                                  vae.VaeConfig(epochs=config.generator_epochs), helper,
+                                  model=config.helper_model)
+    spec, vocab = mod.image_spec(shape, ds.num_classes, config.target_model), None
+  elif config.modality == "tabular":
+    ds = data.load("adult", "train", data_dir=config.data_dir)
+    examples = pan.Examples(ds.features, ds.labels)
+    modality = mod.tabular_modality(mst.MstConfig(epsilon=config.mst_epsilon,
+                                                  iters=config.mst_iters), helper)
+    spec, vocab = mod.tabular_spec(mod.adult_binnings()[:-1]), None
+  else:
+    corpus = data.load_text("shakespeare", "train", data_dir=config.data_dir)
+    lines = sorted({t for t in corpus.texts if 8 <= len(t) < config.text_max_length})
+    vocab = ngram.CharVocab.from_texts(lines)
+    examples = mod.text_examples(vocab, lines, config.text_max_length)
+    generator = dataclasses.replace(helper, epochs=config.generator_epochs)
+    modality = mod.text_modality(vocab, generator, helper, hidden_size=config.text_hidden_size)
+    spec = mod.text_spec(vocab, hidden_size=config.text_hidden_size)
+  limit = _limit(config)
+  size = min(limit, len(examples)) if limit else len(examples)
+  if not config.num_canaries <= size - 2:
+    raise ValueError(f"num_canaries={config.num_canaries} must be in [0, {size - 2}]")
+  config.panoramia.split_sizes(size - config.num_canaries)
+  return StudyData(examples, spec, modality, vocab)
+
+
+def _limit(config: StudyConfig) -> int:
+  return (config.max_examples if config.max_examples >= 0
+          else DEFAULT_MAX_EXAMPLES[config.modality])
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyResult:
+  """A finished study.
+
+  Attributes:
+    config: the run's configuration as plain data (``results.json``'s ``config``).
+    repetitions: ``[{"seed", "cells": {target: cell}}]``; a cell is
+      :meth:`PanoramiaResult.to_dict` plus ``one_run_rm_rn``, ``loss_gap_real`` (with
+      canaries), ``noise_multiplier``, ``accountant_epsilon`` and ``seconds``.
+    summary: per target and per baseline helper, the spread over repetitions (:meth:`tables`).
+    preview: the first repetition's generated non-members (up to 100; None after
+      :meth:`from_dict`), for :func:`dpaudit.plots.panoramia_samples`.
+    vocab: the text vocabulary (None for images and tables, and after :meth:`from_dict`).
+  """
+  config: dict[str, Any]
+  repetitions: list[dict[str, Any]]
+  summary: dict[str, Any]
+  preview: pan.Examples | None = dataclasses.field(default=None, compare=False)
+  vocab: Any = dataclasses.field(default=None, compare=False)
+
+  @property
+  def cells(self) -> dict[str, Any]:
+    """The first repetition's cells."""
+    return self.repetitions[0]["cells"]
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"cells": self.cells, "repetitions": self.repetitions, "summary": self.summary}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any], config: dict[str, Any] | None = None
+                ) -> "StudyResult":
+    """The result :meth:`to_dict` wrote, every cell checked (:func:`check_cell`)."""
+    for repetition in values["repetitions"]:
+      for cell in repetition["cells"].values():
+        check_cell(cell)
+    return cls(dict(config or {}), list(values["repetitions"]), dict(values["summary"]))
+
+  def tables(self) -> str:
+    """Table 3 (baselines by helper) and Table 4/5/7/8 (every target, its null reference and
+    the O(1) audits side by side); each number the median [min, max] over the repetitions."""
+    return _tables(self.repetitions, self.summary)
+
+
+def check_cell(cell: Any) -> None:
+  """A stored target cell is whole: :meth:`PanoramiaResult.from_dict` accepts it and the
+  study's own entries are there and valid (ValueError, KeyError or TypeError otherwise: the
+  cell store then computes it again)."""
+  if not isinstance(cell, dict):
+    raise ValueError(f"cell must be a dict, got {type(cell).__name__}")
+  pan.PanoramiaResult.from_dict(cell)
+  for name in ("noise_multiplier", "accountant_epsilon", "seconds"):
+    value = cell[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or (
+        value < 0):
+      raise ValueError(f"{name}={value!r} must be a number >= 0")
+  if "one_run_rm_rn" in cell:
+    value = cell["one_run_rm_rn"]
+    if not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+      raise ValueError(f"one_run_rm_rn={value!r} must be a finite number >= 0")
+
+
+def _setup_arrays(setup: pan.AuditSetup) -> dict[str, np.ndarray]:
+  arrays = {"train_inputs": setup.train_set.inputs, "train_labels": setup.train_set.labels,
+            "train_member": setup.train_member, "audit_inputs": setup.audit.inputs,
+            "audit_labels": setup.audit.labels, "is_member": setup.is_member,
+            "preview_inputs": setup.generated_preview.inputs,
+            "preview_labels": setup.generated_preview.labels}
+  arrays.update({f"baseline_{h}": s for h, s in setup.baseline_scores.items()})
+  return arrays
+
+
+def _setup_from(arrays, config: pan.PanoramiaConfig) -> pan.AuditSetup | None:
+  """The stored audit setup, or None when the file is not a whole setup of this configuration
+  (a missing baseline, arrays of the wrong lengths: it is then prepared again)."""
+  helpers = config.baseline_helpers
+  try:
+    num_train = 2 * config.num_classifier_train
+    lengths = {"train_inputs": num_train, "train_labels": num_train, "train_member": num_train,
+               "audit_inputs": config.num_audit, "audit_labels": config.num_audit,
+               "is_member": config.num_audit,
+               **{f"baseline_{h}": config.num_audit for h in helpers}}
+    for name, length in lengths.items():
+      if len(arrays[name]) != length:
+        return None
+    if not np.all(np.isin(arrays["is_member"], (0, 1))):
+      return None
+    return pan.AuditSetup(
+        pan.Examples(arrays["train_inputs"], arrays["train_labels"]), arrays["train_member"],
+        pan.Examples(arrays["audit_inputs"], arrays["audit_labels"]), arrays["is_member"],
+        {h: arrays[f"baseline_{h}"] for h in helpers},
+        pan.Examples(arrays["preview_inputs"], arrays["preview_labels"]))
+  except (KeyError, TypeError):
+    return None
+
+
+def _signature(config: StudyConfig, seed: int, num_examples: int) -> dict[str, Any]:
+  """What the audit setup depends on (the key of its ``.npz`` and part of every cell's)."""
+  out = {"modality": config.modality,
+         "dataset": config.dataset if config.modality == "image"
+         else {"tabular": "adult", "text": "shakespeare"}[config.modality],
+         "num_examples": num_examples, "max_examples": _limit(config),
+         "num_canaries": config.num_canaries, "seed": seed,
+         "generator_epochs": config.generator_epochs, "helper_epochs": config.helper_epochs,
+         "mst_epsilon": config.mst_epsilon, "mst_iters": config.mst_iters,
+         "text_max_length": config.text_max_length,
+         "text_hidden_size": config.text_hidden_size,
+         "target_learning_rate": config.target_learning_rate,
+         "target_batch_size": config.target_batch_size,
+         "panoramia": {k: v for k, v in dataclasses.asdict(config.panoramia).items()
+                       if k not in MEASUREMENT_FIELDS}}
+  if config.helper_model != DEFAULT_MODEL:  # absent by default: older stores still resume
+    out["helper_model"] = _model_name(config.helper_model)
+  return out
+
+
+def _repetition(seed: int, config: StudyConfig, data: StudyData, say, tick, store):
+  """One repetition at ``seed``: the shared setup, then one cell per target. Returns (the
+  run's configuration, the cells by target, the setup)."""
+  pc = config.panoramia
+  key = make_key(seed)
+  key_split, key_setup, key_targets = jax.random.split(key, 3)
+  examples, limit = data.examples, _limit(config)
+  if limit:  # a random subset: the text lines are sorted, the tables in file order
+    pick = np.asarray(jax.random.permutation(jax.random.fold_in(key, 7), len(examples)))
+    examples = examples.take(np.sort(pick[:limit]))
+  order = np.asarray(jax.random.permutation(key_split, len(examples)))
+  candidates = examples.take(order[:config.num_canaries])
+  included = np.asarray(jax.random.bernoulli(jax.random.fold_in(key_split, 1), 0.5,
+                                             (config.num_canaries,))).astype(np.int32)
+  members = examples.take(order[config.num_canaries:])
+  pc.split_sizes(len(members))
+  training_set = pan.concatenate(members, candidates.take(np.flatnonzero(included)))
+
+  signature = _signature(config, seed, len(examples))
+  setup = None
+  if store is not None:
+    setup_path = store.path(signature, "setup")[:-len(".json")] + ".npz"
+    fingerprint = results.config_key(signature)
+    stored = results.load_arrays(setup_path, fingerprint) if store.resume else None
+    setup = _setup_from(stored, pc) if stored is not None else None
+  if setup is not None:
+    tick("audit setup (reused)")
+  else:
+    start = time.perf_counter()
+    setup = pan.prepare_audit(key_setup, data.modality, members, pc, say)
+    if store is not None:
+      results.save_arrays(setup_path, fingerprint, _setup_arrays(setup))
+    tick(f"audit setup ({time.perf_counter() - start:.0f} s)")
+
+  def compute(name: str, train: mod.TrainSpec, cell_config: dict, index: int):
+    start = time.perf_counter()
+    scratch = store.scratch_dir(cell_config, name) if store is not None else None
+    say(f"{name}: training the target on {len(training_set)} examples")
+    key_target = jax.random.fold_in(key_targets, index)
+    params, engine = mod.train_model(key_target, data.spec, training_set, train, scratch)
+    loss = mod.loss_function(data.spec, params)
+    out = pan.measure_target(jax.random.fold_in(key_target, 1), setup, data.modality, loss,
+                             pc, say).to_dict()
+    if config.num_canaries:
+      out["one_run_rm_rn"] = pan.one_run_real(loss, candidates, included, pc.delta,
+                                              pc.significance)
+      losses = loss(candidates)
+      out["loss_gap_real"] = float(losses[included == 0].mean() - losses[included == 1].mean())
+    out["noise_multiplier"] = engine.noise_multiplier
+    out["accountant_epsilon"] = (math.inf if not engine.is_private else float(
+        accounting.dpsgd_epsilon(engine.noise_multiplier, engine.sampling_rate,
+                                 engine.num_steps, config.dp_delta)))
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+  targets = {name: config.train_spec(name) for name in config.targets}
+  cells = []
+  for index, (name, train) in enumerate(targets.items()):
+    cell_config = {**signature, "target": dataclasses.asdict(train),
+                   "measurement": {k: getattr(pc, k) for k in MEASUREMENT_FIELDS}}
+    if config.target_model != DEFAULT_MODEL:
+      cell_config["target_model"] = _model_name(config.target_model)
+    cells.append(results.Cell(name, cell_config, lambda n=name, t=train, c=cell_config,
+                              i=index: compute(n, t, c, i)))
+  done = results.run_cells(cells, store, lambda d, t, m: tick(m), check_cell)
+  run_config = {**signature, "targets": {n: dataclasses.asdict(t) for n, t in targets.items()},
+                **{k: getattr(pc, k) for k in MEASUREMENT_FIELDS}}
+  if config.target_model != DEFAULT_MODEL:
+    run_config["target_model"] = _model_name(config.target_model)
+  return run_config, dict(zip(targets, done)), setup
+
+
+def run(seed: int, config: StudyConfig, *, progress: results.Progress | None = None,
+        store: results.CellStore | None = None, data: StudyData | None = None) -> StudyResult:
+  """Every repetition of the study: repetition i at seed ``seed + i`` (its PRNG key
+  :func:`dpaudit.prng.make_key` of that seed, as a run at that seed with one repetition, so the
+  cells of both are shared), then the summary over them.
+
+  Args:
+    seed: the first repetition's seed (it takes the key's place: cells are keyed by seed).
+    config: :class:`StudyConfig`.
+    progress: :class:`dpaudit.results.Progress`; the units are the stages (each repetition's
+      setup and its targets), the message says which.
+    store: keeps the setups and target cells (and resumes them); None computes everything.
+    data: :func:`load`'s output for ``config`` (loaded here when None).
+  """
+  _validate.check_integer("seed", seed, 0, 2**63 - 1)
+  _validate.check_instance("config", config, StudyConfig)
+  if seed + config.repetitions > 2**63:
+    raise ValueError(f"seed={seed} with repetitions={config.repetitions} is outside the valid "
+                     "range: seeds must lie in [0, 2^63)")
+  _validate.check_instance("store", store, (results.CellStore, type(None)))
+  if data is not None:
+    _validate.check_instance("data", data, StudyData)
+  data = load(config) if data is None else data
+  seeds = [seed + i for i in range(config.repetitions)]
+  total, done = len(seeds) * (1 + len(config.targets)), [0]
+  repetitions, first_setup, run_config = [], None, {}
+  for s in seeds:
+    def say(message, s=s):
+      results.report(progress, done[0], total, f"seed {s}: {message}")
+
+    def tick(message, s=s):
+      done[0] += 1
+      results.report(progress, done[0], total, f"seed {s}: {message}")
+    run_config, cells, setup = _repetition(s, config, data, say, tick, store)
+    repetitions.append({"seed": s, "cells": cells})
+    first_setup = first_setup or setup
+  run_config = {**run_config, "seed": seed, "repetitions": config.repetitions, "seeds": seeds}
+  return StudyResult(run_config, repetitions, _summarize(repetitions),
+                     first_setup.generated_preview, data.vocab)
+
+
+def _summarize(repetitions) -> dict:
+  """Per target, the spread over repetitions of each number of :data:`TARGET_SUMMARY`, of the
+  null's 95th percentile, and how many repetitions measured an eps~ beyond the null; per
+  helper, the spread of the baseline's c_lb and how often it was the strongest."""
+  first = repetitions[0]["cells"]
+  out = {"targets": {}, "baselines": {}}
+  for name in first:
+    cells = [r["cells"][name] for r in repetitions]
+    summary = {k: results.spread([c[k] for c in cells]) for k in TARGET_SUMMARY
+               if all(c.get(k) is not None for c in cells)}
+    if all(c["null_eps_tilde"] for c in cells):
+      summary["null_eps_tilde_q95"] = results.spread(
+          [float(np.quantile(c["null_eps_tilde"]["values"], 0.95)) for c in cells])
+      summary["beyond_null"] = int(sum(bool(c["beyond_null"]) for c in cells))
+    summary["repetitions"] = len(cells)
+    out["targets"][name] = summary
+  baselines = [next(iter(r["cells"].values())) for r in repetitions]
+  for helper in baselines[0]["baseline_c_lb"]:
+    out["baselines"][helper] = {
+        "c_lb": results.spread([b["baseline_c_lb"][helper] for b in baselines]),
+        "auc": results.spread([b["baseline_auc"][helper] for b in baselines]),
+        "strongest": int(sum(b["strongest_baseline"] == helper for b in baselines))}
+  return out
+
+
+def _fmt(value) -> str:
+  return "inf" if value == math.inf else f"{value:.3f}"
+
+
+def _tables(repetitions, summary) -> str:
+  show = lambda s: results.format_spread(s, 3)  # noqa: E731
+  n = len(repetitions)
+  over = f" over {n} repetitions, median [min, max]" if n > 1 else ""
+  lines = [f"Table 3: baselines{over} (c_lb: lower bound on the generator's closeness c; "
+           "each baseline at beta/(2B))",
+           f"  {'helper':<10} {'c_lb':<24} {'AUC':<24} strongest"]
+  for helper, b in summary["baselines"].items():
+    lines.append(f"  {helper:<10} {show(b['c_lb']):<24} {show(b['auc']):<24} "
+                 f"{b['strongest']}/{n}")
+  lines += ["", f"Table 4: targets{over}",
+            f"  {'target':<7} {'c_lb':<22} {'{c+eps}_lb':<22} {'eps~':<22} "
+            f"{'null eps~ q95':<22} {'p':<22} {'beyond null':<11} {'MIA AUC':<22} "
+            f"{'O(1) RM/RN':<22} {'O(1) RM/GN':<22} accountant eps"]
+  first = repetitions[0]["cells"]
+  for name, t in summary["targets"].items():
+    get = lambda k: show(t[k]) if k in t else "-"  # noqa: E731
+    beyond = f"{t['beyond_null']}/{n}" if "beyond_null" in t else "-"
+    lines.append(f"  {name:<7} {get('c_lb'):<22} {get('c_plus_eps_lb'):<22} "
+                 f"{get('eps_tilde'):<22} {get('null_eps_tilde_q95'):<22} "
+                 f"{get('eps_tilde_p_value'):<22} {beyond:<11} {get('mia_auc'):<22} "
+                 f"{get('one_run_rm_rn'):<22} {get('one_run_rm_gn'):<22} "
+                 f"{_fmt(first[name]['accountant_epsilon'])}")
+  optimistic = any(c["optimistic"] for r in repetitions for c in r["cells"].values())
+  lines += ["",
+            "c_lb, {c+eps}_lb: lower bounds holding jointly at 1 - significance"
+            + (" (NOT valid: correction=none, the paper's optimistic maximum)" if optimistic
+               else "") + "; c_lb is the strongest baseline's.",
+            "eps~ = max(0, {c+eps}_lb - c_lb): a measurement, not a lower bound on epsilon; "
+            "null eps~ q95: its 95th percentile for a target that leaks nothing (a MIA as "
+            "strong as the strongest baseline); p: the share of such null audits at least as "
+            "large; beyond null: eps~ > 0 with p <= significance.",
+            "O(1) RM/RN: lower bound on epsilon (Steinke et al., real non-members); O(1) RM/GN "
+            "uses generated non-members and is not a valid audit (they are not drawn like "
+            "the members)."]
+  return "\n".join(lines)
