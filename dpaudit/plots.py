@@ -9,6 +9,8 @@ The experiments in ``experiments/`` call these after writing their JSON results.
 * :func:`tightness`: the tightness report (each audit's lower bound next to its reference).
 * :func:`lm_at_risk`, :func:`lm_secrecy`: Figs. 5 and 6 of Stock et al. (LM reconstruction).
 * :func:`save_image_grid`: images tiled by :func:`dpaudit.models.vae.image_grid` as a PNG.
+* :func:`panoramia_precision_recall`, :func:`panoramia_samples`: PANORAMIA's Fig. 3 and the
+  generator's samples.
 """
 
 from __future__ import annotations
@@ -182,3 +184,136 @@ def save_image_grid(path: str | os.PathLike, images: Any, columns: int) -> None:
   if grid.ndim == 2:
     grid = np.repeat(grid[..., None], 3, axis=-1)
   matplotlib.image.imsave(os.fspath(path), grid, format="png")
+
+
+def panoramia_precision_recall(cells: Any, path: str | os.PathLike) -> None:
+  """PANORAMIA's Fig. 3 (Kazmi et al.): precision (left) and the per-threshold lower bound
+  (right) against recall, of the strongest baseline and of the MIA of each target; ``cells``
+  maps target names to :meth:`dpaudit.audits.panoramia.PanoramiaResult.to_dict` dicts (the
+  cells of :class:`dpaudit.audits.panoramia_study.StudyResult`)."""
+  plt = _pyplot()
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  first = next(iter(cells.values()))
+  base = first["baseline_curve"]
+  axes[0].plot(base["recall"], base["precision"], "k--", label="baseline b")
+  axes[1].plot(base["recall"], base["lower_bound"], "k--", label="baseline: c_lb(t)")
+  axes[1].axhline(first["c_lb"], color="k", lw=0.8, ls=":")
+  for name, cell in cells.items():
+    curve = cell["mia_curve"]
+    line, = axes[0].plot(curve["recall"], curve["precision"], label=f"MIA, {name}")
+    axes[1].plot(curve["recall"], curve["lower_bound"], color=line.get_color(),
+                 label=f"{name}: {{c+eps}}_lb(t)")
+    axes[1].axhline(cell["c_plus_eps_lb"], color=line.get_color(), lw=0.8, ls=":")
+  axes[0].set(xlabel="recall", ylabel="precision", xscale="log")
+  axes[1].set(xlabel="recall", ylabel="lower bound", xscale="log")
+  for ax in axes:
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(os.fspath(path), dpi=120)
+  plt.close(fig)
+
+
+def panoramia_samples(preview: Any, vocab: Any, output_dir: str | os.PathLike,
+                      images: bool) -> str:
+  """PANORAMIA's generated non-members (``preview``, an ``Examples``): ``samples.png``, a
+  grid (:func:`save_image_grid`) when ``images``, else ``samples.txt``, one line each (text
+  decoded with ``vocab``; table rows as comma-separated values and the label). Returns the
+  path."""
+  if images:
+    path = os.path.join(os.fspath(output_dir), "samples.png")
+    save_image_grid(path, np.asarray(preview.inputs), columns=10)
+    return path
+  path = os.path.join(os.fspath(output_dir), "samples.txt")
+  with open(path, "w", encoding="utf-8") as f:
+    for inputs, label in zip(np.asarray(preview.inputs), np.asarray(preview.labels)):
+      if vocab is not None:
+        f.write(vocab.decode(inputs) + "\n")
+      else:
+        f.write(",".join(f"{v:g}" for v in inputs) + f",label={label}\n")
+  return path
+
+
+# ------------------------------------------------------------------ DOMIAS (experiments.domias)
+
+
+def _domias_curves(ax, rows, label_of, xlabel, title) -> None:
+  by: dict[str, dict[float, list[float]]] = {}
+  for row in rows:
+    for attack, metrics in row["attacks"].items():
+      by.setdefault(label_of(row, attack), {}).setdefault(row["x"], []).append(metrics["auc"])
+  for name, points in sorted(by.items()):
+    xs = sorted(points)
+    mean = np.array([np.mean(points[x]) for x in xs])
+    std = np.array([np.std(points[x]) for x in xs])
+    line, = ax.plot(xs, mean, marker="o", ms=3, label=name)
+    ax.fill_between(xs, mean - std, mean + std, color=line.get_color(), alpha=0.15)
+  ax.axhline(0.5, color="k", lw=0.6, ls=":")
+  ax.set(xlabel=xlabel, ylabel="AUC", title=title, xscale="log")
+  ax.legend(fontsize=6)
+
+
+def domias_figures(studies: Any, output_dir: str | os.PathLike,
+                   minority_column: str = "high_blood_pressure") -> list[str]:
+  """Figs. 3-6 of van Breugel et al. from :func:`dpaudit.audits.domias_studies.run`'s studies
+  (study -> rows): ``fig3.png`` (members, epochs), ``fig4.png`` (reference, synthetic),
+  ``fig5.png`` (minority vs rest), ``fig6.png`` (quality vs DOMIAS AUC), for the studies
+  present. Returns the paths written."""
+  from dpaudit.audits.domias_studies import summarise  # pylint: disable=g-import-not-at-top
+  plt = _pyplot()
+  output_dir = os.fspath(output_dir)
+  written = []
+
+  def save(fig, name):
+    fig.tight_layout()
+    path = os.path.join(output_dir, f"{name}.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+
+  for name, pair in (("fig3", ("members", "epochs")), ("fig4", ("reference", "synthetic"))):
+    present = [s for s in pair if s in studies]
+    if not present:
+      continue
+    fig, axes = plt.subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
+    for ax, study in zip(axes[0], present):
+      label_of = ((lambda r, a: a) if name == "fig3"
+                  else (lambda r, a: f"{'DOMIAS' if a == 'domias' else 'Eq. 1'} ({r['density']})"))
+      xlabel = {"members": "|D_mem|", "epochs": "TVAE epochs", "reference": "|D_ref|",
+                "synthetic": "|D_syn|"}[study]
+      _domias_curves(ax, studies[study], label_of, xlabel, study)
+    save(fig, name)
+  if "minority" in studies:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    groups = ("minority", "rest")
+    summaries = [summarise(studies["minority"], group=g) for g in groups]
+    attacks = sorted({a for s in summaries for by in s.values() for a in by})
+    width = 0.4
+    for i, (group, summary) in enumerate(zip(groups, summaries)):
+      by = next(iter(summary.values()), {})
+      ax.bar(np.arange(len(attacks)) + (i - 0.5) * width,
+             [by.get(a, (np.nan, 0))[0] for a in attacks], width,
+             yerr=[by.get(a, (0, 0))[1] for a in attacks], label=group)
+    ax.axhline(0.5, color="k", lw=0.6, ls=":")
+    ax.set_xticks(np.arange(len(attacks)), attacks, rotation=30, fontsize=7)
+    ax.set(ylabel="AUC", title=f"heart failure: {minority_column} = 1 vs rest")
+    ax.legend()
+    save(fig, "fig5")
+  if "generators" in studies:
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    auc = summarise(studies["generators"])
+    quality: dict[str, list[float]] = {}
+    for row in studies["generators"]:
+      quality.setdefault(row["setting"], []).append(row["quality"])
+    families: dict[str, list[tuple[float, float]]] = {}
+    for setting, by in auc.items():
+      families.setdefault(setting.split(" ")[0], []).append(
+          (np.mean(quality[setting]), by["domias"][0]))
+    for family, points in families.items():
+      points = sorted(points)
+      ax.plot([p[0] for p in points], [p[1] for p in points],
+              marker="o", ms=4, ls="-" if len(points) > 1 else "", label=family)
+    ax.set(xlabel="Wasserstein distance to hold-out (lower: better quality)",
+           ylabel="DOMIAS AUC", title="Fig. 6: quality vs vulnerability")
+    ax.legend(fontsize=7)
+    save(fig, "fig6")
+  return written
