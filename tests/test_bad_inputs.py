@@ -908,6 +908,25 @@ bad(dpsgd_audit.DPSGDAuditConfig, "epsilon-nan", "epsilon", epsilon=float("nan")
 bad(dpsgd_audit.DPSGDAuditConfig, "delta-0", "delta", delta=0.0)
 bad(dpsgd_audit.DPSGDAuditConfig, "hidden_sizes", "hidden_sizes", hidden_sizes=(2.5,))
 bad(dpsgd_audit.DPSGDAuditConfig, "canary", "canary", game="uniaud", canary="mislabelled")
+bad(dpsgd_audit.DPSGDAuditConfig, "model", "model", model="vgg")
+bad(dpsgd_audit.DPSGDAuditConfig, "model-uniaud_plus", "model", game="uniaud_plus",
+    canary="trigger", model="lenet5")
+bad(dpsgd_audit.DPSGDAuditConfig, "canary_dim-negative", "canary_dim", canary="gaussian",
+    canary_dim=-1, canaries_only=True)
+bad(dpsgd_audit.DPSGDAuditConfig, "canary_dim-with-data", "canary_dim", canary="gaussian",
+    canary_dim=10)
+bad(dpsgd_audit.DPSGDAuditConfig, "canary_dim-mislabelled", "canary_dim", canary="mislabelled",
+    canary_dim=10, canaries_only=True)
+bad(dpsgd_audit.DPSGDAuditConfig, "num_canary_classes-1", "num_canary_classes",
+    canary="gaussian", num_canary_classes=1, canaries_only=True)
+bad(dpsgd_audit.DPSGDAuditConfig, "canaries_only-str", "canaries_only", canaries_only="yes")
+bad(dpsgd_audit.DPSGDAuditConfig, "canaries_only-many_run", "canaries_only", game="many_run",
+    canary="gaussian", canaries_only=True)
+bad(dpsgd_audit.canary_shape, "config", "config", {"canary_dim": 3}, Tripwire())
+bad(dpsgd_audit.canary_shape, "data", "data", dpsgd_audit.DPSGDAuditConfig(), (np.zeros(3),))
+bad(dpsgd_audit.settings_record, "settings", "settings", {"num_runs": 3}, ("num_runs",))
+exempt("the fields DPSGDAuditConfig and DPSGDGridConfig share; they validate them",
+       "dpaudit.audits.dpsgd.AuditSettings")
 _DATA = dpsgd_audit.AuditData(np.zeros((4, 3)), np.zeros(4, np.int32), np.zeros((2, 3)),
                               np.zeros(2, np.int32), np.zeros((2, 3)), np.zeros(2, np.int32), 2)
 _BAD_DATA = {
@@ -1410,6 +1429,8 @@ bad(front.dpsgd, "key", "key", 0, _DATA, _ONE_RUN)
 bad(front.dpsgd, "config", "config", KEY, _DATA, {"game": "one_run"})
 bad(front.dpsgd, "data", "data", KEY, (np.zeros((4, 3)),), _ONE_RUN)
 bad(front.dpsgd, "model-function", "model", KEY, _DATA, _ONE_RUN, model=lambda x: x)
+bad(front.dpsgd, "model-name", "model", KEY, _DATA, _ONE_RUN, model="vgg")
+bad(front.dpsgd, "model-name-config", "config", KEY, _DATA, {"game": "one_run"}, model="mlp")
 bad(front.dpsgd, "model-uniaud_plus", "model", KEY, _DATA,
     dpsgd_audit.DPSGDAuditConfig(game="uniaud_plus", canary="trigger", num_canaries=2,
                                  epochs=1), model=Tripwire())

@@ -83,6 +83,7 @@ _RECORD_ORDER = ("game", "canary", "num_canaries", "num_runs", "epsilon", "delta
 def settings_record(settings: Any, names: Sequence[str]) -> dict[str, Any]:
   """``{name: settings.name}`` over ``names``, less the :data:`LATER_OPTIONS` at their
   defaults (the record of a configuration, see :meth:`DPSGDAuditConfig.to_dict`)."""
+  _validate.check_instance("settings", settings, AuditSettings)
   return {name: getattr(settings, name) for name in names
           if name not in LATER_OPTIONS or getattr(settings, name) != LATER_OPTIONS[name]}
 
@@ -585,6 +586,8 @@ def canary_shape(config: DPSGDAuditConfig, data: AuditData) -> tuple[tuple[int, 
   """``(example_shape, num_classes)`` of the examples the model is trained on: the synthetic
   canaries' own (``config.canary_dim``, ``config.num_canary_classes``) where set, else the
   data's."""
+  _validate.check_instance("config", config, DPSGDAuditConfig)
+  _validate.check_instance("data", data, AuditData)
   example_shape = (tuple(data.train_features.shape[1:]) if not config.canary_dim
                    else (int(config.canary_dim),))
   return example_shape, int(config.num_canary_classes or data.num_classes)

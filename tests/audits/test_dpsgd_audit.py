@@ -21,6 +21,7 @@ from dpaudit import accounting
 from dpaudit import data
 from dpaudit import estimators
 from dpaudit import models
+from dpaudit import results
 from dpaudit.audits import dpsgd as audit
 from dpaudit.dpsgd import clipping, training
 
@@ -100,6 +101,21 @@ def noisy_results(digits):
     (dict(num_tags=4, num_tag_bits=4), "num_tag_bits"),
     (dict(correction="holm"), "correction"),
     (dict(method="median"), "method"),
+    (dict(model="vgg"), "model"),
+    (dict(game="uniaud_plus", canary="trigger", model="lenet5"), "model='lenet5'"),
+    (dict(canary="gaussian", canary_dim=-1), "canary_dim"),
+    (dict(canary="gaussian", num_canary_classes=1), "num_canary_classes=1"),
+    (dict(canaries_only="yes"), "canaries_only"),
+    (dict(game="many_run", canary="gaussian", canaries_only=True), "canaries_only"),
+    (dict(canary="dirac", canaries_only=True), "canaries_only"),
+    (dict(game="uniaud", canary="gaussian", canaries_only=True, include_data=True),
+     "canaries_only"),
+    (dict(canary="mislabelled", canary_dim=10, canaries_only=True), "canary_dim=10"),
+    (dict(canary="gaussian", canary_dim=10), "canary_dim=10 gives the canaries"),
+    (dict(game="uniaud", canary="gaussian", num_canary_classes=5, include_data=True),
+     "num_canary_classes=5"),
+    (dict(canary="orthogonal", canary_dim=10**9, canaries_only=True, num_canaries=1),
+     "canary_dim=1000000000 would need"),
 ])
 def test_config_validation_names_the_argument(kwargs, name):
   with pytest.raises(ValueError, match=name):
@@ -424,3 +440,31 @@ def test_results_say_when_the_bound_is_optimistic_or_weakened_by_delta():
                                   "max_epsilon_ceiling_without_delta": 5.05})
   (line,) = vacuous.warnings
   assert "vacuous" in line and "num_canaries * delta <= 0.01" in line
+
+
+def test_case_one_and_canaries_of_their_own_shape(digits):
+  # UniAud's Case I (m = n: the canaries alone are the training set) with Table IV's kind of
+  # canaries (a dimension d and C classes of their own; here d = 64, C = 20), one-run and
+  # UniAud, and a model by name.
+  small = dict(num_canaries=64, epsilon=INF, epochs=4, batch_size=16, hidden_sizes=(16,))
+  one = audit.run(jax.random.key(1), _config(game="one_run", canary="orthogonal",
+                                             canaries_only=True, canary_dim=64,
+                                             num_canary_classes=20, **small), digits)
+  assert one.num_training_examples == 64 and math.isnan(one.test_accuracy)
+  assert 0 <= one.epsilon_lower_bound <= one.epsilon_ceiling
+  config = _config(game="uniaud", canary="gaussian", canary_dim=32, num_canary_classes=20,
+                   model="logistic", **small)
+  uni = audit.run(jax.random.key(1), config, digits)
+  assert uni.num_training_examples == 64 and math.isnan(uni.test_accuracy)
+  assert audit.canary_shape(config, digits) == ((32,), 20)
+  back = audit.DPSGDAuditResult.from_dict(results.loads(results.dumps(uni.to_dict())))
+  assert math.isnan(back.test_accuracy)  # stored and read back whole
+  assert {k: config.to_dict()[k] for k in ("model", "canary_dim", "num_canary_classes")} == {
+      "model": "logistic", "canary_dim": 32, "num_canary_classes": 20}
+  # Case I with real (mislabelled) canaries: trains on the included canaries only.
+  real = audit.run(jax.random.key(1), _config(game="one_run", canary="mislabelled",
+                                              canaries_only=True, **small), digits)
+  assert real.num_training_examples == 64 and 0 <= real.test_accuracy <= 1
+  # The default record is that of the configuration before these options existed.
+  assert set(_config().to_dict()) == {f.name for f in dataclasses.fields(audit.DPSGDAuditConfig)
+                                      } - set(audit.LATER_OPTIONS)

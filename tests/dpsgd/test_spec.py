@@ -8,6 +8,7 @@ import pytest
 
 from dpaudit.accounting import dpsgd as accounting
 from dpaudit.audits import dpsgd as dpsgd_audit
+from dpaudit.audits import dpsgd_grid
 from dpaudit.audits import lm_reconstruction, panoramia_modalities
 from dpaudit.dpsgd import spec
 from dpaudit.models import tabular_generators
@@ -34,6 +35,10 @@ def test_every_user_of_dpsgd_gets_the_same_steps_and_noise(epochs, batch_size, n
   audit = dpsgd_audit._plan(dpsgd_audit.DPSGDAuditConfig(
       epochs=epochs, batch_size=batch_size, epsilon=epsilon, delta=delta,
       physical_batch_size=batch_size), num_examples)
+  grid_cell, = dpsgd_grid.DPSGDGridConfig(
+      audits=(("uniaud", "gaussian"),), epsilons=(epsilon,), num_canaries=(8,), epochs=epochs,
+      batch_size=batch_size, delta=delta).cell_configs()
+  grid_plan = dpsgd_audit._plan(grid_cell, num_examples)
   trade = tradeoff.TradeoffConfig(epochs=epochs, batch_size=batch_size, delta=delta,
                                   target_epsilons=(epsilon,))
   trade_q, trade_steps = tradeoff.schedule(trade, num_examples)
@@ -48,6 +53,8 @@ def test_every_user_of_dpsgd_gets_the_same_steps_and_noise(epochs, batch_size, n
                                          batch_size=batch_size)
   schedules = {
       "audits.dpsgd": (audit.train_config.sampling_rate, audit.train_config.num_steps),
+      "audits.dpsgd_grid": (grid_plan.train_config.sampling_rate,
+                            grid_plan.train_config.num_steps),
       "dpsgd.tradeoff": (trade_q, trade_steps),
       "audits.lm_reconstruction": (lm.sampling_rate, lm.num_steps),
       "audits.panoramia_modalities": (target_config.sampling_rate, target_config.num_steps),
@@ -55,6 +62,10 @@ def test_every_user_of_dpsgd_gets_the_same_steps_and_noise(epochs, batch_size, n
   }
   assert set(schedules.values()) == {(expected.sampling_rate, expected.num_steps)}, schedules
   sigmas = {"audits.dpsgd": audit.noise_multiplier, "dpsgd.tradeoff": trade_sigma,
+            "audits.dpsgd_grid": grid_plan.noise_multiplier,
+            "audits.lm_reconstruction": lm.noise_multiplier,
+            "dpsgd.spec.noise_multiplier": spec.noise_multiplier(
+                epsilon, expected.sampling_rate, expected.num_steps, delta),
             "audits.panoramia_modalities": target_config.noise_multiplier,
             "models.tabular_generators": tvae.noise_multiplier(num_examples)}
   assert set(sigmas.values()) == {expected.noise_multiplier}, sigmas

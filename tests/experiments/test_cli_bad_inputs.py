@@ -98,6 +98,13 @@ CASES: dict[str, dict[str, list[str]]] = {
         "absurd_width": [f"--hidden_sizes={10**9}"],
         "significance": ["--significance=1.5"],
         "unknown_choice": ["--game=nope"],
+        "unknown_model": ["--model=vgg"],
+        "model_of_uniaud_plus": ["--game=uniaud_plus", "--canary=trigger", "--model=lenet5"],
+        "canary_dim_negative": ["--canary=gaussian", "--canary_dim=-1"],
+        "canary_classes_1": ["--canary=gaussian", "--num_canary_classes=1",
+                             "--canaries_only"],
+        "canary_dim_with_data": ["--canary=gaussian", "--canary_dim=10"],
+        "canaries_only_many_run": ["--game=many_run", "--canary=gaussian", "--canaries_only"],
     },
     "experiments.gnmax_worst_case": {
         "not_a_number": ["--num_classes=abc"],

@@ -85,6 +85,22 @@ def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_d
   assert "[2/2] rep 2/2 (seed 8) one_run:in_distribution eps=inf m=50 done" in out.stderr
 
 
+def test_case_one_with_canaries_of_their_own_shape_and_a_model_by_name(tmp_path, data_dir):
+  # UniAud's Table IV setting in miniature: Case I (canaries only), d and C of their own.
+  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
+             "--audits=one_run:orthogonal,uniaud:gaussian", "--canaries_only",
+             "--canary_dim=40", "--num_canary_classes=40", "--model=logistic",
+             "--num_canaries=48", "--epochs=2", "--batch_size=16", "--epsilons=inf",
+             "--noplot")
+  assert out.returncode == 0, out.stderr
+  written = read_json(tmp_path / "results.json")
+  assert written["config"]["canary_dim"] == 40 and written["config"]["model"] == "logistic"
+  for cell in written["cells"]:
+    assert cell["status"] == "done" and cell["config"]["canaries_only"]
+    assert cell["result"]["num_training_examples"] == 48
+    assert math.isnan(cell["result"]["test_accuracy"])
+
+
 @pytest.mark.parametrize("flag, message", [
     ("--audits=uniaud:mislabelled", "canary='mislabelled' is not valid for game='uniaud'"),
     ("--audits=one_run", "must be game:canary"),
