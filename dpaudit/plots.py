@@ -175,9 +175,9 @@ def lm_secrecy(result: LMReconstructionResult, path: str) -> None:
 
 
 def save_image_grid(path: str | os.PathLike, images: Any, columns: int) -> None:
-  """Writes :func:`dpaudit.models.vae.image_grid` ``(images, columns)`` to ``path`` as a PNG, one file pixel per
-  image pixel; grayscale grids are stored with equal red, green and blue values (exactly the
-  grid's, which a colour map would round differently)."""
+  """Writes :func:`dpaudit.models.vae.image_grid` ``(images, columns)`` to ``path`` as a PNG,
+  one file pixel per image pixel; grayscale grids are stored with equal red, green and blue
+  values (exactly the grid's, which a colour map would round differently)."""
   import matplotlib.image  # pylint: disable=g-import-not-at-top
   from dpaudit.models import vae  # pylint: disable=g-import-not-at-top
   grid = vae.image_grid(images, columns)
