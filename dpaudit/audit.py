@@ -49,7 +49,8 @@ class AuditResult:
       ``"renyi divergence"`` (at ``order``).
     lower_bound: the bound (a Python float; 0.0 when no leakage was measured).
     confidence: the probability, over the audit's randomness, that the bound holds.
-    kind: ``"finite-sample"`` (valid at every sample size) or ``"asymptotic"``.
+    kind: ``"finite-sample"`` (valid at every sample size), ``"asymptotic"``, or
+      ``"measurement"`` (a number that is not a lower bound, e.g. PANORAMIA's eps~).
     method: how it was computed, in words.
     observations: how many observations it rests on (scores, canaries or trials).
     ceiling: the largest bound these observations could have given (a perfect attack).
@@ -81,11 +82,14 @@ class AuditResult:
     """
     at = (f" at delta = {self.delta:g}" if self.delta is not None else
           f" at order {self.order:g}" if self.order is not None else "")
-    parts = [f"{self.confidence:.0%} {self.kind} lower bound", f"{self.observations} observations"]
+    parts = [f"{self.confidence:.0%} {self.kind}" + (" lower bound" if self.kind != "measurement"
+                                                     else ", not a lower bound"),
+             f"{self.observations} observations"]
     if self.ceiling is not None:
       parts.append(f"ceiling {self.ceiling:.3g}")
     parts.append(self.method)
-    line = f"{self.quantity} >= {self.lower_bound:.3g}{at} ({'; '.join(parts)})"
+    relation = "=" if self.kind == "measurement" else ">="
+    line = f"{self.quantity} {relation} {self.lower_bound:.3g}{at} ({'; '.join(parts)})"
     if self.reference is not None:
       line += f"; against {self.reference:.3g} ({self.reference_kind})"
     return line
@@ -182,7 +186,8 @@ def one_run_from_scores(scores, is_member, *, delta: float = 0.0, confidence: fl
       "epsilon", float(out.epsilon), confidence, FINITE_SAMPLE,
       "one training run: guesses on the highest and lowest canary scores, Bonferroni over "
       "the number of guesses", int(np.shape(scores)[-1]),
-      ceiling=float(out.epsilon_ceiling), delta=float(delta), reference=reference,
+      ceiling=float(np.max(out.grid_epsilon_ceiling)), delta=float(delta),
+      reference=reference,
       reference_kind=reference_kind,
       details={"num_guesses": int(out.num_guesses), "num_correct": int(out.num_correct)})
 
@@ -477,3 +482,159 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
       details={"model": name, "test_accuracy": float(result.test_accuracy),
                "noise_multiplier": float(result.noise_multiplier),
                "num_steps": int(result.num_steps), "sampling_rate": float(result.sampling_rate)})
+
+
+MEASUREMENT = "measurement"
+"""A number that is not a lower bound on a privacy parameter (PANORAMIA's eps~)."""
+
+
+def _panoramia_sampler(generator, non_members, members):
+  """The fitted generator: ``generator`` itself, or draws (without replacement) from the
+  given generated ``non_members``."""
+  from dpaudit.audits import panoramia as pan  # pylint: disable=g-import-not-at-top
+  if (generator is None) == (non_members is None):
+    raise ValueError("give exactly one of generator (a fitted generator (key, n) -> Examples) "
+                     "and non_members (generated Examples), got "
+                     f"generator={type(generator).__name__}, "
+                     f"non_members={type(non_members).__name__}")
+  if generator is not None:
+    if not callable(generator):
+      raise ValueError(f"generator must be a function (key, n) -> Examples, got "
+                       f"{type(generator).__name__}")
+    return generator
+  pool = _panoramia_examples("non_members", non_members)
+  pan.concatenate(members, pool)  # the same per-example shape and dtype as the members
+
+  def sample(key, n):
+    if n > len(pool):
+      raise ValueError(f"non_members has {len(pool)} examples but the audit draws {n} (the "
+                       "classifiers' training set, the audit set and the helper's)")
+    return pool.take(np.asarray(jax.random.permutation(key, len(pool)))[:n])
+  return sample
+
+
+def _panoramia_examples(name, value):
+  from dpaudit.audits import panoramia as pan  # pylint: disable=g-import-not-at-top
+  if isinstance(value, tuple) and len(value) == 2 and not isinstance(value, pan.Examples):
+    value = pan.Examples(np.asarray(value[0]), np.asarray(value[1]))
+  if not isinstance(value, pan.Examples):
+    raise ValueError(f"{name} must be an Examples(inputs, labels) or an (inputs, labels) "
+                     f"pair, got {type(value).__name__}")
+  return pan.concatenate(value)  # checked: labels 1-D, one per input
+
+
+def panoramia(key: jax.Array, loss_fn: Callable[[Any], Any], members: Any, *,
+              generator: Callable[[jax.Array, int], Any] | None = None,
+              non_members: Any = None, helper: Callable[[jax.Array, Any], Any] | None = None,
+              encoder: Any = None, config: Any = None,
+              confidence: float = 0.95) -> AuditResult:
+  r"""PANORAMIA (Kazmi et al., NeurIPS 2024, Alg. 1): measures a trained model's privacy
+  leakage without retraining it, from examples it was trained on and generated non-members.
+
+  ``loss_fn(examples)`` gives the model's per-example losses ``[N]`` of an
+  :class:`dpaudit.audits.panoramia.Examples` ``(inputs, labels)``; ``members`` are real
+  examples the model was trained on; ``generator(key, n)`` returns n generated examples (a
+  generator fitted on data the audit does not use), or ``non_members`` are generated examples
+  given directly. A MIA trained on the inputs and the model's loss is held against a baseline
+  trained on the inputs only (and a ``helper``'s loss, when ``helper(key, examples)`` trains a
+  model like the target on generated data and returns its ``loss_fn``): c_lb bounds how well
+  the generated data can be told from the members at all, {c+eps}_lb how well the MIA does,
+  both at ``confidence`` jointly (:func:`dpaudit.audits.panoramia.run_panoramia`).
+
+  The number returned is PANORAMIA's :math:`\tilde\epsilon = \max(0, \{c+\epsilon\}_{lb} -
+  c_{lb})`: a **measurement relative to the baseline, not a lower bound on the model's DP
+  epsilon** (the generated non-members are not drawn like the members, so no DP guarantee is
+  being tested); ``kind`` is ``"measurement"``. ``details`` holds c_lb and {c+eps}_lb, the
+  AUCs, and the p-value of eps~ against eps~ of a model that leaks nothing (its null
+  reference); ``beyond_null`` says whether the measurement can be told apart from no
+  leakage. ``ceiling`` is the eps~ a perfect MIA would get on this audit set.
+
+  ``config`` (:class:`dpaudit.audits.panoramia.PanoramiaConfig`) sets the sizes and the
+  classifiers (its significance is replaced by ``1 - confidence``); by default a third of the
+  members each (at most 1000) train the classifiers and form the audit set, and the baseline
+  is ``"generated"`` with a helper, ``"none"`` without. ``encoder`` is a flax module (or a
+  function making one) embedding the inputs for the classifiers (default: a small CNN for
+  images ``[H, W, C]``, an MLP on the flattened inputs otherwise).
+
+  >>> import jax, numpy as np
+  >>> from dpaudit.attacks.panoramia import ClassifierConfig
+  >>> from dpaudit.audits.panoramia import Examples, PanoramiaConfig
+  >>> rng = np.random.default_rng(0)
+  >>> members = Examples(rng.normal(size=(300, 4)).astype(np.float32), np.zeros(300, int))
+  >>> seen = {row.tobytes() for row in members.inputs}
+  >>> def loss_fn(ex):  # a model that memorised its training data
+  ...   return np.array([0.0 if r.tobytes() in seen else 1.0 for r in np.asarray(ex.inputs)])
+  >>> def generator(key, n):  # a generator of the members' law, fitted elsewhere
+  ...   return Examples(np.asarray(jax.random.normal(key, (n, 4)), np.float32),
+  ...                   np.zeros(n, int))
+  >>> config = PanoramiaConfig(num_audit=100, num_classifier_train=100, num_helper_train=2,
+  ...                          baseline_helpers=("none",), null_samples=20,
+  ...                          classifier=ClassifierConfig(epochs=10))
+  >>> result = panoramia(jax.random.key(0), loss_fn, members, generator=generator,
+  ...                    config=config)
+  >>> result.kind, result.lower_bound > 1.0, result.details["beyond_null"]
+  ('measurement', True, True)
+  """
+  from dpaudit.attacks import panoramia as attacks  # pylint: disable=g-import-not-at-top
+  from dpaudit.audits import panoramia as pan  # pylint: disable=g-import-not-at-top
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+  _validate.check_key(key)
+  if not callable(loss_fn):
+    raise ValueError(f"loss_fn must be a function of Examples to per-example losses, got "
+                     f"{type(loss_fn).__name__}")
+  members = _panoramia_examples("members", members)
+  confidence = _confidence(confidence)
+  sample = _panoramia_sampler(generator, non_members, members)
+  if helper is not None and not callable(helper):
+    raise ValueError(f"helper must be a function (key, examples) -> loss_fn or None, got "
+                     f"{type(helper).__name__}")
+  if encoder is None:
+    image = np.ndim(members.inputs) == 4
+    encoder = attacks.ImageEncoder() if image else attacks.VectorEncoder()
+  if not (isinstance(encoder, nn.Module) or callable(encoder)):
+    raise ValueError(f"encoder must be a flax module or a function making one, got "
+                     f"{type(encoder).__name__}")
+  make_encoder = (lambda: encoder) if isinstance(encoder, nn.Module) else encoder
+  if config is None:
+    third = min(1000, len(members) // 3)
+    config = pan.PanoramiaConfig(
+        num_audit=max(2, third), num_classifier_train=max(2, third),
+        num_helper_train=min(2000, max(2, third)) if helper is not None else 2,
+        baseline_helpers=("generated",) if helper is not None else ("none",))
+  _validate.check_instance("config", config, pan.PanoramiaConfig)
+  config = dataclasses.replace(config, significance=_significance(confidence))
+  if helper is None and set(config.baseline_helpers) - {"none"}:
+    raise ValueError(f"config.baseline_helpers={list(config.baseline_helpers)} need a helper "
+                     "(helper=None allows only 'none')")
+  config.split_sizes(len(members))
+
+  def no_helper(key, examples):
+    raise AssertionError("no helper was given")
+  modality = pan.Modality("user", lambda key, d_g: sample, helper or no_helper, make_encoder)
+  key_setup, key_mia = jax.random.split(key)
+  setup = pan.prepare_audit(key_setup, modality, members, config)
+  result = pan.measure_target(key_mia, setup, modality, loss_fn, config)
+  stacked = np.stack([np.asarray(s, np.float64) for s in setup.baseline_scores.values()])
+  perfect = estimators.panoramia_bounds(stacked, setup.is_member.astype(np.float64),
+                                        setup.is_member, config.significance,
+                                        correction=config.correction)
+  null = result.null_eps_tilde
+  return AuditResult(
+      "PANORAMIA eps~ = {c+eps}_lb - c_lb", float(result.eps_tilde), confidence, MEASUREMENT,
+      "PANORAMIA (Kazmi et al. 2024): MIA on the model's loss against a baseline, real "
+      "members vs generated non-members; a measurement relative to the baseline, not a lower "
+      "bound on epsilon", int(result.num_audit),
+      ceiling=max(0.0, float(perfect.c_plus_eps_lb) - float(result.c_lb)),
+      details={"c_lb": result.c_lb, "c_plus_eps_lb": result.c_plus_eps_lb,
+               "confidence_of": "c_lb and c_plus_eps_lb jointly (eps~ is their difference)",
+               "strongest_baseline": result.strongest_baseline,
+               "baseline_c_lb": dict(result.baseline_c_lb),
+               "baseline_auc": dict(result.baseline_auc), "mia_auc": result.mia_auc,
+               "eps_tilde_p_value": result.eps_tilde_p_value,
+               "beyond_null": result.beyond_null,
+               "null_eps_tilde_q95": (None if null is None else
+                                      float(np.quantile(null["values"], 0.95))),
+               "num_members": result.num_members, "optimistic": result.optimistic,
+               "one_run_rm_gn": result.one_run_rm_gn,
+               "one_run_rm_gn_note": "O(1) audit with generated non-members: not a valid "
+                                     "lower bound (they are not drawn like the members)"})

@@ -815,6 +815,9 @@ bad(modalities.train_model, "train", "train", KEY,
     modalities.ModelSpec(Tripwire(), Tripwire(), Tripwire()),
     panoramia_audit.Examples(np.zeros((2, 3)), np.zeros(2, int)), {"epochs": 1})
 bad(modalities.image_spec, "example_shape", "example_shape", (28, 0, 1), 10)
+bad(modalities.image_classifier, "model", "model", 3, (28, 28, 1), 10)
+bad(modalities.image_classifier, "model-name", "model", "resnet", (28, 28, 1), 10)
+bad(modalities.image_classifier, "example_shape", "example_shape", "lenet5", (28, 0, 1), 10)
 bad(modalities.image_spec, "num_classes", "num_classes", (28, 28, 1), 1.5)
 bad(modalities.image_generator, "num_classes", "num_classes", 1, _vae.VaeConfig())
 bad(modalities.image_generator, "config", "config", 10, {"epochs": 1})
@@ -1478,3 +1481,58 @@ def test_bad_input_raises_value_error_naming_the_argument(case):
   assert re.search(case.match, message), (
       f"{case.function} ({case.label}): the message does not name {case.match!r}: {message}")
   assert "\n" not in message.strip(), f"{case.function}: a one-line message expected: {message}"
+
+
+# ----------------------------------------------------------------------------------------------
+# panoramia_study and the front door's panoramia (issue 40)
+# ----------------------------------------------------------------------------------------------
+from dpaudit.audits import panoramia_study  # noqa: E402
+
+exempt(CONTAINER, "dpaudit.audits.panoramia_study.StudyResult",
+       "dpaudit.audits.panoramia_study.StudyData")
+for _name, _value in (("modality", "audio"), ("targets", ()), ("targets", ("x5",)),
+                      ("targets", "e20"), ("targets", ("e1", "e1")), ("dataset", "svhn"),
+                      ("num_canaries", -1), ("repetitions", 0), ("dp_epochs", float("inf")),
+                      ("target_model", "resnet"), ("target_model", 3),
+                      ("helper_model", "resnet18"), ("panoramia", {})):
+  _kwargs = {_name: _value, **({"modality": "text"} if _name == "helper_model" else {})}
+  bad(panoramia_study.StudyConfig, f"{_name}-{_value}", _name if _name != "targets" else "target",
+      **_kwargs)
+bad(panoramia_study.load, "config", "config", {"modality": "text"})
+bad(panoramia_study.run, "seed", "seed", -1, panoramia_study.StudyConfig())
+bad(panoramia_study.run, "config", "config", 0, {"modality": "text"})
+bad(panoramia_study.run, "store", "store", 0, panoramia_study.StudyConfig(), store="out")
+bad(panoramia_study.run, "data", "data", 0, panoramia_study.StudyConfig(), data=(1, 2))
+bad(panoramia_study.check_cell, "cell", "cell", [1, 2])
+
+_PAN_MEMBERS = panoramia_audit.Examples(np.zeros((300, 3), np.float32), np.zeros(300, np.int32))
+for _label, _args, _kwargs, _match in (
+    ("key", (0, Tripwire(), _PAN_MEMBERS), {"generator": Tripwire()}, "key"),
+    ("loss_fn", (KEY, "loss", _PAN_MEMBERS), {"generator": Tripwire()}, "loss_fn"),
+    ("members", (KEY, Tripwire(), np.zeros((300, 3))), {"generator": Tripwire()}, "members"),
+    ("members-labels", (KEY, Tripwire(), (np.zeros((300, 3)), np.zeros(299))),
+     {"generator": Tripwire()}, "members"),
+    ("generator-none", (KEY, Tripwire(), _PAN_MEMBERS), {}, "generator"),
+    ("generator-both", (KEY, Tripwire(), _PAN_MEMBERS),
+     {"generator": Tripwire(), "non_members": _PAN_MEMBERS}, "generator"),
+    ("generator-str", (KEY, Tripwire(), _PAN_MEMBERS), {"generator": "vae"}, "generator"),
+    ("non_members-shape", (KEY, Tripwire(), _PAN_MEMBERS),
+     {"non_members": panoramia_audit.Examples(np.zeros((9, 4), np.float32),
+                                              np.zeros(9, np.int32))}, "non_members"),
+    ("helper", (KEY, Tripwire(), _PAN_MEMBERS), {"generator": Tripwire(), "helper": 3},
+     "helper"),
+    ("encoder", (KEY, Tripwire(), _PAN_MEMBERS), {"generator": Tripwire(), "encoder": 3},
+     "encoder"),
+    ("config", (KEY, Tripwire(), _PAN_MEMBERS), {"generator": Tripwire(), "config": {}},
+     "config"),
+    ("config-helpers", (KEY, Tripwire(), _PAN_MEMBERS),
+     {"generator": Tripwire(), "config": panoramia_audit.PanoramiaConfig(
+         num_audit=50, num_classifier_train=50)}, "helper"),
+    ("config-sizes", (KEY, Tripwire(), _PAN_MEMBERS),
+     {"generator": Tripwire(), "config": panoramia_audit.PanoramiaConfig(
+         num_audit=500, num_classifier_train=50, baseline_helpers=("none",))}, "num_audit"),
+    ("confidence-1", (KEY, Tripwire(), _PAN_MEMBERS),
+     {"generator": Tripwire(), "confidence": 1.0}, "confidence"),
+    ("confidence-str", (KEY, Tripwire(), _PAN_MEMBERS),
+     {"generator": Tripwire(), "confidence": "0.95"}, "confidence")):
+  bad(front.panoramia, _label, _match, *_args, **_kwargs)
