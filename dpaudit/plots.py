@@ -317,3 +317,168 @@ def domias_figures(studies: Any, output_dir: str | os.PathLike,
     ax.legend(fontsize=7)
     save(fig, "fig6")
   return written
+
+
+# ------------------------------------------------------------------ DOMIAS (experiments.domias)
+
+
+def _domias_curves(ax, rows, label_of, xlabel, title) -> None:
+  by: dict[str, dict[float, list[float]]] = {}
+  for row in rows:
+    for attack, metrics in row["attacks"].items():
+      by.setdefault(label_of(row, attack), {}).setdefault(row["x"], []).append(metrics["auc"])
+  for name, points in sorted(by.items()):
+    xs = sorted(points)
+    mean = np.array([np.mean(points[x]) for x in xs])
+    std = np.array([np.std(points[x]) for x in xs])
+    line, = ax.plot(xs, mean, marker="o", ms=3, label=name)
+    ax.fill_between(xs, mean - std, mean + std, color=line.get_color(), alpha=0.15)
+  ax.axhline(0.5, color="k", lw=0.6, ls=":")
+  ax.set(xlabel=xlabel, ylabel="AUC", title=title, xscale="log")
+  ax.legend(fontsize=6)
+
+
+def domias_figures(studies: Any, output_dir: str | os.PathLike,
+                   minority_column: str = "high_blood_pressure") -> list[str]:
+  """Figs. 3-6 of van Breugel et al. from :func:`dpaudit.audits.domias_studies.run`'s studies
+  (study -> rows): ``fig3.png`` (members, epochs), ``fig4.png`` (reference, synthetic),
+  ``fig5.png`` (minority vs rest), ``fig6.png`` (quality vs DOMIAS AUC), for the studies
+  present. Returns the paths written."""
+  from dpaudit.audits.domias_studies import summarise  # pylint: disable=g-import-not-at-top
+  plt = _pyplot()
+  output_dir = os.fspath(output_dir)
+  written = []
+
+  def save(fig, name):
+    fig.tight_layout()
+    path = os.path.join(output_dir, f"{name}.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+
+  for name, pair in (("fig3", ("members", "epochs")), ("fig4", ("reference", "synthetic"))):
+    present = [s for s in pair if s in studies]
+    if not present:
+      continue
+    fig, axes = plt.subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
+    for ax, study in zip(axes[0], present):
+      label_of = ((lambda r, a: a) if name == "fig3"
+                  else (lambda r, a: f"{'DOMIAS' if a == 'domias' else 'Eq. 1'} ({r['density']})"))
+      xlabel = {"members": "|D_mem|", "epochs": "TVAE epochs", "reference": "|D_ref|",
+                "synthetic": "|D_syn|"}[study]
+      _domias_curves(ax, studies[study], label_of, xlabel, study)
+    save(fig, name)
+  if "minority" in studies:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    groups = ("minority", "rest")
+    summaries = [summarise(studies["minority"], group=g) for g in groups]
+    attacks = sorted({a for s in summaries for by in s.values() for a in by})
+    width = 0.4
+    for i, (group, summary) in enumerate(zip(groups, summaries)):
+      by = next(iter(summary.values()), {})
+      ax.bar(np.arange(len(attacks)) + (i - 0.5) * width,
+             [by.get(a, (np.nan, 0))[0] for a in attacks], width,
+             yerr=[by.get(a, (0, 0))[1] for a in attacks], label=group)
+    ax.axhline(0.5, color="k", lw=0.6, ls=":")
+    ax.set_xticks(np.arange(len(attacks)), attacks, rotation=30, fontsize=7)
+    ax.set(ylabel="AUC", title=f"heart failure: {minority_column} = 1 vs rest")
+    ax.legend()
+    save(fig, "fig5")
+  if "generators" in studies:
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    auc = summarise(studies["generators"])
+    quality: dict[str, list[float]] = {}
+    for row in studies["generators"]:
+      quality.setdefault(row["setting"], []).append(row["quality"])
+    families: dict[str, list[tuple[float, float]]] = {}
+    for setting, by in auc.items():
+      families.setdefault(setting.split(" ")[0], []).append(
+          (np.mean(quality[setting]), by["domias"][0]))
+    for family, points in families.items():
+      points = sorted(points)
+      ax.plot([p[0] for p in points], [p[1] for p in points],
+              marker="o", ms=4, ls="-" if len(points) > 1 else "", label=family)
+    ax.set(xlabel="Wasserstein distance to hold-out (lower: better quality)",
+           ylabel="DOMIAS AUC", title="Fig. 6: quality vs vulnerability")
+    ax.legend(fontsize=7)
+    save(fig, "fig6")
+  return written
+
+
+# ---------------------------------------- private prediction (experiments.private_prediction)
+
+_PP_CURVES = (("two_cut", "o-"), ("k_cut", "s-"), ("model_divergence", "-"),
+              ("data_dependent", "--"), ("data_independent", ":"))
+_PP_PLOT_LABELS = {"two_cut": "2-cut (lower bound)",
+                   "k_cut": "k-cut (lower bound, asymptotic)",
+                   "model_divergence": "model divergence (Monte Carlo)",
+                   "data_dependent": "data-dependent (upper bound)",
+                   "data_independent": "data-independent (upper bound)"}
+
+
+def private_prediction_audit(cells: Any, orders: Any, path: str | os.PathLike) -> None:
+  """Per-order RDP of the worst query of each cell of
+  :func:`dpaudit.audits.private_prediction_study.run` (Chadha et al., App. F, worst case); the
+  model divergence with a band of +- its Monte Carlo sd."""
+  plt = _pyplot()
+  fig, axes = plt.subplots(1, len(cells), figsize=(3.2 * len(cells), 3.2), squeeze=False)
+  for ax, (name, cell) in zip(axes[0], cells.items()):
+    worst = cell["worst_query"]
+    for curve, style in _PP_CURVES:
+      if curve == "data_dependent" and name.startswith("private_knn"):
+        continue  # GNMax's data-dependent analysis does not cover subsampling
+      label = _PP_PLOT_LABELS[curve]
+      if curve == "model_divergence" and cell["model_divergence_method"] == "exact":
+        label = "model divergence (exact)"
+      ax.plot(orders, worst[curve], style, label=label, markersize=3)
+    value = np.asarray(worst["model_divergence"], np.float64)
+    sd = np.nan_to_num(np.asarray(worst["model_divergence_sd"], np.float64))
+    ax.fill_between(orders, np.maximum(value - sd, 0.0), value + sd, alpha=0.25, lw=0)
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_title(name, fontsize=9)
+    ax.set_xlabel(r"order $\alpha$")
+  axes[0][0].set_ylabel("RDP of one query (the worst)")
+  axes[0][0].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(os.fspath(path), dpi=110)
+  plt.close(fig)
+
+
+
+def private_prediction_leakage(cells: Any, orders: Any, delta: float,
+                               path: str | os.PathLike) -> None:
+  """Analogues of Figs. 3-5 of Chadha et al.: epsilon against the number of queries
+  (:func:`dpaudit.audits.private_prediction_study.leakage_vs_queries`), one panel per cell."""
+  from dpaudit.audits.private_prediction_study import (  # pylint: disable=g-import-not-at-top
+      CURVE_LABELS as LABELS, leakage_vs_queries)
+  plt = _pyplot()
+  names = list(cells)
+  algorithms = list(dict.fromkeys(n.split("/")[0] for n in names))
+  adversaries = list(dict.fromkeys(n.split("/")[1] for n in names))
+  fig, axes = plt.subplots(len(algorithms), len(adversaries), squeeze=False,
+                           figsize=(3.3 * len(adversaries), 2.8 * len(algorithms) + 0.4))
+  for name, cell in cells.items():
+    alg, adv = name.split("/")
+    ax = axes[algorithms.index(alg)][adversaries.index(adv)]
+    total = cell["composed"]["num_queries"]
+    counts = sorted({int(c) for c in np.unique(np.geomspace(1, total, 12).round())})
+    curves = leakage_vs_queries(cell, orders, delta, counts)
+    for curve, style in _PP_CURVES:
+      if curve == "data_dependent" and alg.startswith("private_knn"):
+        continue
+      ax.plot(counts, curves[curve], style, markersize=3,
+              label=LABELS[curve] + ("* (Thm. 1 image)" if curve in ("two_cut", "k_cut")
+                                     else " (upper bound)"))
+    ax.set(xscale="log", title=name, xlabel="queries")
+    ax.grid(True, alpha=0.3)
+  for row in axes:
+    row[0].set_ylabel(f"epsilon at delta={delta:g}")
+  axes[0][0].legend(fontsize=6)
+  fig.suptitle("Leakage against queries, for comparison with the paper's figures (* Thm. 1 "
+               "images of lower-bound curves, not lower bounds)\ncomposition assumes freshly "
+               "trained teachers per query; one trained ensemble's joint leakage is capped by "
+               "its training phase's", fontsize=8)
+  fig.tight_layout()
+  fig.savefig(os.fspath(path), dpi=110)
+  plt.close(fig)

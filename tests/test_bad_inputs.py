@@ -1099,6 +1099,59 @@ bad(panoramia_est.smoothed_bootstrap, "indices-shape", "indices", KEY, GOOD_SCOR
 bad(panoramia_est.smoothed_bootstrap, "is_member-shape", "is_member", KEY, GOOD_SCORES,
     MEMBERS[:3], np.zeros((2, 4), int))
 
+# domias_studies (the DOMIAS studies of experiments.domias)
+from dpaudit.audits import domias_studies  # noqa: E402
+
+exempt(CONTAINER, "dpaudit.audits.domias_studies.StudyResult")
+exempt("validates a stored cell (KeyError/TypeError/ValueError by dpaudit.results' convention)",
+       "dpaudit.audits.domias_studies.check_game_cell")
+for _name, _value in (("studies", ("nope",)), ("studies", "members"), ("repetitions", 0),
+                      ("dp_delta", float("nan")), ("members", ()), ("attacks", ("spy",)),
+                      ("significance", 1.5), ("num_holdout", -1)):
+  bad(domias_studies.StudyConfig, f"{_name}-{_value}", _name, **{_name: _value})
+bad_call(domias_studies.study_cells, "study", "study",
+         lambda: domias_studies.study_cells(domias_studies.StudyConfig(), "nope"))
+bad(domias_studies.read_csv, "data_csv-empty", "data_csv", "")
+bad(domias_studies.read_csv, "data_csv-missing", "data_csv", "/nonexistent/d.csv")
+bad(domias_studies.load_data, "name", "name", "mnist")
+bad(domias_studies.minority_groups, "minority_column", "minority_column", ["a"], "b")
+bad(domias_studies.run, "key", "key", 0, Tripwire())
+bad(domias_studies.run, "config", "config", KEY, {"studies": ("members",)})
+bad(domias_studies.summarise, "metric", "metric", [], metric="nope")
+bad(domias_studies.tables, "studies", "studies", {"nope": []})
+# private_prediction_study (the run of experiments.private_prediction)
+from dpaudit.audits import private_prediction_study as pp_study  # noqa: E402
+
+exempt(CONTAINER, "dpaudit.audits.private_prediction_study.StudyResult")
+exempt(OUTPUT, *_audit("private_prediction_study", "quantities", "spreads", "cells_orders",
+                       "table"))
+exempt("validates a stored cell (KeyError/TypeError/ValueError by dpaudit.results' convention)",
+       "dpaudit.audits.private_prediction_study.check_stored_cell")
+
+
+def _pp_study(**changes):
+  ensemble = private_prediction.EnsembleAuditConfig()
+  knn = private_prediction.KnnAuditConfig(adversary=ensemble.adversary)
+  audits = {"pate": private_prediction.PredictionAuditConfig(num_trials=8, num_histograms=4,
+                                                             orders=(2.0,))}
+  return pp_study.StudyConfig({ensemble.adversary: ensemble}, {knn.adversary: knn}, audits,
+                              **changes)
+
+
+bad(pp_study.StudyConfig, "ensembles-empty", "ensembles", {}, {}, {})
+bad_call(pp_study.StudyConfig, "public_fraction", "public_fraction",
+         lambda: _pp_study(public_fraction=1.0))
+bad_call(pp_study.StudyConfig, "text_dataset", "text_dataset", lambda: _pp_study(text_dataset="x"))
+bad_call(pp_study.StudyConfig, "minq_prompts", "minq_prompts",
+         lambda: _pp_study(minq_prompts=("nope",)))
+bad(pp_study.load_splits, "config", "config", {"dataset": "digits"}, 0)
+bad(pp_study.text_splits, "text_dataset", "text_dataset", "nope", 0)
+bad(pp_study.run, "key", "key", 0, Tripwire())
+bad(pp_study.run, "config", "config", KEY, {"audits": {}})
+bad(pp_study.run_record, "runs", "runs", [], [], [2.0], 1e-3, "next")
+bad(pp_study.run_config, "config", "config", {"dataset": "digits"}, 1, [0], [2.0])
+bad(pp_study.leakage_vs_queries, "delta", "delta", Tripwire(), (2.0,), 0.0, [1])
+bad(pp_study.leakage_vs_queries, "counts", "counts", Tripwire(), (2.0,), 1e-5, [0])
 # private_prediction (helper D's file)
 for _label, _value in (("inf", np.inf), ("0", 0.0), ("str", "40")):
   bad(private_prediction.PredictionAuditConfig, f"sigma-{_label}", "sigma", sigma=_value)

@@ -30,7 +30,7 @@ def test_tiny_run_writes_tables_figures_and_resumes(tmp_path):
   assert "minority (minority)" in out.stdout and "dp_tvae eps=4" in out.stdout
   again = _run(f"--output_dir={tmp_path}", *TINY)
   assert again.returncode == 0, again.stderr
-  assert again.stderr.count(": reused") == 2
+  assert again.stderr.count("(reused)") == 2
   assert read_json(tmp_path / "results.json")["studies"] == studies
   assert read_json(tmp_path / "results.json")["config"]["repetitions"] == 1
 

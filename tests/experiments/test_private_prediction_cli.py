@@ -75,7 +75,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   again = _run(f"--output_dir={tmp_path}", *TINY, "--poison_label=runner_up",
                "--algorithms=pate", "--repetitions=2")
   assert again.returncode == 0, again.stderr
-  assert again.stderr.count("[reused]") == 1  # seed 0's cell; seed 1's is new
+  assert again.stderr.count("(reused)") == 1  # seed 0's cell; seed 1's is new
   rerun = read_json(tmp_path / "results.json")
   assert rerun["cells"] == {"pate/pois_miaq": pate}
   assert [r["seed"] for r in rerun["repetitions"]] == [0, 1]

@@ -1,0 +1,409 @@
+r"""The DOMIAS studies of van Breugel et al. (AISTATS 2023): Figs. 3-6 and the epsilon table, as
+grids of DOMIAS games (:func:`dpaudit.audits.domias.run_domias`).
+
+A :class:`StudyConfig` names the studies and their grids; :func:`study_cells` turns one study
+into its settings (each a :class:`dpaudit.audits.domias.DomiasConfig`), and :func:`run` plays
+``repetitions`` games of every setting through the one grid helper
+(:func:`dpaudit.results.run_cells`): game i of a setting uses ``fold_in(key, i)``, and each
+finished game is a cell of the :class:`dpaudit.results.CellStore` (labelled by generator and
+game, so a game two studies share is computed once).
+
+* ``members`` / ``epochs``: AUC of every attack against |D_mem| and against the TVAE epochs
+  (Fig. 3; App. A.3's sizes);
+* ``reference`` / ``synthetic``: DOMIAS and Eq. 1 with KDE and BNAF against |D_ref| and
+  |D_syn| (Fig. 4);
+* ``minority``: the UCI heart failure records, each attack's AUC on the patients with
+  ``minority_column`` = 1 and on the rest (Fig. 5);
+* ``generators``: Wasserstein distance of D_syn to a hold-out set against DOMIAS's AUC (Fig. 6);
+* ``epsilon``: Bernoulli membership, so that the one-run bound (Steinke et al. 2023) of DOMIAS's
+  scores is a valid lower bound on the epsilon of the generator's training.
+
+:func:`tables` prints the summaries (:func:`summarise`: mean and std over games);
+:func:`dpaudit.plots.domias_figures` draws the figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import math
+import time
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+
+from dpaudit import _validate, results
+from dpaudit.attacks import domias as domias_attacks
+from dpaudit.audits import domias
+
+STUDIES = ("members", "epochs", "reference", "synthetic", "minority", "generators", "epsilon")
+DATASETS = ("california_housing", "adult")
+METRICS = ("auc", "accuracy", "epsilon_per_record", "epsilon_one_run")
+
+
+def _positive_ints(name: str, values: Any) -> tuple[int, ...]:
+  values = tuple(values)
+  if not values:
+    raise ValueError(f"{name} is empty; give at least one value")
+  for value in values:
+    _validate.check_integer(name, value, 1)
+  return values
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+  """The studies to run and their settings (defaults: the paper's, App. A.3).
+
+  Attributes: ``studies`` (of :data:`STUDIES`); ``dataset`` (of :data:`DATASETS`) or
+  ``data_csv`` (a numeric CSV with a header row) for every study but minority; ``repetitions``
+  games per setting; ``seed`` (recorded in each cell: the key given to :func:`run` must be its
+  key); ``attacks``, ``density`` and the sizes of one game; the grids ``members``, ``epochs``,
+  ``reference_sizes``, ``synthetic_sizes``, ``ads_gan_lambdas``, ``noise_levels``; the
+  generators of Fig. 6 and the epsilon table with their settings (``dp_epsilons``, ``dp_delta``,
+  ``dp_epochs`` of DP-TVAE); ``significance`` of the epsilon lower bounds.
+  """
+  studies: tuple[str, ...] = ("members",)
+  dataset: str = "california_housing"
+  data_csv: str | None = None
+  repetitions: int = 8
+  seed: int = 0
+  attacks: tuple[str, ...] = ("domias", "eq1", "logan_0", "logan_d1", "mc", "gan_leaks",
+                              "gan_leaks_cal")
+  density: str = "kde"
+  num_members: int = 500
+  num_reference: int = 10_000
+  num_synthetic: int = 10_000
+  num_holdout: int = 2_000
+  tvae_epochs: int = 2000
+  reference_tvae_epochs: int = 0
+  members: tuple[int, ...] = (50, 100, 200, 500, 1000, 2000)
+  epochs: tuple[int, ...] = (50, 200, 500, 1000, 2000, 3000)
+  reference_sizes: tuple[int, ...] = (100, 500, 1000, 2000, 5000, 10000)
+  synthetic_sizes: tuple[int, ...] = (100, 500, 1000, 2000, 5000, 10000)
+  minority_column: str = "high_blood_pressure"
+  generators: tuple[str, ...] = ("tvae", "dp_tvae", "wgan_gp", "nflow")
+  ads_gan_lambdas: tuple[float, ...] = (0.2, 0.5, 0.7, 1.0, 1.1, 1.3, 1.5)
+  noise_levels: tuple[float, ...] = (0.7, 0.9, 1.1, 1.3, 1.5, 1.7, 1.9, 2.3, 2.5, 2.9, 3.5, 3.9)
+  gan_iterations: int = 1000
+  flow_epochs: int = 50
+  dp_epsilons: tuple[float, ...] = (1.0, 4.0, 10.0)
+  dp_delta: float = 1e-5
+  dp_epochs: float = 300.0
+  significance: float = 0.05
+
+  def __post_init__(self):
+    if isinstance(self.studies, str) or not self.studies:
+      raise ValueError(f"studies={self.studies!r} must name at least one of {STUDIES}")
+    for study in self.studies:
+      _validate.check_choice("studies", study, STUDIES)
+    for attack in self.attacks:
+      _validate.check_choice("attacks", attack, domias_attacks.ATTACKS)
+    _validate.check_choice("density", self.density, domias.DENSITIES)
+    _validate.check_choice("dataset", self.dataset, DATASETS)
+    for generator in self.generators:
+      _validate.check_choice("generators", generator, domias.generator_names())
+    for name in ("repetitions", "num_members", "num_reference", "num_synthetic",
+                 "tvae_epochs", "gan_iterations", "flow_epochs"):
+      _validate.check_integer(name, getattr(self, name), 1)
+    for name in ("seed", "num_holdout", "reference_tvae_epochs"):
+      _validate.check_integer(name, getattr(self, name), 0)
+    for name in ("members", "epochs", "reference_sizes", "synthetic_sizes"):
+      _positive_ints(name, getattr(self, name))
+    _validate.check_range("dp_delta", self.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
+    _validate.check_range("dp_epochs", self.dp_epochs, 0.0, low_open=True, finite=True)
+    _validate.check_significance(self.significance)
+    for study in self.studies:  # every game's settings are valid before any game is played
+      for _, kwargs, _ in study_cells(self, study):
+        domias.DomiasConfig(**kwargs)
+
+
+def _tvae(epochs: int) -> dict:
+  return {"epochs": int(epochs)}
+
+
+def _generator_settings(config: StudyConfig) -> list[tuple[str, str, dict]]:
+  """(label, generator, config kwargs) of Fig. 6 and the epsilon table."""
+  out = []
+  for name in config.generators:
+    if name == "tvae":
+      out.append(("tvae", "tvae", _tvae(config.tvae_epochs)))
+    elif name == "dp_tvae":
+      out += [(f"dp_tvae eps={eps:g}", "dp_tvae",
+               {"epsilon": eps, "delta": config.dp_delta, "epochs": config.dp_epochs})
+              for eps in config.dp_epsilons]
+    elif name in ("wgan_gp", "ads_gan"):
+      out.append((name, name, {"iterations": config.gan_iterations}))
+    elif name == "nflow":
+      out.append(("nflow", "nflow", {"max_epochs": config.flow_epochs}))
+    else:
+      out.append((name, name, {}))
+  return out
+
+
+def study_cells(config: StudyConfig, study: str) -> list[tuple[str, dict, dict]]:
+  """(setting label, DomiasConfig kwargs, extra) of one study; extra holds the x value."""
+  _validate.check_choice("study", study, STUDIES)
+  c = config
+  base = dict(num_members=c.num_members, num_reference=c.num_reference,
+              num_synthetic=c.num_synthetic, num_holdout=0, generator="tvae",
+              generator_config=_tvae(c.tvae_epochs), density=c.density,
+              attacks=tuple(c.attacks), significance=c.significance,
+              flow_config={"max_epochs": c.flow_epochs},
+              logan_config={"iterations": c.gan_iterations},
+              reference_generator_config=(_tvae(c.reference_tvae_epochs)
+                                          if c.reference_tvae_epochs else None))
+  if study == "members":
+    return [(f"|D_mem|={n}", {**base, "num_members": n}, {"x": n}) for n in c.members]
+  if study == "epochs":
+    return [(f"epochs={e}", {**base, "generator_config": _tvae(e)}, {"x": e}) for e in c.epochs]
+  if study in ("reference", "synthetic"):
+    sizes = c.reference_sizes if study == "reference" else c.synthetic_sizes
+    key = "num_reference" if study == "reference" else "num_synthetic"
+    return [(f"{key}={n} {d}", {**base, key: n, "density": d, "attacks": ("domias", "eq1")},
+             {"x": n, "density": d}) for n in sizes for d in ("kde", "bnaf")]
+  if study == "minority":
+    # 299 records: 100 members, 100 non-members, the other 99 the reference.
+    return [("heart_failure", {**base, "num_members": 100, "num_reference": 99,
+                               "num_synthetic": 1000}, {"dataset": "heart_failure"})]
+  base = {**base, "reference_generator_config": None}  # only DOMIAS runs below
+  settings = [(label, {**base, "generator": g, "generator_config": kw})
+              for label, g, kw in _generator_settings(c)]
+  if study == "generators":
+    settings += [(f"ads_gan lambda={lam:g}", {**base, "generator": "ads_gan", "generator_config":
+                                              {"iterations": c.gan_iterations,
+                                               "identifiability": lam}})
+                 for lam in c.ads_gan_lambdas]
+    settings += [(f"additive_noise {s:g}", {**base, "generator": "additive_noise",
+                                            "generator_config": {"noise": s}})
+                 for s in c.noise_levels]
+    return [(label, {**kw, "num_holdout": c.num_holdout, "attacks": ("domias",)}, {})
+            for label, kw in settings]
+  return [(label, {**kw, "membership": "bernoulli", "attacks": ("domias",),
+                   "delta": c.dp_delta}, {}) for label, kw in settings]
+
+
+def read_csv(path: str) -> tuple[np.ndarray, list[str]]:
+  """A numeric CSV with a header row; a missing file, a non-numeric value, a ragged row or a
+  constant column is a ValueError naming it."""
+  if not isinstance(path, str) or not path:
+    raise ValueError(f"data_csv={path!r} must be the path of a CSV file")
+  try:
+    with open(path, newline="", encoding="utf-8") as f:
+      rows = [row for row in csv.reader(f) if row]
+  except OSError as error:
+    raise ValueError(f"data_csv={path}: {error.strerror}") from None
+  if len(rows) < 3:
+    raise ValueError(f"data_csv={path} needs a header row and at least 2 records")
+  header = [h.strip() for h in rows[0]]
+  values = np.empty((len(rows) - 1, len(header)))
+  for i, row in enumerate(rows[1:]):
+    if len(row) != len(header):
+      raise ValueError(f"data_csv={path}: line {i + 2} has {len(row)} fields, the header "
+                       f"{len(header)}")
+    try:
+      values[i] = [float(v) for v in row]
+    except ValueError:
+      raise ValueError(f"data_csv={path}: line {i + 2} holds a non-numeric value") from None
+  if not np.all(np.isfinite(values)):
+    raise ValueError(f"data_csv={path} holds NaN or infinite values")
+  constant = np.flatnonzero(values.min(0) == values.max(0))
+  if constant.size:
+    raise ValueError(f"data_csv={path}: column {header[constant[0]]!r} is constant; every "
+                     "column needs a spread (drop it)")
+  return values, header
+
+
+def load_data(name: str) -> tuple[np.ndarray, list[str]]:
+  """(records ``[n, d]`` float64, column names) of ``heart_failure``, one of :data:`DATASETS`,
+  or ``csv:<path>`` (:func:`read_csv`)."""
+  from dpaudit import data
+  if isinstance(name, str) and name.startswith("csv:"):
+    return read_csv(name[len("csv:"):])
+  _validate.check_choice("name", name, ("heart_failure",) + DATASETS)
+  columns = {"heart_failure": list(data.HEART_FAILURE_COLUMNS),
+             "california_housing": list(data.CALIFORNIA_FEATURES),
+             "adult": [c.name for c in data.ADULT_COLUMNS]}[name]
+  return np.asarray(data.load(name).features, np.float64), columns
+
+
+def minority_groups(columns: list[str], column: str):
+  """Fig. 5's groups: rows whose ``column`` is 1 (``minority``) and the rest."""
+  if column not in columns:
+    raise ValueError(f"minority_column={column!r} is not a heart_failure column; valid: "
+                     + ", ".join(columns))
+  index = columns.index(column)
+  return {"minority": lambda x: x[:, index] == 1, "rest": lambda x: x[:, index] != 1}
+
+
+def check_game_cell(cell, attacks) -> None:
+  """Raises KeyError, TypeError or ValueError unless ``cell`` is a whole stored game
+  (``DomiasResult.to_dict()`` and ``seconds``) that played ``attacks``: the fields with their
+  types, every attack's metrics (AUC, accuracy, TPRs and precisions in [0, 1]; epsilon bounds
+  numbers, not below 0), in every group too (a group may be empty: too few candidates)."""
+  results.check_fields("DOMIAS game", cell, {
+      "attacks": dict, "groups": dict, "quality": float, "claimed_epsilon": float,
+      "num_members": int, "wall_time_s": dict, "seconds": float})
+  for where, metrics in [("attacks", cell["attacks"])] + [
+      (f"groups[{g!r}]", m) for g, m in cell["groups"].items()]:
+    if set(metrics) != set(attacks) and not (where != "attacks" and metrics == {}):
+      raise ValueError(f"the game's {where} hold {sorted(metrics)}, not {sorted(attacks)}")
+    for name, m in metrics.items():
+      results.check_fields(f"{where}[{name!r}]", m, {
+          "auc": float, "accuracy": float, "tpr_at_fpr": dict, "precision_at_top": dict,
+          "epsilon_per_record": float, "epsilon_one_run": float})
+      rates = [m["auc"], m["accuracy"], *m["tpr_at_fpr"].values(),
+               *m["precision_at_top"].values()]
+      if not all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates):
+        raise ValueError(f"{where}[{name!r}] has a rate outside [0, 1]: {m}")
+      if any(m[e] < 0 for e in ("epsilon_per_record", "epsilon_one_run")):
+        raise ValueError(f"{where}[{name!r}] has a negative epsilon bound: {m}")
+  if cell["num_members"] < 1 or cell["seconds"] < 0:
+    raise ValueError(f"num_members={cell['num_members']} and seconds={cell['seconds']} must be "
+                     "positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyResult:
+  """``studies``: study -> one row per game (setting label, game, the x value of the setting,
+  and the game's :class:`dpaudit.audits.domias.DomiasResult` fields with its ``seconds``)."""
+  studies: Mapping[str, list[dict[str, Any]]]
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"studies": results.to_plain(self.studies)}
+
+  @classmethod
+  def from_dict(cls, value: Mapping[str, Any]) -> "StudyResult":
+    return cls(studies=dict(value["studies"]))
+
+
+def _study_rows(key, config, study, values, dataset, fingerprint, groups, progress, store):
+  """The games of one study through :func:`dpaudit.results.run_cells`, as result rows."""
+  cells, extras, names = [], [], []
+  for label, kwargs, extra in study_cells(config, study):
+    game_config = domias.DomiasConfig(**kwargs)
+    if game_config.records_needed() > values.shape[0]:
+      raise ValueError(f"{study} / {label}: the game needs {game_config.records_needed()} "
+                       "records (members + non-members + reference + hold-out) but "
+                       f"{dataset} has {values.shape[0]}")
+    for game in range(config.repetitions):
+      cell_config = {"dataset": dataset, "data_sha256": fingerprint, "seed": config.seed,
+                     "game": game, "domias": dataclasses.asdict(game_config),
+                     "groups": config.minority_column if groups else None}
+      name = f"{study} / {label} / game {game}"
+
+      def compute(game_config=game_config, game=game, done=len(cells)):
+        start = time.perf_counter()
+        result = domias.run_domias(
+            jax.random.fold_in(key, game), values, game_config, groups,
+            lambda line: results.report(progress, done, total, f"  {line}"))
+        return {**result.to_dict(), "seconds": time.perf_counter() - start}
+
+      # Labelled by generator, not study: a game two studies share is computed once.
+      cells.append(results.Cell(f"{game_config.generator}-{game}", cell_config, compute))
+      extras.append({"setting": label, "game": game, **extra})
+      names.append(name)
+
+  total = len(cells)
+
+  def report(done, total, message):
+    results.report(progress, done, total, names[done - 1] + (
+        " (reused)" if message.endswith("(reused)") else ""))
+
+  attacks = cells[0].config["domias"]["attacks"] if cells else ()  # one set per study
+  rows = results.run_cells(cells, store, report, lambda c: check_game_cell(c, attacks))
+  return [{**extra, **row} for extra, row in zip(extras, rows)]
+
+
+def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | None = None,
+        store: results.CellStore | None = None) -> StudyResult:
+  """Plays every game of every study of ``config`` (game i of a setting: ``fold_in(key, i)``).
+
+  ``key`` must be ``dpaudit.prng.make_key(config.seed)``: stored cells are named by the seed.
+  Whether the data hold enough records for a study's games is checked before its first game.
+  """
+  _validate.check_key(key)
+  if not isinstance(config, StudyConfig):
+    raise ValueError(f"config must be a StudyConfig, got {type(config).__name__}")
+  datasets, out = {}, {}
+  for study in config.studies:
+    dataset = ("heart_failure" if study == "minority" else
+               f"csv:{config.data_csv}" if config.data_csv else config.dataset)
+    if dataset not in datasets:
+      datasets[dataset] = load_data(dataset)
+    values, columns = datasets[dataset]
+    fingerprint = hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:16]
+    groups = minority_groups(columns, config.minority_column) if study == "minority" else None
+    out[study] = _study_rows(key, config, study, values, dataset, fingerprint, groups,
+                             progress, store)
+  return StudyResult(out)
+
+
+# ------------------------------------------------------------------------------ summaries
+
+
+def summarise(rows: list[dict], metric: str = "auc", group: str | None = None
+              ) -> dict[str, dict[str, tuple[float, float]]]:
+  """setting -> attack -> (mean, std over games) of ``metric`` (of the rows' attacks, or of
+  their ``group``).
+
+  >>> rows = [{"setting": "s", "groups": {}, "attacks": {"domias": {"auc": a}}} for a in (.5, .75)]
+  >>> summarise(rows)
+  {'s': {'domias': (0.625, 0.125)}}
+  """
+  _validate.check_choice("metric", metric, METRICS)
+  table: dict[str, dict[str, list[float]]] = {}
+  for row in rows:
+    attacks = row["groups"].get(group, {}) if group else row["attacks"]
+    for attack, metrics in attacks.items():
+      table.setdefault(row["setting"], {}).setdefault(attack, []).append(metrics[metric])
+  return {s: {a: (float(np.mean(v)), float(np.std(v))) for a, v in by.items()}
+          for s, by in table.items()}
+
+
+def _fmt(value: float) -> str:
+  return "inf" if value == math.inf else ("nan" if math.isnan(value) else f"{value:.3f}")
+
+
+def tables(studies: dict[str, list[dict]]) -> str:
+  """The printed summary of :func:`run`'s studies: a table per study (AUC mean ± std over games
+  per setting and attack; Fig. 6's quality; the epsilon table)."""
+  for study in studies:
+    _validate.check_choice("studies", study, STUDIES)
+  lines = []
+  for study, rows in studies.items():
+    if study == "epsilon":
+      lines += ["", "epsilon: generator, claimed eps, audited eps (one-run, max / mean over "
+                "games), per-record eps (mean), DOMIAS AUC (mean)"]
+      by: dict[str, list[dict]] = {}
+      for row in rows:
+        by.setdefault(row["setting"], []).append(row)
+      for setting, cells in by.items():
+        one_run = [c["attacks"]["domias"]["epsilon_one_run"] for c in cells]
+        per_record = [c["attacks"]["domias"]["epsilon_per_record"] for c in cells]
+        auc = [c["attacks"]["domias"]["auc"] for c in cells]
+        lines.append(f"  {setting:<22} {_fmt(cells[0]['claimed_epsilon']):>7}  "
+                     f"{max(one_run):.3f} / {np.mean(one_run):.3f}  "
+                     f"{np.mean(per_record):.3f}  {np.mean(auc):.3f}")
+      continue
+    if study == "generators":
+      lines += ["", "generators: setting, Wasserstein distance to hold-out (mean), DOMIAS AUC"]
+      auc = summarise(rows)
+      quality: dict[str, list[float]] = {}
+      for row in rows:
+        quality.setdefault(row["setting"], []).append(row["quality"])
+      for setting, by_attack in auc.items():
+        mean, std = by_attack["domias"]
+        lines.append(f"  {setting:<24} {np.mean(quality[setting]):7.3f}   {mean:.3f} ± {std:.3f}")
+      continue
+    groups = (None,) if study != "minority" else ("minority", "rest")
+    for group in groups:
+      summary = summarise(rows, group=group)
+      attacks = sorted({a for by in summary.values() for a in by})
+      title = f"{study}" + (f" ({group})" if group else "") + ": AUC mean ± std over games"
+      lines += ["", title, "  setting".ljust(26) + "".join(f"{a:>18}" for a in attacks)]
+      for setting, by in summary.items():
+        lines.append(f"  {setting:<24}" + "".join(
+            f"{by[a][0]:>11.3f} ± {by[a][1]:.3f}" if a in by else " " * 18 for a in attacks))
+  return "\n".join(lines).lstrip("\n")
