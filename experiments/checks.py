@@ -37,13 +37,15 @@ def parse_ints(name: str, values: Sequence[str]) -> tuple[int, ...]:
                      ) from None
 
 
-def repetition_seeds(seed: int, repetitions: int) -> tuple[int, ...]:
+def repetition_seeds(seed: int, repetitions: int, flag: str = "repetitions"
+                     ) -> tuple[int, ...]:
   """Seeds ``seed, seed + 1, ..., seed + repetitions - 1``: repetition i is the run at
-  ``--seed=seed+i``. ValueError for ``repetitions < 1`` or a seed outside [0, 2^63)."""
+  ``--seed=seed+i``. ValueError for ``repetitions < 1`` or a seed outside [0, 2^63), naming
+  ``--flag`` (the count's flag: ``num_repeats``, or ``repetitions`` where not yet renamed)."""
   if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
-    raise ValueError(f"--repetitions={repetitions!r} must be an integer >= 1")
+    raise ValueError(f"--{flag}={repetitions!r} must be an integer >= 1")
   if not 0 <= seed or seed + repetitions > 2**63:
-    raise ValueError(f"--seed={seed} with --repetitions={repetitions} is outside the valid "
+    raise ValueError(f"--seed={seed} with --{flag}={repetitions} is outside the valid "
                      "range: seeds must lie in [0, 2^63)")
   return tuple(seed + i for i in range(repetitions))
 

@@ -22,11 +22,66 @@ SHARED_FLAGS = ("compilation_cache_dir", "distributed")
 of the running program, so its ``--help`` lists them beside its own."""
 
 
+DEPRECATED_ALIASES: dict[str, str] = {}
+"""Old flag name -> new name, for every alias :func:`deprecated_alias` defined in this process."""
+
+_warned: set[str] = set()  # the aliases warned about while parsing the current command line
+
+
+def _defining_module() -> str:
+  """The module that called into this one or :mod:`experiments.common` (``sys.argv[0]`` for a
+  CLI run as ``__main__``, as absl names it), so that its ``--help`` lists the alias."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None and frame.f_globals.get("__name__") in (__name__, "experiments.common"):
+    frame = frame.f_back
+  name = frame.f_globals.get("__name__", "__main__") if frame is not None else "__main__"
+  return sys.argv[0] if name == "__main__" else name
+
+
+def deprecated_alias(old: str, new: str) -> None:
+  """Defines ``--old`` as a deprecated alias of the already defined flag ``--new`` (kept for one
+  release after a rename to the shared flag vocabulary). ``--old=value``, ``--old value`` and,
+  for a boolean, ``--old``/``--noold`` set ``--new`` (same parser: a bad value is the usual
+  one-line error, naming ``--new``), and print ``warning: --old is deprecated; use --new`` once
+  on stderr. ``FLAGS.old`` reads ``FLAGS.new``; ``--help`` lists the alias as deprecated."""
+  original = flags.FLAGS[new]
+
+  class _DeprecatedAlias(flags.Flag):
+    """Parses into ``--new`` (as absl's DEFINE_alias) and warns on first use."""
+
+    def parse(self, argument):
+      if old not in _warned:
+        _warned.add(old)
+        print(f"warning: --{old} is deprecated; use --{new}", file=sys.stderr, flush=True)
+      original.parse(argument)
+      self.present += 1
+
+    def _parse_from_default(self, value):
+      return value  # already parsed by --new
+
+    @property
+    def value(self):
+      return original.value
+
+    @value.setter
+    def value(self, value):
+      original.value = value
+
+  flags.DEFINE_flag(
+      _DeprecatedAlias(original.parser, original.serializer, old, original.default,
+                       f"Deprecated (removed in the next release): use --{new}.",
+                       boolean=original.boolean),
+      flags.FLAGS, _defining_module())
+  DEPRECATED_ALIASES[old] = new
+
+
 def parse_flags(argv: Sequence[str]) -> list[str]:
   """absl's flag parser for :func:`absl.app.run`, but a flag that cannot be parsed (unknown
   flag, ``--num_trials=abc`` for an integer, a value a flag's own validator rejects) is one line
   on stderr and exit status 2, instead of absl's two-line "FATAL Flags parsing error". ``--help``
-  and its relatives work as usual."""
+  and its relatives work as usual. A deprecated alias (:func:`deprecated_alias`) prints one
+  warning line before that."""
+  _warned.clear()
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:

@@ -47,8 +47,8 @@ from experiments.checks import (MAX_COUNT, check_count, check_counts, check_delt
                                 check_float, check_floats, check_memory, check_seed,
                                 check_significance, check_widths, parse_floats, parse_ints,
                                 physical_memory_bytes, repetition_seeds)
-from experiments.cli import (SHARED_FLAGS, claim_output_dir, cli, parse_flags,  # noqa: F401
-                             run)
+from experiments.cli import (DEPRECATED_ALIASES, SHARED_FLAGS, claim_output_dir,  # noqa: F401
+                             cli, deprecated_alias, parse_flags, run)
 from experiments.errors import (EXIT_INTERRUPTED, EXIT_USER_ERROR,  # noqa: F401
                                 MAX_MESSAGE_CHARS, describe_os_error, fail, is_out_of_memory,
                                 one_line, out_of_memory_message, size_flags)
@@ -73,8 +73,23 @@ flags.DEFINE_enum(
     "job step with several tasks; on Cloud TPU pods JAX detects the slice itself); off never.")
 
 
+def define_num_repeats_flag(what: str) -> None:
+  """Defines ``--num_repeats``, the one flag by which every experiment repeats itself: N
+  independent repetitions of ``what``, reported as the median and range over them
+  (:func:`dpaudit.results.spread`), with ``--repetitions`` as its deprecated alias. Each
+  experiment's help says how repetition i derives its seed; a single run at that seed
+  reproduces it. Check it with ``repetition_seeds(FLAGS.seed, FLAGS.num_repeats,
+  flag="num_repeats")``."""
+  flags.DEFINE_integer(
+      "num_repeats", 1,
+      f"Independent repetitions of {what} (>= 1); tables show the median [min, max] over them "
+      "and results.json each repetition and its spread.")
+  deprecated_alias("repetitions", "num_repeats")
+
+
 def define_repetitions_flag(what: str) -> None:
-  """Defines ``--repetitions``, the one flag by which every experiment repeats itself: N
+  """The old name of :func:`define_num_repeats_flag` (``--repetitions``), still used by the CLIs
+  that move to the shared vocabulary in a follow-up: N
   independent repetitions of ``what``, reported as the median and range over them
   (:func:`dpaudit.results.spread`). Each experiment's help says how repetition i derives its
   seed; a single run at that seed reproduces it."""

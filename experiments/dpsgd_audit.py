@@ -11,7 +11,7 @@ which a library user calls with a ``DPSGDGridConfig``): every audit of ``--audit
 Each cell reports the epsilon lower bound (1 - ``--significance`` confidence), the ceiling
 :math:`\epsilon_O` for its number of observations, the accountant's epsilon and the test
 accuracy, and is saved in ``--output_dir/cells`` as soon as it finishes; a rerun reuses
-finished cells (``--noresume`` recomputes them). ``--repetitions=N`` plays the whole grid N
+finished cells (``--noresume`` recomputes them). ``--num_repeats=N`` plays the whole grid N
 times, repetition i exactly as the run at ``--seed`` + i (its data split and every game's key,
 so its cells are shared with that run's and reused from ``--output_dir/cells``); the table then
 shows eps_L and the test accuracy as median [min, max] over the repetitions. ``results.json``
@@ -33,7 +33,7 @@ The UniAud table of the README (the shape of Fig. 3 / Table IV of Liu & Xiong):
     --audits=one_run:in_distribution,one_run:mislabelled,uniaud:gaussian,uniaud:orthogonal \
     --output_dir=out/dpsgd_audit_table
 
-and with ``--repetitions=3`` the same table as median [min, max] over seeds 0, 1, 2 (the cells
+and with ``--num_repeats=3`` the same table as median [min, max] over seeds 0, 1, 2 (the cells
 of seed 0 from the command above are reused).
 """
 
@@ -102,7 +102,7 @@ flags.DEFINE_float("test_fraction", 0.2, "Test share of the dataset.")
 flags.DEFINE_float("pool_fraction", 0.5, "Share of the non-test data held out as canary pool.")
 flags.DEFINE_integer("seed", 0, "Seed of the split and of every game's key (of the first "
                      "repetition).")
-common.define_repetitions_flag(
+common.define_num_repeats_flag(
     "the grid; repetition i is the run at --seed + i (its data split and every game's key; "
     "its cells are reused from and by that run)")
 flags.DEFINE_enum("prng_impl", "threefry2x32", list(common.PRNG_IMPLS), "PRNG of the games.")
@@ -148,16 +148,18 @@ def check_flags() -> None:
 
 
 def config_from_flags() -> grid.DPSGDGridConfig:
-  """The grid of the flags (the config's field names are the flag names)."""
+  """The grid of the flags (the config's field names are the flag names, but --num_repeats
+  sets ``repetitions``)."""
   check_flags()
   parsed = dict(audits=parse_audits(FLAGS.audits, FLAGS.game, FLAGS.canary),
                 epsilons=common.parse_floats("epsilons", FLAGS.epsilons),
                 num_canaries=common.parse_ints("num_canaries", FLAGS.num_canaries),
                 tag_weights=common.parse_floats("tag_weights", FLAGS.tag_weights),
-                hidden_sizes=common.parse_ints("hidden_sizes", FLAGS.hidden_sizes))
+                hidden_sizes=common.parse_ints("hidden_sizes", FLAGS.hidden_sizes),
+                repetitions=FLAGS.num_repeats)
   if not 0 <= FLAGS.seed < 2**63:
     raise ValueError(f"--seed={FLAGS.seed} is outside the valid range [0, 2^63)")
-  common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)  # one-line errors naming the flags
+  common.repetition_seeds(FLAGS.seed, FLAGS.num_repeats, flag="num_repeats")  # one-line errors
   names = [f.name for f in dataclasses.fields(grid.DPSGDGridConfig) if f.name not in parsed]
   return grid.DPSGDGridConfig(**parsed, **{name: FLAGS[name].value for name in names})
 

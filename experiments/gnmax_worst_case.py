@@ -7,9 +7,9 @@ Chadha et al., "Auditing Private Prediction" (Sec. 4.2), call the supremum of th
 divergence (Eq. 4) over all neighbouring histograms "computationally intractable"; this
 experiment searches it (:func:`dpaudit.accounting.gnmax_worst_case.worst_case_neighbors`: an
 exhaustive two-level family, then a local search from it and from random histograms) for every
-``--num_teachers`` x ``--sigmas`` with ``--num_classes`` classes. Every reported value is the
-exact divergence of an explicit pair of histograms, so it is a lower bound on the supremum;
-``alpha / sigma^2`` (Papernot et al. 2018, Prop. 8) is the upper bound.
+``--num_teachers`` x ``--noise_multipliers`` with ``--num_classes`` classes. Every reported
+value is the exact divergence of an explicit pair of histograms, so it is a lower bound on the
+supremum; ``alpha / sigma^2`` (Papernot et al. 2018, Prop. 8) is the upper bound.
 
 Writes ``results.json`` (per cell and order: the value found, the pair, the two-level
 family's best, the data-independent bound and their ratio) and ``worst_case.png`` (the ratio
@@ -32,7 +32,9 @@ from experiments import common
 FLAGS = flags.FLAGS
 flags.DEFINE_list("num_teachers", ["20", "250"], "Votes k per histogram (the paper: 250).")
 flags.DEFINE_integer("num_classes", 10, "Classes C.")
-flags.DEFINE_list("sigmas", ["4", "40"], "Noise standard deviations (the paper: 40 for k = 250).")
+flags.DEFINE_list("noise_multipliers", ["4", "40"],
+                  "Noise standard deviations sigma (the paper: 40 for k = 250).")
+common.deprecated_alias("sigmas", "noise_multipliers")
 flags.DEFINE_list("orders", ["1.5", "2", "4", "8", "16", "32", "64"], "Renyi orders.")
 flags.DEFINE_integer("num_random_starts", 2, "Random starting histograms per order.")
 flags.DEFINE_integer("max_steps", 100, "Local-search steps per start.")
@@ -49,11 +51,11 @@ def settings_from_flags() -> tuple[list[tuple[int, float]], tuple[float, ...]]:
   except ValueError:
     raise ValueError(f"--num_teachers={','.join(FLAGS.num_teachers)} must be a comma-separated "
                      "list of integers") from None
-  sigmas = common.parse_floats("sigmas", FLAGS.sigmas)
+  sigmas = common.parse_floats("noise_multipliers", FLAGS.noise_multipliers)
   orders = common.parse_floats("orders", FLAGS.orders)
   checks = (("num_teachers", teachers, lambda v: 1 <= v <= common.MAX_COUNT,
              f"[1, {common.MAX_COUNT}]"),
-            ("sigmas", sigmas, lambda v: 0 < v < math.inf, "(0, inf)"),
+            ("noise_multipliers", sigmas, lambda v: 0 < v < math.inf, "(0, inf)"),
             ("orders", orders, lambda v: v > 1 and math.isfinite(v), "(1, inf)"))
   for name, values, ok, valid in checks:
     if not values:
@@ -66,8 +68,8 @@ def settings_from_flags() -> tuple[list[tuple[int, float]], tuple[float, ...]]:
     low, high = sigma_range(k)
     for v in sigmas:
       if not low <= v <= high:
-        raise ValueError(f"--sigmas contains {v:g}, outside the valid range [{low:g}, {high:g}] "
-                         f"for --num_teachers={k}")
+        raise ValueError(f"--noise_multipliers contains {v:g}, outside the valid range "
+                         f"[{low:g}, {high:g}] for --num_teachers={k}")
   for name, low in (("num_random_starts", 0), ("max_steps", 0)):
     common.check_count(name, getattr(FLAGS, name), low)
   common.check_seed(FLAGS.seed)

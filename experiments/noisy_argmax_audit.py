@@ -21,7 +21,8 @@ from experiments import common
 FLAGS = flags.FLAGS
 flags.DEFINE_list("histogram", ["14", "12", "10", "8", "6"], "Vote histogram H.")
 flags.DEFINE_list("neighbor", ["13", "13", "10", "8", "6"], "Neighbouring histogram H'.")
-flags.DEFINE_float("sigma", 2.0, "Standard deviation of the Gaussian noise.")
+flags.DEFINE_float("noise_multiplier", 2.0, "Standard deviation sigma of the Gaussian noise.")
+common.deprecated_alias("sigma", "noise_multiplier")
 flags.DEFINE_integer("num_trials", 20_000_000, "Monte Carlo runs per histogram.")
 flags.DEFINE_list("orders", ["1.1", "1.25", "1.5", "1.75", "2", "2.5", "3", "4", "5", "6", "8",
                              "10", "12", "16", "20", "24", "32", "48", "64"],
@@ -46,7 +47,7 @@ def config_from_flags():
   sizes are also checked here against the machine's memory and MAX_COUNT."""
   from dpaudit.audits import noisy_argmax as audit
   common.check_seed(FLAGS.seed)
-  common.check_float("sigma", FLAGS.sigma, 0.0, low_open=True)
+  common.check_float("noise_multiplier", FLAGS.noise_multiplier, 0.0, low_open=True)
   common.check_count("num_trials", FLAGS.num_trials, 4)
   classes = max(len(FLAGS.histogram), 2)
   orders = max(len(FLAGS.orders), 1)
@@ -57,7 +58,7 @@ def config_from_flags():
   return audit.NoisyArgmaxAuditConfig(
       histogram=common.parse_floats("histogram", FLAGS.histogram),
       neighbor=common.parse_floats("neighbor", FLAGS.neighbor),
-      sigma=FLAGS.sigma, num_trials=FLAGS.num_trials,
+      sigma=FLAGS.noise_multiplier, num_trials=FLAGS.num_trials,
       orders=common.parse_floats("orders", FLAGS.orders), significance=FLAGS.significance,
       k_cut_method=FLAGS.k_cut_method, num_bootstrap=FLAGS.num_bootstrap,
       num_queries=FLAGS.num_queries, delta=FLAGS.delta, chunk_size=FLAGS.chunk_size)

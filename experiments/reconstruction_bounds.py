@@ -10,8 +10,8 @@ min_alpha h(alpha, p0) / log 2 (Eq. (2)); see :mod:`dpaudit.audits.reconstructio
 whose :func:`~dpaudit.audits.reconstruction_bounds.run` does the work.
 
 Fig. 1: both bounds and the total leakage y = b against b for each noise multiplier in
-``--sigmas``, in the setting of Sec. 4.3 (q = 2.81e-4, 186k steps); the titles give epsilon at
-``--delta`` from the RDP accountant with the conversion of Balle et al. (2020), as the paper
+``--noise_multipliers``, in the setting of Sec. 4.3 (q = 2.81e-4, 186k steps); the titles give
+epsilon at ``--delta`` from the RDP accountant with the conversion of Balle et al. (2020), as the paper
 (the PLD accountant's tighter epsilon is also written to ``results.json``). Fig. 2: both
 bounds at ``--fig2_bits`` bits and ``--fig2_sigma`` against the number of steps (log grid).
 
@@ -40,7 +40,8 @@ def define_flags() -> None:
   program, so that importing this module cannot clash with another module's flag of the same
   name (--num_steps, --orders, --delta, ...) in one process."""
   from dpaudit.audits.reconstruction_bounds import ReconstructionBoundsConfig as D
-  flags.DEFINE_list("sigmas", [str(s) for s in D.sigmas], "Noise multipliers of Fig. 1.")
+  flags.DEFINE_list("noise_multipliers", [str(s) for s in D.sigmas], "Noise multipliers of Fig. 1.")
+  common.deprecated_alias("sigmas", "noise_multipliers")
   flags.DEFINE_float("sampling_rate", D.sampling_rate, "Poisson sampling rate q (Sec. 4.3).")
   flags.DEFINE_integer("num_steps", D.num_steps, "DP-SGD steps of Fig. 1 (Sec. 4.3).")
   flags.DEFINE_float("delta", D.delta, "delta of the epsilon in the plot titles.")
@@ -61,7 +62,7 @@ def define_flags() -> None:
 def config_from_flags():
   """The validated ReconstructionBoundsConfig (ValueError naming the flag on bad input)."""
   from dpaudit.audits import reconstruction_bounds as rb
-  sigmas = common.parse_floats("sigmas", FLAGS.sigmas)
+  sigmas = common.parse_floats("noise_multipliers", FLAGS.noise_multipliers)
   orders = common.parse_floats("orders", FLAGS.orders) if FLAGS.orders else None
   try:
     return rb.ReconstructionBoundsConfig(
@@ -71,7 +72,10 @@ def config_from_flags():
         max_steps=FLAGS.max_steps, num_step_points=FLAGS.num_step_points, pld=FLAGS.pld,
         orders=orders)
   except ValueError as e:  # its messages start with the field name, which is the flag's
-    raise ValueError(f"--{e}") from None
+    message = str(e)
+    if message.startswith("sigmas"):  # the field behind --noise_multipliers
+      message = "noise_multipliers" + message[len("sigmas"):]
+    raise ValueError(f"--{message}") from None
 
 
 def check_sizes() -> None:

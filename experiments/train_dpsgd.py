@@ -5,7 +5,7 @@ r"""Accuracy of DP-SGD against its privacy budget: a sweep over target epsilons 
 
 For each target epsilon (``inf``: non-private) the noise multiplier is calibrated so that
 DP-SGD with Poisson rate q = batch_size / N_train and T = ceil(epochs / q) steps is
-(eps, delta)-DP; the model is trained ``--repetitions`` times (repetition i at ``--seed`` + i)
+(eps, delta)-DP; the model is trained ``--num_repeats`` times (repetition i at ``--seed`` + i)
 and evaluated (:func:`experiments.tradeoff.run`). Writes ``results.json`` (per target epsilon:
 accuracy mean and standard deviation over the repetitions, sigma, T, q, the epsilon of both the
 RDP and the PLD accountant; and every run) and ``accuracy_vs_epsilon.png`` to ``--output_dir``,
@@ -42,7 +42,7 @@ flags.DEFINE_enum("dataset", "digits", ["digits", "breast_cancer", "wine", "mnis
                   "Dataset (mnist, fashion_mnist, cifar10 must be prepared in --data_dir).")
 flags.DEFINE_enum("model", "mlp", ["mlp", "logistic", "lenet5", "wrn16_4"],
                   "Classifier (lenet5 and wrn16_4 need image datasets).")
-flags.DEFINE_list("target_epsilons", ["1", "4", "8", "inf"],
+flags.DEFINE_list("epsilons", ["1", "4", "8", "inf"],
                   "Target epsilons, > 0; inf trains without clipping or noise.")
 flags.DEFINE_float("delta", 1e-5, "delta of the (epsilon, delta) guarantee; keep it < 1/N_train.")
 flags.DEFINE_float("epochs", 30.0, "Expected passes over the training set: steps = "
@@ -60,9 +60,11 @@ flags.DEFINE_float("validation_fraction", 0.0, "If > 0: hold out this share of t
                    "set and evaluate on it instead of the test set (for tuning).")
 flags.DEFINE_bool("standardize", True, "Standardize features with training-set statistics.")
 flags.DEFINE_integer("seed", 0, "Seed of the data split and of the first run.")
-flags.DEFINE_integer("repetitions", 3, "Independent repetitions (runs) per target epsilon, "
+flags.DEFINE_integer("num_repeats", 3, "Independent repetitions (runs) per target epsilon, "
                      "repetition i at seed --seed + i (its initialisation, batches and noise); "
                      "the table shows the mean ± std over them.")
+common.deprecated_alias("target_epsilons", "epsilons")
+common.deprecated_alias("repetitions", "num_repeats")
 flags.DEFINE_enum("clipping", "auto", ["auto", "ghost", "vmap"],
                   "Per-example clipping: ghost norms, vmap, or auto (ghost where supported).")
 flags.DEFINE_integer("physical_batch_size", 128, "Examples per microbatch (memory, speed).")
@@ -129,22 +131,37 @@ def plot(result, path: str) -> None:
 def check_sizes() -> None:
   """Counts in [1, MAX_COUNT]; a microbatch's per-example gradients (at least 4 KB each) within
   the machine's memory. The config checks every other flag."""
-  common.check_count("repetitions", FLAGS.repetitions)
+  common.check_count("num_repeats", FLAGS.num_repeats)
   common.check_count("batch_size", FLAGS.batch_size)
   common.check_memory("physical_batch_size", FLAGS.physical_batch_size, 4096.0,
                       what="one microbatch's per-example gradients")
 
 
+# The config's fields behind the renamed flags (its ValueErrors start with the field's name).
+FIELD_FLAGS = {"target_epsilons": "epsilons", "repetitions": "num_repeats"}
+
+
 def config_from_flags():
   check_sizes()
+  try:
+    return _config()
+  except ValueError as e:
+    message = str(e)
+    for field, flag in FIELD_FLAGS.items():
+      if message.startswith(field):
+        message = flag + message[len(field):]
+    raise ValueError(message) from None
+
+
+def _config():
   return tradeoff.TradeoffConfig(
       dataset=FLAGS.dataset, model=FLAGS.model,
-      target_epsilons=common.parse_floats("target_epsilons", FLAGS.target_epsilons),
+      target_epsilons=common.parse_floats("epsilons", FLAGS.epsilons),
       delta=FLAGS.delta, epochs=FLAGS.epochs, batch_size=FLAGS.batch_size,
       learning_rate=FLAGS.learning_rate, optimizer=FLAGS.optimizer,
       l2_clip_norm=FLAGS.l2_clip_norm, accountant=FLAGS.accountant,
       test_fraction=FLAGS.test_fraction, validation_fraction=FLAGS.validation_fraction,
-      standardize=FLAGS.standardize, seed=FLAGS.seed, repetitions=FLAGS.repetitions,
+      standardize=FLAGS.standardize, seed=FLAGS.seed, repetitions=FLAGS.num_repeats,
       clipping=FLAGS.clipping, physical_batch_size=FLAGS.physical_batch_size,
       data_dir=FLAGS.data_dir, prng_impl=FLAGS.prng_impl)
 

@@ -3,13 +3,13 @@
   python -m experiments.benchmarks.domias
   python -m experiments.benchmarks.domias --game    # also one full Fig. 3 game, BNAF
 
-Three measurements on California Housing (standardised rows, ``--seeds`` datasets of
+Three measurements on California Housing (standardised rows, ``--num_seeds`` datasets of
 ``--num_rows`` rows each, one per seed, as the games of a Fig. 3 setting have):
 
 * ``kde``: :func:`dpaudit.attacks.density.fit_kde` and
   :func:`~dpaudit.attacks.density.kde_log_density` at ``--num_queries`` records,
   ``jit(vmap)`` over the seeds against the same jitted function called once per seed. Median of
-  ``--repeats`` runs, compile excluded.
+  ``--num_repeats`` runs, compile excluded.
 * ``flow``: :func:`~dpaudit.attacks.density.fit_flows` (one vmapped program, BNAF of
   ``--flow_hidden_dim`` units per dimension, ``--flow_epochs`` epochs at most) against
   :func:`~dpaudit.attacks.density.fit_flow` in a loop over the seeds; one timed repetition each
@@ -41,16 +41,18 @@ from experiments import common
 from experiments.benchmarks import hot_paths
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("seeds", 8, "Datasets (one per seed) fitted at once.")
+flags.DEFINE_integer("num_seeds", 8, "Datasets (one per seed) fitted at once.")
 flags.DEFINE_integer("num_rows", 10_000, "Rows of each dataset (D_syn / D_ref of a Fig. 3 game).")
 flags.DEFINE_integer("num_queries", 1_000, "Records whose log-density the KDE evaluates.")
-flags.DEFINE_integer("repeats", 3, "Timed repetitions of the KDE comparison.")
+flags.DEFINE_integer("num_repeats", 3, "Timed repetitions of the KDE comparison.")
 flags.DEFINE_integer("flow_rows", 2_000, "Rows of each dataset in the flow comparison.")
 flags.DEFINE_integer("flow_hidden_dim", 8, "BNAF hidden units per dimension (paper: 32).")
 flags.DEFINE_integer("flow_epochs", 5, "BNAF epochs (paper: 50).")
 flags.DEFINE_bool("game", False, "Also time one full Fig. 3 game (minutes to hours).")
 flags.DEFINE_integer("tvae_epochs", 2000, "TVAE epochs of the game.")
 flags.DEFINE_string("output_dir", "out/benchmarks/domias", "Where benchmark.json goes.")
+common.deprecated_alias("seeds", "num_seeds")
+common.deprecated_alias("repeats", "num_repeats")
 
 PAPER_SECONDS_PER_SEED_BNAF = 2 * 3600.0  # App. A.3
 
@@ -86,23 +88,23 @@ def main(argv):
   del argv
   common.start_float64_experiment()
   from dpaudit.attacks import density
-  for name in ("repeats", "flow_epochs", "tvae_epochs"):
+  for name in ("num_repeats", "flow_epochs", "tvae_epochs"):
     common.check_count(name, FLAGS[name].value)
   for name in ("num_rows", "num_queries", "flow_rows"):  # flow: at most num_rows are used
     common.check_count(name, FLAGS[name].value)
   # Each seed: a dataset and its queries of 8 float64 features (the rows are drawn without
   # replacement from California Housing's, which _datasets checks).
-  common.check_memory("seeds", FLAGS.seeds, 8.0 * 8 * (FLAGS.num_rows + FLAGS.num_queries),
+  common.check_memory("num_seeds", FLAGS.num_seeds, 8.0 * 8 * (FLAGS.num_rows + FLAGS.num_queries),
                       what="one dataset and its queries per seed")
   # BNAF's square weight blocks of width 8 * flow_hidden_dim (float32), one flow per seed.
-  largest = math.isqrt(common.physical_memory_bytes() // (4 * 64 * FLAGS.seeds))
+  largest = math.isqrt(common.physical_memory_bytes() // (4 * 64 * FLAGS.num_seeds))
   common.check_count("flow_hidden_dim", FLAGS.flow_hidden_dim, 1, largest)
   common.claim_output_dir(FLAGS.output_dir)
-  datas = _datasets(FLAGS.seeds, FLAGS.num_rows)
-  queries = _datasets(FLAGS.seeds, FLAGS.num_queries, seed=1, flag="num_queries")
-  out = {"benchmark": "domias", "seeds": FLAGS.seeds, "num_rows": FLAGS.num_rows,
+  datas = _datasets(FLAGS.num_seeds, FLAGS.num_rows)
+  queries = _datasets(FLAGS.num_seeds, FLAGS.num_queries, seed=1, flag="num_queries")
+  out = {"benchmark": "domias", "seeds": FLAGS.num_seeds, "num_rows": FLAGS.num_rows,
          "num_queries": FLAGS.num_queries, "devices": str(jax.devices())}
-  out["kde"] = bench_kde(datas, queries, FLAGS.repeats)
+  out["kde"] = bench_kde(datas, queries, FLAGS.num_repeats)
   print(f"kde: {out['kde']['speedup']:.2f}x", file=sys.stderr, flush=True)
   flow_config = density.FlowConfig(hidden_dim=FLAGS.flow_hidden_dim,
                                    max_epochs=FLAGS.flow_epochs)

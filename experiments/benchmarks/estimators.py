@@ -3,7 +3,7 @@ r"""Speed of dpaudit's estimators against the tools a user would otherwise call,
   python -m experiments.benchmarks.estimators
 
 For each workload the dpaudit estimator and each peer compute the same bound on the same random
-input in this process; the median of ``--repeats`` timed calls is reported (compile excluded:
+input in this process; the median of ``--num_repeats`` timed calls is reported (compile excluded:
 the first call is timed apart, and ``compile_s`` is the compile time JAX reports during it;
 dpaudit's calls are timed before and after the peers', and the median is over both sets),
 with the ratio ``peer median / dpaudit median`` and whether the target of the workload is met.
@@ -42,10 +42,10 @@ from experiments.benchmarks.estimators_timing import (CALIBRATION_PROGRAM, COMPI
                                                        calibration_compile_s)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("repeats", 3, "Timed calls per measurement (median reported).")
-flags.DEFINE_float("min_timed_s", 1.0, "Fast calls are repeated beyond --repeats until their "
+flags.DEFINE_integer("num_repeats", 3, "Timed calls per measurement (median reported).")
+flags.DEFINE_float("min_timed_s", 1.0, "Fast calls are repeated beyond --num_repeats until their "
                    "total reaches this many seconds (at most 25 calls); 0 times exactly "
-                   "--repeats calls.")
+                   "--num_repeats calls.")
 flags.DEFINE_integer("seed", 0, "Seed of the random workloads (NumPy generator).")
 flags.DEFINE_float("scale", 1.0, "Multiplies every workload size (0.001 for a smoke test); "
                    "targets are judged only at scale 1.")
@@ -53,6 +53,7 @@ flags.DEFINE_list("only", [], "Run only the workload groups named here (cp, bino
                   "error_counts, scores, panoramia, one_run, renyi, throughput); default all "
                   "but throughput (the accelerator workload, run only when named).")
 flags.DEFINE_string("output_dir", "out/benchmarks/estimators", "Where results.json goes.")
+common.deprecated_alias("repeats", "num_repeats")
 flags.DEFINE_list("throughput_sizes", ["1e6", "1e7", "1e8"],
                   "throughput group: count pairs per call (times --scale).")
 flags.DEFINE_list("throughput_precisions", ["float64", "float32"],
@@ -76,7 +77,7 @@ def _throughput_sizes() -> list[int]:
 
 
 def config_from_flags() -> dict[str, Any]:
-  common.check_count("repeats", FLAGS.repeats)
+  common.check_count("num_repeats", FLAGS.num_repeats)
   common.check_float("min_timed_s", FLAGS.min_timed_s, 0.0)
   common.check_float("scale", FLAGS.scale, 0.0, 1.0, low_open=True)
   common.check_seed(FLAGS.seed)
@@ -103,7 +104,8 @@ def config_from_flags() -> dict[str, Any]:
     for name in ("throughput_sizes", "throughput_precisions"):
       if not FLAGS[name].value:
         raise ValueError(f"--{name} is empty; the throughput group needs at least one value")
-  config = {"repeats": FLAGS.repeats, "min_timed_s": FLAGS.min_timed_s, "seed": FLAGS.seed,
+  config = {"repeats": FLAGS.num_repeats,  # (results.json keeps the key)
+            "min_timed_s": FLAGS.min_timed_s, "seed": FLAGS.seed,
             "scale": FLAGS.scale, "groups": groups}
   if "throughput" in groups:
     config.update(throughput_sizes=_throughput_sizes(),

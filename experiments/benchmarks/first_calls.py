@@ -9,7 +9,7 @@ its first call also pays what that process has not yet done (about 0.1-0.5 s mor
 round, the workloads interleaved round by round so that a busy stretch of the shared machine
 falls on all of them alike. For each workload the JSON gives the compile time JAX reports during
 the first call (tracing, lowering and XLA, summed over every program the call compiles:
-``jax.monitoring``), its median and range over ``--rounds``, the first call's wall time, and
+``jax.monitoring``), its median and range over ``--num_rounds``, the first call's wall time, and
 whether the median is under the 2 s target. ``--emitters`` forces XLA:CPU's fusion or loop
 emitters on every estimator program (``$DPAUDIT_CPU_EMITTERS``; the estimators' own choice by
 program and batch size otherwise, ``dpaudit/estimators/_compile.py``), so the two can be
@@ -37,7 +37,7 @@ from experiments.benchmarks.estimator_inputs import (count_pairs, scaled_size,
                                                      tail_probabilities)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("rounds", 3, "Fresh processes per workload (median and range reported).")
+flags.DEFINE_integer("num_rounds", 3, "Fresh processes per workload (median and range reported).")
 flags.DEFINE_list("only", [], "Run only the workloads named here (default: all); names as in "
                   "the JSON, e.g. clopper_pearson_1e4.")
 flags.DEFINE_enum("emitters", "auto", ["auto", "fusion", "loop"],
@@ -47,6 +47,7 @@ flags.DEFINE_float("scale", 1.0, "Multiplies every workload size (0.001 for a sm
                    "target is judged only at scale 1.")
 flags.DEFINE_string("output_dir", "out/benchmarks/first_calls", "Where results.json goes.")
 flags.DEFINE_string("worker", "", "Internal: run this one workload and print its JSON line.")
+common.deprecated_alias("rounds", "num_rounds")
 
 COMPILE_TARGET_S = 2.0
 
@@ -193,14 +194,16 @@ def summarize(name: str, runs: list[dict[str, Any]], full_scale: bool) -> dict[s
 
 
 def config_from_flags() -> dict[str, Any]:
-  common.check_count("rounds", FLAGS.rounds, 1, 1000)  # a fresh process per round and workload
+  # A fresh process per round and workload.
+  common.check_count("num_rounds", FLAGS.num_rounds, 1, 1000)
   common.check_float("scale", FLAGS.scale, 0.0, 1.0, low_open=True)
   names = list(_workloads())
   unknown = [n for n in FLAGS.only if n not in names]
   if unknown:
     raise ValueError(f"--only={','.join(FLAGS.only)} names unknown workloads {unknown}; "
                      f"valid: {', '.join(names)}")
-  return {"rounds": FLAGS.rounds, "emitters": FLAGS.emitters, "scale": FLAGS.scale,
+  return {"rounds": FLAGS.num_rounds,  # (results.json keeps the key)
+           "emitters": FLAGS.emitters, "scale": FLAGS.scale,
           "workloads": list(FLAGS.only) or names}
 
 

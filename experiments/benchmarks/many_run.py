@@ -26,7 +26,7 @@ number of microbatches of ``--physical_batch_size`` (``lax.fori_loop`` with a tr
 a ``while_loop`` over the largest count under vmap); the default 128 holds a whole batch of
 expected size 64 (its maximum over the runs is reported), so one microbatch per step suffices.
 
-Reports compile time separately from the median wall time over ``--repeats`` timed
+Reports compile time separately from the median wall time over ``--num_repeats`` timed
 repetitions, the speedups (extrapolated sequential totals / vmapped median; ``speedup`` against
 the scan loop, ``speedup_vs_step_loop`` against the step loop) and the target (vmapped at least
 20x faster). Prints one JSON object and writes it to ``--output_dir``.
@@ -59,7 +59,7 @@ flags.DEFINE_integer("physical_batch_size", 128,
                      "Microbatch size of make_step (a batch larger than this takes two loops).")
 flags.DEFINE_integer("sequential_runs", 20, "Runs timed in the sequential loop (extrapolated).")
 flags.DEFINE_integer("check_runs", 3, "Runs compared between vmapped and sequential.")
-flags.DEFINE_integer("repeats", 3, "Timed repetitions of the vmapped T runs (median reported).")
+flags.DEFINE_integer("num_repeats", 3, "Timed repetitions of the vmapped T runs (median reported).")
 flags.DEFINE_integer("chunk_size", 0, "Runs per vmapped call (0: all runs in one call).")
 flags.DEFINE_float("noise_multiplier", 1.0, "sigma.")
 flags.DEFINE_float("l2_clip_norm", 1.0, "C.")
@@ -68,6 +68,7 @@ flags.DEFINE_string("prng_impl", "threefry_unrolled",
                     f"PRNG of the run keys: {', '.join(common.PRNG_IMPLS)}.")
 flags.DEFINE_integer("seed", 0, "Seed of the run keys and of the train/test split.")
 flags.DEFINE_string("output_dir", "out/benchmarks/many_run", "Where results.json goes.")
+common.deprecated_alias("repeats", "num_repeats")
 
 MODELS = {"logistic": (), "mlp": (32,)}
 TARGET_SPEEDUP = 20.0
@@ -83,7 +84,7 @@ def _validate_flags() -> None:
                      f"{', '.join(common.PRNG_IMPLS)}")
   if FLAGS.model not in MODELS:
     raise ValueError(f"--model={FLAGS.model!r} is not one of {', '.join(MODELS)}")
-  for name in ("num_steps", "batch_size", "sequential_runs", "check_runs", "repeats"):
+  for name in ("num_steps", "batch_size", "sequential_runs", "check_runs", "num_repeats"):
     common.check_count(name, FLAGS[name].value)
   # Per run at once: the model (at most 32 x 64 + 32 x 10 float32 weights), its per-example
   # gradients over a microbatch, its optimizer state.
@@ -137,7 +138,7 @@ def main(argv):
   run = make_run(model, config, num_examples, example, strategy)
 
   vmapped, vparams, vsizes = timing.time_vmapped(
-      run, keys, (features, labels), FLAGS.chunk_size or FLAGS.num_runs, FLAGS.repeats)
+      run, keys, (features, labels), FLAGS.chunk_size or FLAGS.num_runs, FLAGS.num_repeats)
   sequential, souts = timing.time_sequential(
       run, keys, (features, labels), FLAGS.sequential_runs)
   step_loop, louts = timing.time_step_loop(model, config, num_examples, example, strategy,

@@ -7,7 +7,7 @@ under each PRNG implementation (dpaudit's threefry_unrolled, JAX's threefry2x32,
 unsafe_rbg) and, on a CPU, with the host
 split into one XLA device per core, and for the NumPy code a user would otherwise write
 (``default_rng`` normals, ``argmax`` over an (n, C) block, ``bincount``, in blocks so it fits in
-memory). Each measurement runs in a fresh subprocess; the median of ``--repeats`` timed runs
+memory). Each measurement runs in a fresh subprocess; the median of ``--num_repeats`` timed runs
 after a warm-up is reported. Peak resident memory is measured for 10^6 .. 10^8 trials to show it
 is flat in N. Prints one JSON object (also written to ``--output_dir/results.json``).
 """
@@ -30,7 +30,7 @@ from experiments import common
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_classes", 10, "Classes C of the noisy argmax.")
 flags.DEFINE_integer("num_trials", 2**26, "Trials per timed run.")
-flags.DEFINE_integer("repeats", 3, "Timed runs per configuration (median reported).")
+flags.DEFINE_integer("num_repeats", 3, "Timed runs per configuration (median reported).")
 flags.DEFINE_list("prng_impls", ["threefry_unrolled", "threefry2x32", "rbg", "unsafe_rbg"],
                   "PRNG implementations (threefry_unrolled: dpaudit.prng).")
 flags.DEFINE_list("memory_trials", ["1000000", "10000000", "100000000"],
@@ -40,6 +40,7 @@ flags.DEFINE_string("output_dir", "out/benchmarks/montecarlo", "Where results.js
 flags.DEFINE_string("worker", "", "Internal: run one measurement and print JSON.")
 flags.DEFINE_string("prng_impl", "threefry_unrolled", "Internal (worker): PRNG implementation.")
 flags.DEFINE_integer("host_devices", 0, "Internal (worker): XLA host devices (0: default).")
+common.deprecated_alias("repeats", "num_repeats")
 
 SIGMA = 2.0
 
@@ -116,7 +117,7 @@ def check_flags() -> None:
   common.check_memory("num_classes", FLAGS.num_classes, 8.0 * 2**18, low=2,
                       what="a NumPy block of 2^18 trials")
   common.check_count("num_trials", FLAGS.num_trials)
-  common.check_count("repeats", FLAGS.repeats)
+  common.check_count("num_repeats", FLAGS.num_repeats)
   common.check_memory("chunk_size", FLAGS.chunk_size, 8.0 * FLAGS.num_classes,
                       what="one chunk of trials")
   common.check_counts("memory_trials", common.parse_ints("memory_trials", FLAGS.memory_trials))
@@ -139,15 +140,15 @@ def main(argv):
   if FLAGS.worker:
     trials = FLAGS.num_trials
     if FLAGS.worker == "engine":
-      result = _engine_worker(trials, FLAGS.repeats)
+      result = _engine_worker(trials, FLAGS.num_repeats)
     else:
-      result = _numpy_worker(trials, FLAGS.repeats, FLAGS.worker.split(":")[1])
+      result = _numpy_worker(trials, FLAGS.num_repeats, FLAGS.worker.split(":")[1])
     print(json.dumps(result))
     return
 
   common.claim_output_dir(FLAGS.output_dir)
   base = [f"--num_classes={FLAGS.num_classes}", f"--chunk_size={FLAGS.chunk_size}"]
-  timed = base + [f"--num_trials={FLAGS.num_trials}", f"--repeats={FLAGS.repeats}"]
+  timed = base + [f"--num_trials={FLAGS.num_trials}", f"--num_repeats={FLAGS.num_repeats}"]
   cores = os.cpu_count() or 1
   engine = {}
   first = _spawn(["--worker=engine", f"--prng_impl={FLAGS.prng_impls[0]}"] + timed)
@@ -177,7 +178,7 @@ def main(argv):
   best_devices = int(best_engine.split("/")[1][:-3]) if on_cpu else 0
   for n in FLAGS.memory_trials:
     result = _spawn(["--worker=engine", f"--prng_impl={best_impl}", f"--num_trials={n}",
-                     "--repeats=1"] + base, host_devices=best_devices)
+                     "--num_repeats=1"] + base, host_devices=best_devices)
     memory[n] = result["peak_rss_mb"]
 
   report = {

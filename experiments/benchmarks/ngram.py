@@ -10,7 +10,7 @@ DP-SGD with :func:`dpaudit.dpsgd.training.make_run` (sampling rate 1, clip 1, no
 vmaps. Three ways, on the same keys:
 
 * ``vmapped``: ``jax.jit(jax.vmap(run))`` over ``--num_models`` keys, compiled once (compile
-  time reported apart), median of ``--repeats`` timed calls;
+  time reported apart), median of ``--num_repeats`` timed calls;
 * ``sequential``: the same run jitted once for one key and called in a Python loop over models
   (each call one compiled scan over the steps);
 * ``sequential_step_loop``: each model trained with the loop of :func:`dpaudit.dpsgd.train`:
@@ -45,18 +45,19 @@ flags.DEFINE_integer("canary_length", 10, "T.")
 flags.DEFINE_float("noise_multiplier", 1.0, "sigma (learning rate 0.5 / sigma).")
 flags.DEFINE_integer("sequential_models", 100, "Models timed in each loop (extrapolated).")
 flags.DEFINE_integer("check_models", 3, "Models compared between vmapped and sequential.")
-flags.DEFINE_integer("repeats", 5, "Timed repetitions of the vmapped program (median).")
+flags.DEFINE_integer("num_repeats", 5, "Timed repetitions of the vmapped program (median).")
 flags.DEFINE_integer("chunk_size", 0, "Models per vmapped call (0: all at once).")
 flags.DEFINE_enum("prng_impl", "threefry_unrolled", list(common.PRNG_IMPLS), "PRNG.")
 flags.DEFINE_integer("seed", 0, "PRNG seed.")
 flags.DEFINE_string("output_dir", "out/benchmarks/ngram", "Where results.json goes.")
+common.deprecated_alias("repeats", "num_repeats")
 
 TARGET_SECONDS = 5.0
 TARGET_SPEEDUP = 100.0
 
 
 def _validate_flags() -> None:
-  for name in ("num_steps", "sequential_models", "check_models", "repeats"):
+  for name in ("num_steps", "sequential_models", "check_models", "num_repeats"):
     common.check_count(name, FLAGS[name].value)
   # A lazy n-gram model: T x 10 float32 logits, their gradient and update, all models at once.
   common.check_memory("canary_length", FLAGS.canary_length, 12.0 * 10, what="one model")
@@ -100,7 +101,7 @@ def main(argv):
                            loss_fn=ngram.sequence_nll)
   args = (features, labels)
   vmapped, vparams, vsizes = timing.time_vmapped(
-      run, keys, args, FLAGS.chunk_size or FLAGS.num_models, FLAGS.repeats)
+      run, keys, args, FLAGS.chunk_size or FLAGS.num_models, FLAGS.num_repeats)
   sequential, souts = timing.time_sequential(run, keys, args, FLAGS.sequential_models)
   step_loop, louts = timing.time_step_loop(
       model, train_config, 1, features[0], "vmap", keys, features, labels,

@@ -30,14 +30,21 @@ flags.DEFINE_integer("num_trials", 2**24, "dpaudit trials per timed run.")
 flags.DEFINE_integer("numpy_trials", 2**21, "NumPy trials per timed run (rate extrapolated).")
 flags.DEFINE_integer("num_teachers", 250, "Votes k per histogram (the paper's MNIST setting).")
 flags.DEFINE_integer("num_classes", 10, "Classes C.")
-flags.DEFINE_float("sigma", 40.0, "Noise standard deviation (the paper's MNIST setting).")
-flags.DEFINE_integer("repeats", 3, "Timed runs per measurement (median reported).")
+flags.DEFINE_float("noise_multiplier", 40.0, "Noise standard deviation sigma (the paper's MNIST "
+                   "setting).")
+flags.DEFINE_integer("num_repeats", 3, "Timed runs per measurement (median reported).")
 flags.DEFINE_integer("host_devices", 2, "XLA CPU devices to shard over (0: JAX's default).")
 flags.DEFINE_string("output_dir", "out/benchmarks/private_prediction", "Where results.json goes.")
-flags.DEFINE_integer("teachers", 20, "Teachers trained in the ensemble measurement (0: skip).")
+flags.DEFINE_integer("num_trained_teachers", 20,
+                     "Teachers trained in the ensemble measurement (0: skip).")
 flags.DEFINE_integer("teacher_epochs", 20, "Epochs of each teacher there.")
 flags.DEFINE_list("teacher_models", ["mlp", "logistic"], "Teacher architectures measured there "
                   "(mlp: hidden 512, 256; logistic: a linear model).")
+common.deprecated_alias("sigma", "noise_multiplier")
+common.deprecated_alias("repeats", "num_repeats")
+# --num_teachers is the votes per histogram k here (as in the other PATE CLIs), so the old
+# --teachers (a count of trained teachers) becomes --num_trained_teachers.
+common.deprecated_alias("teachers", "num_trained_teachers")
 
 TARGET_RATIO = 3.0
 profiles = hot_paths.pate_profiles
@@ -143,22 +150,25 @@ def measure_teachers(config, architecture: str):
 def config_from_flags():
   common.check_count("num_trials", FLAGS.num_trials)
   common.check_count("numpy_trials", FLAGS.numpy_trials)
-  common.check_count("repeats", FLAGS.repeats)
+  common.check_count("num_repeats", FLAGS.num_repeats)
   if not 2 <= FLAGS.num_classes <= 64:
     raise ValueError(f"--num_classes={FLAGS.num_classes} is outside the valid range [2, 64]")
   if not 2 <= FLAGS.num_teachers <= 4095:
     raise ValueError(f"--num_teachers={FLAGS.num_teachers} is outside the valid range "
                      "[2, 4095]")
-  common.check_float("sigma", FLAGS.sigma, 0.0, low_open=True)
-  common.check_count("teachers", FLAGS.teachers, 0, 10_000)
+  common.check_float("noise_multiplier", FLAGS.noise_multiplier, 0.0, low_open=True)
+  common.check_count("num_trained_teachers", FLAGS.num_trained_teachers, 0, 10_000)
   common.check_count("teacher_epochs", FLAGS.teacher_epochs, 0)
   from dpaudit import models
   bad = [m for m in FLAGS.teacher_models if m not in models.MODEL_NAMES or m == "wrn16_4"]
-  if bad or (FLAGS.teachers and not FLAGS.teacher_models):
+  if bad or (FLAGS.num_trained_teachers and not FLAGS.teacher_models):
     raise ValueError(f"--teacher_models={','.join(FLAGS.teacher_models)} names "
                      f"{bad or 'nothing'}; valid: mlp, lenet5, logistic")
   common.check_count("host_devices", FLAGS.host_devices, 0, 4096)
-  return {name: getattr(FLAGS, name) for name in
+  # results.json keeps its keys (sigma, repeats, teachers: the flags' names before the rename).
+  flag_of = {"sigma": "noise_multiplier", "repeats": "num_repeats",
+             "teachers": "num_trained_teachers"}
+  return {key: getattr(FLAGS, flag_of.get(key, key)) for key in
           ("num_trials", "numpy_trials", "num_teachers", "num_classes", "sigma", "repeats",
            "host_devices", "teachers", "teacher_epochs", "teacher_models")}
 
