@@ -472,7 +472,7 @@ def test_an_experiment_recomputes_edited_cells(tmp_path):
   """The issue's case: a stored GNMax cell whose divergence was edited above its own bound
   (digest updated to match) and one emptied to {} are recomputed by a rerun, one warning line
   each, and results.json is that of the first run (the cells' timings aside)."""
-  flags = [f"--output_dir={tmp_path}", "--num_teachers=4", "--num_classes=3", "--sigmas=1,2",
+  flags = [f"--output_dir={tmp_path}", "--num_teachers=4", "--num_classes=3", "--noise_multipliers=1,2",
            "--orders=2", "--max_steps=2", "--num_random_starts=0", "--noplot"]
 
   def run():

@@ -7,7 +7,7 @@ SWEEP = Sweep(
     module="experiments.dpsgd_audit",
     description="README trade-off table: test accuracy and eps_L against m, eps 8 and inf",
     fixed={"dataset": "mnist_subset", "epsilons": "8,inf", "num_canaries": "500,1000,2000",
-           "epochs": 100, "learning_rate": 0.5, "patch_size": 6, "repetitions": 3},
+           "epochs": 100, "learning_rate": 0.5, "patch_size": 6, "num_repeats": 3},
     grid=product(audits=["one_run:in_distribution", "one_run:mislabelled",
                          "uniaud_plus:trigger"]),
 )

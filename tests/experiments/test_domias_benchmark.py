@@ -9,8 +9,8 @@ def _run(*flags):
 
 
 def test_tiny_benchmark_prints_and_writes_json(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--seeds=2", "--num_rows=200", "--num_queries=100",
-             "--repeats=1", "--flow_rows=100", "--flow_hidden_dim=4", "--flow_epochs=1")
+  out = _run(f"--output_dir={tmp_path}", "--num_seeds=2", "--num_rows=200", "--num_queries=100",
+             "--num_repeats=1", "--flow_rows=100", "--flow_hidden_dim=4", "--flow_epochs=1")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "benchmark.json")
   assert loads(out.stdout) == written
@@ -28,8 +28,9 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
 
 
 def test_bad_flag_is_one_line(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--seeds=0")
+  out = _run(f"--output_dir={tmp_path}", "--num_seeds=0")
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("error: --seeds=0 is outside the valid range [1, ")
+  assert len(lines) == 1 and lines[0].startswith(
+      "error: --num_seeds=0 is outside the valid range [1, ")
   assert not (tmp_path / "benchmark.json").exists()

@@ -62,10 +62,10 @@ def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
 
 def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_dir):
   # and a non-private cell: no noise, the accountant's epsilon is inf ("Infinity" in JSON);
-  # played twice (--repetitions=2: seeds 7 and 8), summarised as median [min, max].
+  # played twice (--num_repeats=2: seeds 7 and 8), summarised as median [min, max].
   out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
              "--audits=one_run:in_distribution", "--num_canaries=5000,50", "--epochs=1",
-             "--hidden_sizes=8", "--epsilons=inf", "--seed=7", "--repetitions=2")
+             "--hidden_sizes=8", "--epsilons=inf", "--seed=7", "--num_repeats=2")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert [(c["seed"], c["status"]) for c in written["cells"]] == [
@@ -107,7 +107,7 @@ def test_case_one_with_canaries_of_their_own_shape_and_a_model_by_name(tmp_path,
     ("--epsilons=0", "epsilon"),
     ("--num_canaries=ten", "--num_canaries=ten must be a comma-separated list of integers"),
     ("--pool_fraction=1.5", "pool_fraction"),
-    ("--repetitions=0", "--repetitions=0 must be an integer >= 1"),
+    ("--num_repeats=0", "--num_repeats=0 must be an integer >= 1"),
 ])
 def test_bad_flags_give_one_line_errors(tmp_path, data_dir, flag, message):
   out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", flag)

@@ -9,7 +9,7 @@ def _run(*flags):
 
 
 def test_tiny_benchmark_prints_and_writes_json(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--scale=0.0005", "--repeats=2", "--min_timed_s=0",
+  out = _run(f"--output_dir={tmp_path}", "--scale=0.0005", "--num_repeats=2", "--min_timed_s=0",
              "--only=cp,one_run")
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)
@@ -31,7 +31,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
     relative = ours["compile_s"] / calibration["median_s"]
     assert abs(ours["compile_per_calibration"] - relative) <= 1e-12 * relative
     assert ours["recompiles_on_new_values"] == 0  # new values of the same shapes compile nothing
-    assert ours["repeats"] == 4  # --repeats before the peers' calls and as many after
+    assert ours["repeats"] == 4  # --num_repeats before the peers' calls and as many after
     assert "_after_peers" not in ours
     if w["group"] == "cp":
       assert set(w["peers"]) == {"scipy"} and w["fastest_peer"] == "scipy"
@@ -42,7 +42,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
 
 def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--only=throughput", "--throughput_sizes=3000",
-             "--throughput_reference=500", "--repeats=1", "--min_timed_s=0")
+             "--throughput_reference=500", "--num_repeats=1", "--min_timed_s=0")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert written["config"]["throughput_sizes"] == [3000]

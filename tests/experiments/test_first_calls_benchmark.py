@@ -9,7 +9,7 @@ def _run(*flags):
 
 
 def test_each_workload_compiles_in_fresh_processes(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--scale=0.001", "--rounds=1",
+  out = _run(f"--output_dir={tmp_path}", "--scale=0.001", "--num_rounds=1",
              "--only=one_run_m1e7_r100", "--emitters=loop")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
@@ -27,7 +27,7 @@ def test_each_workload_compiles_in_fresh_processes(tmp_path):
 
 def test_bad_flags_give_one_line():
   for flags, words in ((("--only=clopper_pearson_1e2",), "unknown workloads"),
-                       (("--rounds=0",), "--rounds=0")):
+                       (("--num_rounds=0",), "--num_rounds=0")):
     out = _run(*flags)
     assert out.returncode != 0
     assert words in out.stderr and "Traceback" not in out.stderr

@@ -14,7 +14,7 @@ def _run(*flags):
 
 def test_small_grid_writes_results_and_plot_and_resumes(tmp_path):
   flags = (f"--output_dir={tmp_path}", "--num_teachers=6", "--num_classes=3",
-           "--sigmas=0.5,2", "--orders=2,8", "--max_steps=4", "--num_random_starts=1")
+           "--noise_multipliers=0.5,2", "--orders=2,8", "--max_steps=4", "--num_random_starts=1")
   out = _run(*flags)
   assert out.returncode == 0, out.stderr
   results = read_json(tmp_path / "results.json")
@@ -34,9 +34,9 @@ def test_small_grid_writes_results_and_plot_and_resumes(tmp_path):
 
 
 @pytest.mark.parametrize("flag,match", [
-    ("--sigmas=0", "--sigmas contains 0.0"),
-    ("--sigmas=1e-11", "--sigmas contains 1e-11, outside the valid range [2e-11, 10000] for "
-     "--num_teachers=20"),
+    ("--noise_multipliers=0", "--noise_multipliers contains 0.0"),
+    ("--noise_multipliers=1e-11", "--noise_multipliers contains 1e-11, outside the valid range "
+     "[2e-11, 10000] for --num_teachers=20"),
 ])
 def test_bad_flag_is_one_line_error(tmp_path, flag, match):
   out = _run(f"--output_dir={tmp_path}", flag)

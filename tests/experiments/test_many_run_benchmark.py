@@ -12,7 +12,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   # 8 runs in chunks of 3 (one padded run) exercise the chunking; 2 runs are also trained in
   # the sequential loop and must end with the vmapped runs' parameters and batch sizes.
   out = _run(f"--output_dir={tmp_path}", "--num_runs=8", "--num_steps=3",
-             "--sequential_runs=2", "--check_runs=2", "--repeats=1", "--chunk_size=3",
+             "--sequential_runs=2", "--check_runs=2", "--num_repeats=1", "--chunk_size=3",
              "--model=mlp")
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)

@@ -52,7 +52,7 @@ def started(tmp_path_factory):
       "benchmark": _Started(root / "bench", "experiments.benchmarks.ngram",
                             f"--output_dir={root / 'bench' / 'out'}", "--num_models=64",
                             "--num_steps=5", "--sequential_models=4", "--check_models=2",
-                            "--repeats=1"),
+                            "--num_repeats=1"),
       "bad_sigma": _Started(root / "bad_sigma", "experiments.ngram_reconstruction",
                             f"--output_dir={root / 'bad_sigma' / 'out'}",
                             "--noise_multipliers=0"),

@@ -33,9 +33,10 @@ def test_tiny_run_writes_results_plot_and_table(tmp_path):
 
 
 def test_bad_input_prints_one_line_and_exits_nonzero(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--sigma=-1")
+  out = _run(f"--output_dir={tmp_path}", "--noise_multiplier=-1")
   assert out.returncode == 2
-  assert out.stderr.strip().count("\n") == 0 and out.stderr.startswith("error: --sigma=-1")
+  assert out.stderr.strip().count("\n") == 0
+  assert out.stderr.startswith("error: --noise_multiplier=-1")
   out = _run(f"--output_dir={tmp_path}", "--histogram=1,2,x")
   assert out.returncode == 2 and "--histogram=1,2,x" in out.stderr
   assert "Traceback" not in out.stderr

@@ -16,8 +16,8 @@ def _run(*flags):
 
 def test_tiny_benchmark_compares_with_numpy(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--num_trials=20000", "--numpy_trials=20000",
-             "--repeats=1", "--num_teachers=30", "--num_classes=4", "--teachers=3",
-             "--teacher_epochs=1", "--teacher_models=logistic")
+             "--num_repeats=1", "--num_teachers=30", "--num_classes=4",
+             "--num_trained_teachers=3", "--teacher_epochs=1", "--teacher_models=logistic")
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert loads(out.stdout) == written

@@ -13,7 +13,7 @@ def _run(*flags):
 
 
 def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--sigmas=0.5,1.0", "--num_steps=20000",
+  out = _run(f"--output_dir={tmp_path}", "--noise_multipliers=0.5,1.0", "--num_steps=20000",
              "--max_bits=60", "--num_bits=13", "--min_steps=100", "--max_steps=100000",
              "--num_step_points=4", "--fig2_bits=40")
   assert out.returncode == 0, out.stderr
@@ -52,17 +52,18 @@ def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_pa
 
 
 def test_bad_flag_is_one_line_error():
-  out = _run("--sigmas=-1", "--noplot")
+  out = _run("--noise_multipliers=-1", "--noplot")
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("error:") and "--sigmas=-1" in lines[0], out.stderr
+  assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
+  assert "--noise_multipliers=-1" in lines[0], out.stderr
   assert "Traceback" not in out.stderr
   out = _run("--min_steps=10", "--max_steps=5")
   assert out.returncode == 2 and out.stderr.startswith("error: --max_steps=5")
 
 
 def test_orders_pld_and_plot_flags_reach_the_config(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--sigmas=0.7", "--num_steps=500",
+  out = _run(f"--output_dir={tmp_path}", "--noise_multipliers=0.7", "--num_steps=500",
              "--sampling_rate=0.01", "--orders=3,1.5,2,2,40", "--nopld", "--noplot",
              "--max_bits=20", "--num_bits=5", "--min_steps=10", "--max_steps=20",
              "--num_step_points=30", "--fig2_bits=0")

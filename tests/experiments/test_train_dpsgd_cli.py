@@ -24,7 +24,7 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
   flags = (f"--output_dir={out_dir}", f"--compilation_cache_dir={tmp_path / 'jax_cache'}",
            f"--data_dir={data_dir}",
            "--dataset=wine", "--model=logistic", "--epochs=2", "--batch_size=32",
-           "--target_epsilons=8,inf", "--repetitions=1", "--learning_rate=0.1")
+           "--epsilons=8,inf", "--num_repeats=1", "--learning_rate=0.1")
   out = _run(*flags)
   assert out.returncode == 0, out.stderr
   results = read_json(out_dir / "results.json")
@@ -33,6 +33,7 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
               "wall_time_s"):
     assert key in results, key
   assert results["dataset"] == "wine" and results["config"]["seed"] == 0
+  # results.json keeps the config's field names (target_epsilons, repetitions).
   assert results["config"]["repetitions"] == 1 and results["seeds"] == [0]
   # 178 examples, 20% test (stratified by class): 142 train; q = 32/142, T = ceil(2 / q) = 9.
   assert results["num_train"] == 142 and results["num_steps"] == 9
@@ -67,17 +68,17 @@ def test_tiny_sweep_writes_results_and_resume_skips_finished_runs(tmp_path, data
 
 
 def test_bad_input_prints_one_line_and_exits_2(tmp_path, data_dir):
-  out = _run(f"--output_dir={tmp_path}", "--target_epsilons=1,-2")
+  out = _run(f"--output_dir={tmp_path}", "--epsilons=1,-2")
   assert out.returncode == 2
   assert out.stderr.strip().count("\n") == 0, out.stderr
-  assert out.stderr.startswith("error: target_epsilons=-2.0")
+  assert out.stderr.startswith("error: epsilons=-2.0")
   assert "valid range (0, inf)" in out.stderr
   out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=wine",
              "--model=lenet5")
   assert out.returncode == 2 and "Traceback" not in out.stderr
   assert out.stderr.strip().splitlines()[-1].startswith("error: model='lenet5' needs image data")
   assert not os.path.exists(tmp_path / "results.json")
-  # --num_seeds is now --repetitions (one name for repetitions in every experiment).
+  # --num_seeds was renamed long ago (now --num_repeats, its deprecated alias --repetitions).
   out = _run(f"--output_dir={tmp_path}", "--num_seeds=2")
   assert out.returncode == 2, out.stderr
   assert "Unknown command line flag 'num_seeds'" in out.stderr, out.stderr

@@ -24,11 +24,13 @@ def test_grids_and_job_names(tmp_path):
   with pytest.raises(ValueError, match="non-empty list"):
     sweep.product(a="12")
   s = sweep.Sweep("s", "experiments.noisy_argmax_audit", fixed={"plot": False},
-                  grid=sweep.product(sigma=[2.0, 3.0], orders=[[2, 4]]))
+                  grid=sweep.product(noise_multiplier=[2.0, 3.0], orders=[[2, 4]]))
   jobs = s.jobs(str(tmp_path))
-  assert [j.name for j in jobs] == ["sigma=2.0,orders=2_4", "sigma=3.0,orders=2_4"]
-  assert jobs[0].argv("python")[3:] == ["--plot=false", "--sigma=2.0", "--orders=2,4",
-                                        f"--output_dir={tmp_path}/s/sigma=2.0,orders=2_4"]
+  assert [j.name for j in jobs] == ["noise_multiplier=2.0,orders=2_4",
+                                    "noise_multiplier=3.0,orders=2_4"]
+  assert jobs[0].argv("python")[3:] == [
+      "--plot=false", "--noise_multiplier=2.0", "--orders=2,4",
+      f"--output_dir={tmp_path}/s/noise_multiplier=2.0,orders=2_4"]
   assert jobs[0].fingerprint() != jobs[1].fingerprint()
   with pytest.raises(ValueError, match="output_dir"):
     sweep.Sweep("s", "experiments.x", grid=sweep.product(output_dir=["a"]))
@@ -47,7 +49,7 @@ def _write_sweep(path, sigmas):
   path.write_text(
       "from launch.sweep import Sweep, product\n"
       f"SWEEP = Sweep(name='tiny', module='experiments.noisy_argmax_audit', fixed={TINY!r},\n"
-      f"              grid=product(sigma={sigmas!r}))\n")
+      f"              grid=product(noise_multiplier={sigmas!r}))\n")
   return str(path)
 
 
@@ -60,31 +62,35 @@ def _launch(sweep_file, root, *flags, **kwargs):
 def test_crash_kill_and_rerun(tmp_path):
   """A crashed job does not stop the others; a sweep killed mid-job reruns only what was
   missing (one sweep, so the suite stays short)."""
-  sweep_file = _write_sweep(tmp_path / "tiny.py", [2.0, -1.0, 3.0])  # sigma=-1: exit 2
+  sweep_file = _write_sweep(tmp_path / "tiny.py", [2.0, -1.0, 3.0])  # noise_multiplier=-1: exit 2
   root = tmp_path / "out" / "tiny"
   argv = [sys.executable, "-m", "launch.local", f"--sweep={sweep_file}",
           f"--output_root={tmp_path / 'out'}"]
   launcher = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
   deadline = time.time() + 240
-  while not (root / "sigma=3.0" / "job.log").exists() and time.time() < deadline:
+  while not (root / "noise_multiplier=3.0" / "job.log").exists() and time.time() < deadline:
     time.sleep(0.2)
   launcher.send_signal(signal.SIGTERM)  # mid-way through the last job
   _, err = launcher.communicate(timeout=60)
   assert launcher.returncode == 130, err
-  assert "FAILED sigma=-1.0: exit code 2; log:" in err and "done  sigma=2.0" in err
-  assert (root / "sigma=2.0" / "job.json").exists()
-  assert not (root / "sigma=3.0" / "job.json").exists()
-  assert "sigma=-1.0 is outside" in (root / "sigma=-1.0" / "job.log").read_text()
+  assert "FAILED noise_multiplier=-1.0: exit code 2; log:" in err
+  assert "done  noise_multiplier=2.0" in err
+  assert (root / "noise_multiplier=2.0" / "job.json").exists()
+  assert not (root / "noise_multiplier=3.0" / "job.json").exists()
+  assert "noise_multiplier=-1.0 is outside" in (root / "noise_multiplier=-1.0" / "job.log"
+                                                 ).read_text()
   rerun = _launch(sweep_file, tmp_path / "out", "--parallelism=2")
   assert rerun.returncode == 1, rerun.stderr
   assert "3 jobs, 1 finished earlier, 2 to run" in rerun.stderr
-  assert "start sigma=2.0" not in rerun.stderr and "done  sigma=3.0" in rerun.stderr
+  assert "start noise_multiplier=2.0" not in rerun.stderr
+  assert "done  noise_multiplier=3.0" in rerun.stderr
   with open(root / "summary.csv") as f:
     rows = {r["job"]: r for r in csv.DictReader(f)}
-  assert rows["sigma=-1.0"]["status"] == "failed" and rows["sigma=-1.0"]["exit_code"] == "2"
-  assert rows["sigma=2.0"]["status"] == "skipped (finished earlier)"
-  assert rows["sigma=3.0"]["status"] == "finished" and float(rows["sigma=3.0"]["num_trials"]) == 20000
+  failed, earlier, last = (rows[f"noise_multiplier={v}"] for v in ("-1.0", "2.0", "3.0"))
+  assert failed["status"] == "failed" and failed["exit_code"] == "2"
+  assert earlier["status"] == "skipped (finished earlier)"
+  assert last["status"] == "finished" and float(last["num_trials"]) == 20000
   assert (root / "summary.md").read_text().startswith("| job |")
 
 
@@ -141,12 +147,13 @@ def _start_job(tmp_path, name="slow"):
   sweep_file.write_text(
       "from launch.sweep import Sweep, product\n"
       f"SWEEP = Sweep(name={name!r}, module='experiments.noisy_argmax_audit',\n"
-      f"              fixed={{**{TINY!r}, 'num_trials': 10**9}}, grid=product(sigma=[2.0]))\n")
+      f"              fixed={{**{TINY!r}, 'num_trials': 10**9}},\n"
+      "              grid=product(noise_multiplier=[2.0]))\n")
   launcher = subprocess.Popen(
       [sys.executable, "-m", "launch.local", f"--sweep={sweep_file}",
        f"--output_root={tmp_path / 'out'}"], cwd=ROOT, stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True)
-  job_dir = tmp_path / "out" / name / "sigma=2.0"
+  job_dir = tmp_path / "out" / name / "noise_multiplier=2.0"
   arg = f"--output_dir={job_dir}"
   try:
     _wait_for(lambda: len(_pids_with_arg(arg)) >= 2 or launcher.poll() is not None, 120,
@@ -212,7 +219,7 @@ def test_rerun_does_not_start_a_job_another_process_still_holds(tmp_path):
   """A job directory held by a live process (an orphan of an earlier launch, or a foreign
   run) is reported and left alone; the job counts as not finished."""
   sweep_file = _write_sweep(tmp_path / "tiny.py", [2.0])
-  job_dir = tmp_path / "out" / "tiny" / "sigma=2.0"
+  job_dir = tmp_path / "out" / "tiny" / "noise_multiplier=2.0"
   job_dir.mkdir(parents=True)
   (job_dir / "job.log").write_text("the earlier launch's log\n")
   holder = subprocess.Popen(
@@ -226,7 +233,8 @@ def test_rerun_does_not_start_a_job_another_process_still_holds(tmp_path):
     holder.kill()
     holder.wait()
   assert out.returncode == 1, out.stderr
-  assert f"is in use by process {holder.pid}" in out.stderr and "start sigma" not in out.stderr
+  assert f"is in use by process {holder.pid}" in out.stderr
+  assert "start noise_multiplier" not in out.stderr
   assert (job_dir / "job.log").read_text() == "the earlier launch's log\n"
   with open(job_dir.parent / "summary.csv") as f:
     assert [r["status"] for r in csv.DictReader(f)] == [f"running elsewhere (pid {holder.pid})"]
