@@ -24,7 +24,7 @@ import numpy as np
 if TYPE_CHECKING:  # only for annotations: the figures import their audits lazily
   from dpaudit.audits.dpsgd_grid import DPSGDGridResult
   from dpaudit.audits.lm_reconstruction import LMReconstructionResult
-  from dpaudit.audits.tightness import TightnessResult
+  from dpaudit.tightness import TightnessResult
 
 
 def _pyplot():

@@ -22,10 +22,21 @@ The families:
 * ``ngram``: the empirical leakage :math:`\log(p_1 / p_0)` of a random canary in DP-SGD-trained
   n-gram models (Eq. (4) of Stock et al.), lowered by :math:`z_{1-\beta}` delta-method
   standard errors (an asymptotic one-sided bound), against :math:`L(p_0)`.
+* ``lm_reconstruction``: the canary's leakage in bits in one DP-SGD-trained character LM
+  (Stock et al., Sec. 4.3), the prior secrecy minus the measured one: a point estimate from one
+  model (no confidence), against the RDP leakage bound :math:`L_2(b_0)`.
+* ``private_prediction``: PATE on one query through :func:`dpaudit.audit.histogram_model`
+  (2-cut and k-cut at order 2, Chadha et al. Sec. 5.1), against GNMax's data-independent RDP.
+* ``panoramia``: PANORAMIA (Kazmi et al. 2024) on a DP-SGD-trained tabular target through
+  :func:`dpaudit.audit.panoramia`: eps~, a measurement relative to a baseline (not a lower
+  bound), against the target's DP epsilon.
+* ``domias``: DOMIAS (van Breugel et al. 2023) against DP-TVAE through
+  :func:`dpaudit.audit.domias`: the one-run bound of its scores, against the generator's epsilon.
 
-Every row records its kind of guarantee (``finite-sample``, ``asymptotic``), the number of
-observations behind it (trials, runs, canaries or models) and its wall time. Seeds: one key
-from ``seed`` is split into one key per family.
+Every row records its kind (``finite-sample`` or ``asymptotic`` for bounds; an estimate or a
+measurement where it is not a bound), the number of observations behind it and its wall time.
+Seeds: the first three families' keys are split from ``seed``'s key, each later family folds
+its index into it (so adding a family changes no other row).
 """
 
 from __future__ import annotations
@@ -41,12 +52,19 @@ from scipy import stats
 from dpaudit import _validate
 from dpaudit import prng
 from dpaudit.accounting.dpsgd import quiet_accountant
+import numpy as np
+
+from dpaudit import audit
 from dpaudit.audits import dpsgd as dpsgd_audit
 from dpaudit.audits import dpsgd_grid
+from dpaudit.audits import lm_reconstruction
 from dpaudit.audits import noisy_argmax
 from dpaudit.audits import reconstruction
 
-FAMILIES = ("noisy_argmax", "dpsgd", "ngram")
+FAMILIES = ("noisy_argmax", "dpsgd", "ngram", "lm_reconstruction", "private_prediction",
+            "panoramia", "domias")
+_FIRST_FAMILIES = 3  # keys: the first three split from the report's key (as before the others
+# existed, so their rows are unchanged); every later family folds its index into it
 ALL_DPSGD_AUDITS = tuple((game, canary) for game in dpsgd_audit.GAMES
                          for canary in dpsgd_audit.GAME_CANARIES[game])
 DPSGD_AUDITS = (("many_run", "dirac"), ("one_run", "mislabelled"), ("uniaud", "gaussian"),
@@ -80,6 +98,11 @@ class TightnessConfig:
       what the processes share out (:func:`dpaudit.distributed.map_chunks`).
     noisy_argmax_chunk_size: Monte Carlo trials per vmapped chunk of the noisy-argmax cuts
       (memory; under ``jax.distributed`` the processes share out the chunks).
+    lm_noise_multiplier, lm_lines, lm_epochs: the LM reconstruction's one target model.
+    pate_noise_multiplier, pate_trials: PATE's GNMax noise and Monte Carlo trials per side.
+    domias_epsilon, domias_candidates: DP-TVAE's epsilon and the DOMIAS candidates (each a
+      member by a fair coin).
+    panoramia_members: the PANORAMIA target's training records (a third of them audit it).
   """
   families: tuple[str, ...] = FAMILIES
   seed: int = 0
@@ -105,6 +128,14 @@ class TightnessConfig:
   dpsgd_chunk_size: int = 0
   ngram_chunk_size: int = 0
   noisy_argmax_chunk_size: int = 2**16
+  lm_noise_multiplier: float = 1.0
+  lm_lines: int = 400
+  lm_epochs: float = 2.0
+  pate_noise_multiplier: float = 2.0
+  pate_trials: int = 200_000
+  domias_epsilon: float = 4.0
+  domias_candidates: int = 400
+  panoramia_members: int = 500
 
   def __post_init__(self):
     object.__setattr__(self, "families", tuple(self.families))
@@ -131,6 +162,15 @@ class TightnessConfig:
         _renamed(lambda pair=pair: self.dpsgd_config(*pair), _DPSGD_FIELDS)
     if "ngram" in self.families:
       _renamed(self.ngram_config, _NGRAM_FIELDS)
+    if "lm_reconstruction" in self.families:
+      _renamed(self.lm_config, _LM_FIELDS)
+    _validate.check_range("pate_noise_multiplier", self.pate_noise_multiplier, 0.0, math.inf,
+                          low_open=True, high_open=True)
+    _validate.check_integer("pate_trials", self.pate_trials, 4)
+    _validate.check_range("domias_epsilon", self.domias_epsilon, 0.0, math.inf, low_open=True,
+                          high_open=True)
+    _validate.check_integer("domias_candidates", self.domias_candidates, 20, 20_000)
+    _validate.check_integer("panoramia_members", self.panoramia_members, 50, 60_000)
 
   def noisy_argmax_config(self) -> noisy_argmax.NoisyArgmaxAuditConfig:
     return noisy_argmax.NoisyArgmaxAuditConfig(
@@ -151,7 +191,17 @@ class TightnessConfig:
         noise_multipliers=(self.ngram_noise_multiplier,), num_models=self.ngram_models,
         num_steps=self.ngram_steps, chunk_size=self.ngram_chunk_size)
 
+  def lm_config(self) -> lm_reconstruction.LMReconstructionConfig:
+    """The LM reconstruction's canary experiment at a small size: one target model."""
+    return lm_reconstruction.LMReconstructionConfig(
+        num_train=self.lm_lines, num_reference=1, num_test=2, num_generated=2,
+        noise_multipliers=(self.lm_noise_multiplier,),
+        analysis_noise_multiplier=self.lm_noise_multiplier, epochs=self.lm_epochs,
+        batch_size=32, secret_digits=6, num_exposure_samples=1000, seed=self.seed)
 
+
+_LM_FIELDS = {"noise_multipliers": "lm_noise_multiplier", "num_train": "lm_lines",
+              "epochs": "lm_epochs"}
 _NOISY_ARGMAX_FIELDS = {"sigma": "noisy_argmax_sigma", "num_trials": "noisy_argmax_trials",
                         "orders": "noisy_argmax_order", "chunk_size": "noisy_argmax_chunk_size"}
 _DPSGD_FIELDS = {"num_canaries": "dpsgd_canaries", "num_runs": "dpsgd_runs",
@@ -311,6 +361,176 @@ def ngram_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
       wall_time_s=time.perf_counter() - start, note=note)]
 
 
+def _front_door_row(name: str, result: audit.AuditResult, seconds: float, unit: str,
+                    note: str = "") -> TightnessRow:
+  """A row from the front door's :class:`dpaudit.audit.AuditResult`."""
+  quantity = ("epsilon" if result.quantity == "epsilon"
+              else f"Renyi D_{result.order:g}" if result.order is not None else result.quantity)
+  return TightnessRow(
+      audit=name, quantity=quantity, lower_bound=float(result.lower_bound), kind=result.kind,
+      confidence=float(result.confidence), reference=float(result.reference),
+      reference_kind="theory upper bound", ceiling=(math.nan if result.ceiling is None
+                                                    else float(result.ceiling)),
+      num_observations=int(result.observations), unit=unit, wall_time_s=seconds, note=note)
+
+
+def lm_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
+  """The canary's leakage in one DP-SGD-trained character LM (Stock et al., Sec. 4.3): the
+  prior secrecy minus the secrecy measured on the trained model, against the RDP leakage bound
+  :math:`L_2(b_0)` (Eq. 3 in bits). One trained model gives one draw of the leakage: a point
+  estimate with no confidence (``confidence`` NaN), not a bound."""
+  _check_call(key, config)
+  lm_config = _renamed(config.lm_config, _LM_FIELDS)
+  start = time.perf_counter()
+  data_key, secret_key, model_key, exp_key = jax.random.split(key, 4)
+  with quiet_accountant():
+    lines = lm_reconstruction.load_lines(data_key, lm_config)
+    vocab = lm_reconstruction.ngram.CharVocab.from_texts(lines.all_texts)
+    secret = lm_reconstruction.lm.random_secret(secret_key, lm_config.secret_digits)
+    target = lm_reconstruction.lm.insert_canary(lines.train, lm_config.prompt + secret,
+                                                lm_config.canary_repetitions)
+    model = lm_reconstruction.ngram.CharNGramLM(vocab.size, lm_config.context_size,
+                                                lm_config.hidden_size)
+    train = lm_reconstruction.train_config(lm_config, config.lm_noise_multiplier, len(target))
+    params = lm_reconstruction.trained_params(model_key, "target", model, target, vocab, train,
+                                              lm_config.max_length,
+                                              progress_stream=_Silent())
+    point = lm_reconstruction.secrecy_point(exp_key, lm_config, model, params, vocab, secret,
+                                            train)
+  return [TightnessRow(
+      audit="lm canary reconstruction", quantity="leakage (bits)",
+      lower_bound=max(point.prior_bits - point.secrecy_bits, 0.0),
+      kind="estimate (1 model)", confidence=math.nan,
+      reference=float(point.bound_leakage_bits), reference_kind="theory upper bound",
+      ceiling=float(point.prior_bits), num_observations=1, unit="model",
+      wall_time_s=time.perf_counter() - start,
+      note=f"sigma={point.noise_multiplier:g}, {point.num_steps} steps, "
+           f"{lm_config.canary_repetitions} canary copies; exposure "
+           f"{point.exposure_extrapolated_bits:.1f} bits")]
+
+
+class _Silent:
+  def write(self, text: str) -> int:
+    return len(text)
+
+  def flush(self) -> None:
+    pass
+
+
+PATE_TEACHERS = 20
+PATE_PROBABILITIES = (0.55, 0.45)  # the teachers' vote shares on the query (a close vote)
+
+
+def private_prediction_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
+  """PATE on one query (Chadha et al., Sec. 5.1): ``PATE_TEACHERS`` teachers voting
+  ``PATE_PROBABILITIES``, the neighbour's first teacher always voting the runner-up; the 2-cut
+  and k-cut bounds at order 2 (:func:`dpaudit.audit.histogram_model`) against GNMax's
+  data-independent RDP."""
+  _check_call(key, config)
+  from dpaudit.mechanisms import histograms  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  model = histograms.pate_model(PATE_PROBABILITIES, (0.0, 1.0), PATE_TEACHERS)
+  with jax.enable_x64(True):
+    two_cut, k_cut = audit.histogram_model(
+        key, model, noise_multiplier=config.pate_noise_multiplier, num_trials=config.pate_trials,
+        order=2.0, confidence=1 - config.significance, num_histograms=512, num_bootstrap=20)
+  seconds = time.perf_counter() - start
+  note = (f"{PATE_TEACHERS} teachers, sigma={config.pate_noise_multiplier:g}; model divergence "
+          f"(estimate) {two_cut.details['model_divergence']:.3g}")
+  return [_front_door_row("pate 2-cut", two_cut, seconds, "trials", note),
+          _front_door_row("pate k-cut", k_cut, seconds, "trials", note)]
+
+
+def domias_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
+  """DOMIAS (van Breugel et al. 2023) against DP-TVAE on California Housing: candidates put in
+  the training data by fair coins, the generator fitted with DP-SGD at ``domias_epsilon``, the
+  one-run bound of DOMIAS's scores (:func:`dpaudit.audit.domias`) against that epsilon."""
+  _check_call(key, config)
+  from dpaudit import data  # pylint: disable=g-import-not-at-top
+  from dpaudit.models import tabular_generators  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  k_rows, k_coins, k_fit, k_sample = jax.random.split(key, 4)
+  records = np.asarray(data.load("california_housing").features, np.float64)
+  order = np.asarray(jax.random.permutation(k_rows, len(records)))
+  m = config.domias_candidates
+  candidates, reference = records[order[:m]], records[order[m:m + 2000]]
+  is_member = np.asarray(jax.random.bernoulli(k_coins, 0.5, (m,)))
+  with quiet_accountant():
+    generator = tabular_generators.fit_generator(
+        k_fit, "dp_tvae", candidates[is_member],
+        {"epsilon": config.domias_epsilon, "delta": 1e-5, "epochs": 20, "batch_size": 64,
+         "latent_dim": 16, "hidden": (64, 64)})
+  synthetic = np.asarray(generator.sample(k_sample, 2000), np.float64)
+  result = audit.domias(synthetic, reference, candidates, is_member, delta=1e-5,
+                        confidence=1 - config.significance,
+                        reference=float(generator.model.epsilon))
+  return [_front_door_row("domias dp_tvae", result, time.perf_counter() - start, "candidates",
+                          f"AUC {result.details['auc']:.2f}, delta=1e-05")]
+
+
+PANORAMIA_EPSILON = 8.0  # the DP-SGD epsilon of PANORAMIA's tabular target
+
+
+def _marginals_generator(d_g):
+  """A fast generator for the report: each column (and the label) drawn independently from
+  its empirical distribution in ``d_g`` (MST without its pairwise marginals)."""
+  from dpaudit.audits import panoramia as pan  # pylint: disable=g-import-not-at-top
+  table = np.column_stack([np.asarray(d_g.inputs, np.float64), np.asarray(d_g.labels)])
+
+  def sample(key, n):
+    rows = np.asarray(jax.random.randint(key, (n, table.shape[1]), 0, len(table)))
+    drawn = table[rows, np.arange(table.shape[1])]
+    return pan.Examples(drawn[:, :-1].astype(np.asarray(d_g.inputs).dtype),
+                        drawn[:, -1].astype(np.asarray(d_g.labels).dtype))
+  return sample
+
+
+def panoramia_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
+  """PANORAMIA (Kazmi et al. 2024) on a tabular target: a TabularMLP trained with DP-SGD at
+  ``PANORAMIA_EPSILON`` on ``panoramia_members`` Adult records, audited without retraining
+  (:func:`dpaudit.audit.panoramia`) with generated non-members from a generator fitted on 2000
+  other Adult records (the column marginals: fast; the paper's MST is
+  ``python -m experiments.panoramia --modality=tabular``). Its eps~ is a measurement relative
+  to a baseline classifier, not a lower bound on the target's epsilon: the row's kind says so."""
+  _check_call(key, config)
+  from dpaudit import data  # pylint: disable=g-import-not-at-top
+  from dpaudit.attacks.panoramia import ClassifierConfig  # pylint: disable=g-import-not-at-top
+  from dpaudit.audits import panoramia as pan  # pylint: disable=g-import-not-at-top
+  from dpaudit.audits import panoramia_modalities as mod  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  k_rows, k_target, k_audit = jax.random.split(key, 3)
+  ds = data.load("adult", "train")
+  order = np.asarray(jax.random.permutation(k_rows, len(ds.labels)))
+  n = config.panoramia_members
+  members = pan.Examples(ds.features[order[:n]], ds.labels[order[:n]])
+  d_g = pan.Examples(ds.features[order[n:n + 2000]], ds.labels[order[n:n + 2000]])
+  spec = mod.tabular_spec(mod.adult_binnings()[:-1])
+  with quiet_accountant():
+    params, _ = mod.train_model(k_target, spec, members,
+                                mod.TrainSpec(epochs=10, epsilon=PANORAMIA_EPSILON))
+  third = n // 3
+  result = audit.panoramia(
+      k_audit, mod.loss_function(spec, params), members, generator=_marginals_generator(d_g),
+      confidence=1 - config.significance,
+      config=pan.PanoramiaConfig(num_audit=third, num_classifier_train=third,
+                                 num_helper_train=2, baseline_helpers=("none",),
+                                 null_samples=0, classifier=ClassifierConfig(epochs=5)))
+  return [TightnessRow(
+      audit="panoramia tabular", quantity="eps~ (PANORAMIA)",
+      lower_bound=float(result.lower_bound), kind="measurement (not a bound)",
+      confidence=float(result.confidence), reference=PANORAMIA_EPSILON,
+      reference_kind="theory upper bound", ceiling=float(result.ceiling),
+      num_observations=int(result.observations), unit="audit examples",
+      wall_time_s=time.perf_counter() - start,
+      note=f"c_lb {result.details['c_lb']:.2f}, MIA AUC {result.details['mia_auc']:.2f}, "
+           f"baseline AUC {max(result.details['baseline_auc'].values()):.2f}")]
+
+
+_ROWS = {"noisy_argmax": noisy_argmax_rows, "ngram": ngram_rows, "lm_reconstruction": lm_rows,
+         "private_prediction": private_prediction_rows, "panoramia": panoramia_rows,
+         "domias": domias_rows}
+
+
 def run(config: TightnessConfig,
         progress: Callable[[str], None] | None = None) -> TightnessResult:
   """Runs every family of ``config`` and returns one row per audit.
@@ -320,16 +540,16 @@ def run(config: TightnessConfig,
     progress: optional callback receiving one line per finished audit.
   """
   _check_call(None, config)
-  keys = dict(zip(FAMILIES, jax.random.split(prng.make_key(config.seed, config.prng_impl),
-                                             len(FAMILIES))))
+  key = prng.make_key(config.seed, config.prng_impl)
+  keys = dict(zip(FAMILIES, jax.random.split(key, _FIRST_FAMILIES)))
+  keys.update({family: jax.random.fold_in(key, i)
+               for i, family in enumerate(FAMILIES) if i >= _FIRST_FAMILIES})
   rows: list[TightnessRow] = []
   for family in config.families:
-    if family == "noisy_argmax":
-      new = noisy_argmax_rows(keys[family], config)
-    elif family == "dpsgd":
+    if family == "dpsgd":
       new = dpsgd_rows(keys[family], config, progress)
     else:
-      new = ngram_rows(keys[family], config)
+      new = _ROWS[family](keys[family], config)
     if progress is not None and family != "dpsgd":
       for row in new:
         progress(_line(row))
@@ -349,14 +569,18 @@ def _num(value: float, digits: int = 3) -> str:
 
 
 def table(result: TightnessResult) -> str:
-  """The report as a fixed-width table, one line per audit."""
-  header = (f"{'audit':<30} {'quantity':<15} {'lower':>7} {'conf':>5} {'kind':<13} "
+  """The report as a fixed-width table, one line per audit, and what its values are."""
+  header = (f"{'audit':<28} {'quantity':<16} {'value':>7} {'conf':>5} {'kind':<26} "
             f"{'reference':>9} {'ref kind':<18} {'ratio':>6} {'ceiling':>7} "
-            f"{'observations':>19} {'s':>6}")
+            f"{'observations':>22} {'s':>6}")
   lines = [header]
   for r in result.rows:
-    lines.append(f"{r.audit:<30} {r.quantity:<15} {_num(r.lower_bound):>7} {r.confidence:>5.2f} "
-                 f"{r.kind:<13} {_num(r.reference):>9} {r.reference_kind:<18} "
+    conf = f"{r.confidence:5.2f}" if math.isfinite(r.confidence) else f"{'-':>5}"
+    lines.append(f"{r.audit:<28} {r.quantity:<16} {_num(r.lower_bound):>7} {conf} "
+                 f"{r.kind:<26} {_num(r.reference):>9} {r.reference_kind:<18} "
                  f"{_num(r.ratio, 2):>6} {_num(r.ceiling, 2):>7} "
-                 f"{f'{r.num_observations} {r.unit}':>19} {r.wall_time_s:6.1f}")
+                 f"{f'{r.num_observations} {r.unit}':>22} {r.wall_time_s:6.1f}")
+  lines.append("value: a lower bound at conf where the kind is finite-sample or asymptotic; an "
+               "estimate or a measurement (no confidence) where the kind says so. "
+               "0 = no leakage measured.")
   return "\n".join(lines)

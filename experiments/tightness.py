@@ -3,17 +3,20 @@ r"""How tight is each audit? Every audit family at a small default, one table an
   python -m experiments.tightness --output_dir=out/tightness
   python -m experiments.tightness --families=noisy_argmax,ngram --noisy_argmax_trials=10000000
 
-Runs :func:`dpaudit.audits.tightness.run`: the noisy-argmax 2-cut and k-cut audits (against the
-exact Renyi divergence), the four DP-SGD games (many-run, one-run, UniAud, UniAud++; against
-the accountant's epsilon) and the n-gram canary reconstruction (against the RDP bound
-L(p0)). Each row gives the lower bound at its confidence and how that confidence is
-guaranteed, the value it is held against, their ratio (1 = tight), the ceiling the audit could
-reach with its observations, the number of trials, runs, canaries or models, and the wall
-time. Writes ``results.json`` and ``tightness.png`` to ``--output_dir`` and prints the table.
-Under ``python -m launch.multihost`` the trials, many-run runs and n-gram models are shared out
-over the processes, with the one-process result.
+Runs :func:`dpaudit.tightness.run`, every family through its game or the front door
+(:mod:`dpaudit.audit`): the noisy-argmax 2-cut and k-cut audits (against the exact Renyi
+divergence), the four DP-SGD games (many-run, one-run, UniAud, UniAud++; against the
+accountant's epsilon), the n-gram and LM canary reconstructions (against the RDP leakage
+bound), PATE on one query (against GNMax's data-independent RDP), PANORAMIA on a tabular
+target and DOMIAS against DP-TVAE (against the generator's epsilon). Each row gives the lower
+bound at its confidence and how that confidence is guaranteed (or that it is an estimate),
+the value it is held against, their ratio (1 = tight), the ceiling the audit could reach with
+its observations, the number of observations and the wall time. Writes ``results.json`` and
+``tightness.png`` to ``--output_dir`` and prints the table. Under ``python -m
+launch.multihost`` the trials, many-run runs and n-gram models are shared out over the
+processes.
 
-The defaults take about a minute on 2 CPU cores; raise ``--noisy_argmax_trials``,
+The defaults take about three minutes on 2 CPU cores; raise ``--noisy_argmax_trials``,
 ``--dpsgd_runs``, ``--dpsgd_canaries`` and ``--ngram_models`` for tighter audits.
 """
 
@@ -25,13 +28,14 @@ import sys
 from absl import flags
 
 from dpaudit import plots
-from dpaudit.audits import tightness
+from dpaudit import tightness
 from experiments import common
 
 _D = tightness.TightnessConfig  # the defaults live in the config, not here
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("families", list(_D.families), "Audit families: noisy_argmax, dpsgd, ngram.")
+flags.DEFINE_list("families", list(_D.families), "Audit families: "
+                  + ", ".join(tightness.FAMILIES) + ".")
 flags.DEFINE_integer("seed", _D.seed, "Seed of the report (one key per family).")
 flags.DEFINE_enum("prng_impl", _D.prng_impl, list(common.PRNG_IMPLS), "PRNG implementation.")
 flags.DEFINE_float("significance", _D.significance, "beta: bounds hold with prob. 1 - beta.")
@@ -66,6 +70,16 @@ flags.DEFINE_integer("ngram_chunk_size", _D.ngram_chunk_size,
                      "n-gram models per vmapped call (0: all at once).")
 flags.DEFINE_integer("noisy_argmax_chunk_size", _D.noisy_argmax_chunk_size,
                      "Noisy argmax: Monte Carlo trials per vmapped chunk.")
+flags.DEFINE_float("lm_noise_multiplier", _D.lm_noise_multiplier,
+                   "sigma of the LM reconstruction's target model.")
+flags.DEFINE_integer("lm_lines", _D.lm_lines, "Training lines of the LM target.")
+flags.DEFINE_float("lm_epochs", _D.lm_epochs, "Epochs of the LM target.")
+flags.DEFINE_float("pate_noise_multiplier", _D.pate_noise_multiplier, "PATE's GNMax noise.")
+flags.DEFINE_integer("pate_trials", _D.pate_trials, "PATE: Monte Carlo trials per side.")
+flags.DEFINE_float("domias_epsilon", _D.domias_epsilon, "DP-TVAE's epsilon (DOMIAS row).")
+flags.DEFINE_integer("domias_candidates", _D.domias_candidates, "DOMIAS: candidate records.")
+flags.DEFINE_integer("panoramia_members", _D.panoramia_members,
+                     "PANORAMIA: member examples of the target.")
 flags.DEFINE_string("output_dir", "out/tightness", "Where results.json and tightness.png go.")
 flags.DEFINE_bool("plot", True, "Write tightness.png.")
 
@@ -124,7 +138,12 @@ def config_from_flags() -> tightness.TightnessConfig:
       ngram_noise_multiplier=FLAGS.ngram_noise_multiplier, ngram_models=FLAGS.ngram_models,
       ngram_steps=FLAGS.ngram_steps, dpsgd_chunk_size=FLAGS.dpsgd_chunk_size,
       ngram_chunk_size=FLAGS.ngram_chunk_size,
-      noisy_argmax_chunk_size=FLAGS.noisy_argmax_chunk_size)
+      noisy_argmax_chunk_size=FLAGS.noisy_argmax_chunk_size,
+      **{name: FLAGS[name].value for name in _NEW_FAMILY_FLAGS})
+
+
+_NEW_FAMILY_FLAGS = ("lm_noise_multiplier", "lm_lines", "lm_epochs", "pate_noise_multiplier",
+                     "pate_trials", "domias_epsilon", "domias_candidates", "panoramia_members")
 
 
 @common.cli

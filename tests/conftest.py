@@ -69,6 +69,7 @@ SLOW_FIRST = (
     "tests/audits/test_panoramia_modalities.py",
     "tests/launch/test_xm.py",
     "tests/launch/test_local.py",
+    "tests/test_tightness.py",
 )
 
 

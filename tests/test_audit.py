@@ -57,7 +57,9 @@ def test_one_run_from_scores_equals_the_estimator():
   result = audit.one_run_from_scores(scores, member, delta=1e-5)
   direct = estimators.one_run_epsilon_from_scores(scores, member, 1e-5, 0.05)
   assert result.lower_bound == float(direct.epsilon) > 0.5
-  assert result.ceiling == float(direct.epsilon_ceiling)
+  # the ceiling: the best any number of guesses could certify (a perfect attack)
+  assert result.ceiling == float(np.max(direct.grid_epsilon_ceiling))
+  assert result.ceiling >= float(direct.epsilon_ceiling)
   assert result.details == {"num_guesses": int(direct.num_guesses),
                             "num_correct": int(direct.num_correct)}
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 PACKAGES = ("dpaudit.audits", "dpaudit.attacks", "dpaudit.estimators")
-MODULES = ("dpaudit.audit",)  # public modules outside those packages (the front door)
+MODULES = ("dpaudit.audit", "dpaudit.tightness")  # public modules outside those packages (the front door)
 
 
 def public_callables() -> dict[str, Any]:
@@ -531,7 +531,8 @@ from dpaudit.audits import dpsgd_grid, language_model, lm_reconstruction  # noqa
 from dpaudit.audits import noisy_argmax as argmax_audit, panoramia as panoramia_audit  # noqa: E402
 from dpaudit.audits import panoramia_modalities as modalities  # noqa: E402
 from dpaudit.audits import private_prediction, reconstruction  # noqa: E402
-from dpaudit.audits import reconstruction_bounds, tightness  # noqa: E402
+from dpaudit.audits import reconstruction_bounds  # noqa: E402
+from dpaudit import tightness  # noqa: E402
 from dpaudit.dpsgd import training as _training  # noqa: E402
 from dpaudit.mechanisms import mst as _mst  # noqa: E402
 from dpaudit.models import ngram as _ngram, vae as _vae  # noqa: E402
@@ -554,12 +555,12 @@ exempt(CONTAINER, *_audit("domias", "Split", "DomiasResult"),
        *_audit("reconstruction", "NgramCanaryPoint", "NgramCanaryResult"),
        *_audit("reconstruction_bounds", "BitsBounds", "SecretLengthCurves", "StepCountCurves",
                "ReconstructionBoundsResult"),
-       *_audit("tightness", "TightnessRow", "TightnessResult"))
+       "dpaudit.tightness.TightnessRow", "dpaudit.tightness.TightnessResult")
 exempt(MODULE, *_audit("panoramia_modalities", "TabularMLP", "TabularEncoder"))
 exempt(OUTPUT, *_audit("dpsgd_grid", "table", "cell_label", "progress_line",
                        "reported_epsilon", "summarise"),
        *_audit("lm_reconstruction", "table"),
-       *_audit("tightness", "table"), *_audit("noisy_argmax", "format_epsilon"))
+       "dpaudit.tightness.table", *_audit("noisy_argmax", "format_epsilon"))
 exempt("takes no arguments", *_audit("domias", "generator_names"),
        *_audit("panoramia_modalities", "adult_binnings"),
        *_audit("reconstruction_bounds", "default_orders"))
@@ -631,12 +632,24 @@ count_cases(tightness.TightnessConfig, "ngram_models", lambda v: ((), {"ngram_mo
 significance_cases(tightness.TightnessConfig, lambda v: ((), {"significance": v}))
 bad(tightness.TightnessConfig, "seed", "seed", seed=1.5)
 bad(tightness.TightnessConfig, "families", "families", families=("noisy_argmax", "bogus"))
-for _fn in (tightness.noisy_argmax_rows, tightness.dpsgd_rows, tightness.ngram_rows):
+for _fn in (tightness.noisy_argmax_rows, tightness.dpsgd_rows, tightness.ngram_rows,
+            tightness.lm_rows, tightness.private_prediction_rows, tightness.panoramia_rows,
+            tightness.domias_rows):
   bad(_fn, "key", "key", 3, tightness.TightnessConfig(families=("ngram",)))
   bad(_fn, "config", "config", KEY, {"seed": 0})
 bad(tightness.dpsgd_rows, "dpsgd_epochs", "dpsgd_epochs", KEY, dataclasses.replace(
     tightness.TightnessConfig(families=("ngram",)), dpsgd_epochs=np.nan))
 bad(tightness.run, "config", "config", {"seed": 0})
+bad(tightness.TightnessConfig, "pate_noise_multiplier", "pate_noise_multiplier",
+    pate_noise_multiplier=0.0)
+bad(tightness.TightnessConfig, "pate_trials", "pate_trials", pate_trials=3)
+bad(tightness.TightnessConfig, "domias_epsilon", "domias_epsilon", domias_epsilon=np.inf)
+bad(tightness.TightnessConfig, "domias_candidates", "domias_candidates", domias_candidates=5)
+bad(tightness.TightnessConfig, "panoramia_members", "panoramia_members", panoramia_members=10)
+bad(tightness.TightnessConfig, "lm_noise_multiplier", "lm_noise_multiplier",
+    families=("lm_reconstruction",), lm_noise_multiplier=-1.0)
+bad(tightness.TightnessConfig, "lm_lines", "lm_lines", families=("lm_reconstruction",),
+    lm_lines=0)
 
 # reconstruction (n-gram canaries)
 _NGRAM = reconstruction.NgramCanaryConfig(noise_multipliers=(1.0,), num_models=4, num_steps=2,
@@ -1444,15 +1457,15 @@ bad(front.private_prediction, "predict", "predict", KEY, "argmax", _BIT, _OTHER,
     num_classes=2)
 bad(front.private_prediction, "num_classes", "num_outcomes", KEY, lambda k, d, q: _coin(k, d),
     _BIT, _OTHER, None, num_classes=1)
-_PATE = None
+_FRONT_PATE = []
 
 
-def _pate():
-  global _PATE
-  if _PATE is None:
+def _front_pate():
+  """A small PATE histogram model (built on first use)."""
+  if not _FRONT_PATE:
     from dpaudit.mechanisms import histograms  # pylint: disable=g-import-not-at-top
-    _PATE = histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10)
-  return _PATE
+    _FRONT_PATE.append(histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10))
+  return _FRONT_PATE[0]
 
 
 for _label, _kwargs, _match in (
@@ -1464,7 +1477,7 @@ for _label, _kwargs, _match in (
     ("num_trials-3", {"noise_multiplier": 2.0, "num_trials": 3}, "num_trials"),
     ("confidence-1", {"noise_multiplier": 2.0, "confidence": 1.0}, "confidence")):
   bad_call(front.histogram_model, _label, _match,
-           lambda _kwargs=_kwargs: front.histogram_model(KEY, _pate(), **_kwargs))
+           lambda _kwargs=_kwargs: front.histogram_model(KEY, _front_pate(), **_kwargs))
 bad(front.histogram_model, "model-array", "model", KEY, np.zeros(3), noise_multiplier=2.0)
 _ROWS2 = np.random.default_rng(1).normal(size=(8, 2))
 _MEMBER2 = np.arange(8) % 2 == 0

@@ -6,7 +6,7 @@ import pytest
 
 from dpaudit import plots
 from dpaudit import results
-from dpaudit.audits import tightness
+from dpaudit import tightness
 
 # Two DP-SGD games, a replace-one one and the many-run one (the noisy-argmax cuts and the n-gram
 # row, one process against two: tests/launch/test_multihost.py; all four games:
@@ -60,7 +60,7 @@ def dataclass_replace(row, **changes):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(families=("dpsgd", "panoramia")), "families"),
+    (dict(families=("dpsgd", "gnmax")), "families"),
     (dict(families=()), "families"),
     (dict(families=("ngram", "ngram")), "repeated"),
     (dict(significance=1.5), "significance"),
@@ -105,3 +105,30 @@ def test_a_game_keeps_its_key_whichever_others_run(monkeypatch):
   assert len(seen[("uniaud", "gaussian")]) == len(seen[("many_run", "dirac")]) == 2
   assert all(len(set(keys)) == 1 for keys in seen.values())  # the same key every time
   assert len({keys[0] for keys in seen.values()}) == len(seen)  # and a different one per game
+
+
+def test_the_other_families_through_the_front_door_at_a_tiny_size():
+  """LM reconstruction, PATE, PANORAMIA and DOMIAS rows: each labelled with what its value is,
+  below its reference, and strict JSON."""
+  config = tightness.TightnessConfig(
+      families=("lm_reconstruction", "private_prediction", "panoramia", "domias"),
+      lm_lines=40, lm_epochs=1.0, pate_trials=4000, domias_candidates=60,
+      panoramia_members=90)
+  result = tightness.run(config)
+  rows = {row.audit: row for row in result.rows}
+  assert list(rows) == ["lm canary reconstruction", "pate 2-cut", "pate k-cut",
+                        "panoramia tabular", "domias dp_tvae"]
+  for row in result.rows:
+    assert 0.0 <= row.lower_bound <= row.reference, row
+    assert row.reference_kind == "theory upper bound" and row.num_observations > 0
+  lm = rows["lm canary reconstruction"]
+  assert lm.kind == "estimate (1 model)" and math.isnan(lm.confidence)
+  assert lm.quantity == "leakage (bits)" and lm.ceiling == pytest.approx(6 * math.log2(10))
+  assert rows["pate 2-cut"].kind == "finite-sample" and rows["pate k-cut"].kind == "asymptotic"
+  assert rows["pate 2-cut"].reference == pytest.approx(2.0 / 2.0**2)  # GNMax: alpha / sigma^2
+  assert rows["panoramia tabular"].kind == "measurement (not a bound)"
+  assert rows["domias dp_tvae"].reference == pytest.approx(4.0)
+  assert rows["domias dp_tvae"].num_observations == 60
+  back = results.loads(results.dumps(result.to_dict()))
+  assert math.isnan(back["rows"][0]["confidence"])
+  assert "estimate (1 model)" in tightness.table(result)

@@ -10,7 +10,7 @@ def _run(*flags):
 
 
 @pytest.mark.parametrize("flag, message", [
-    ("--families=dpsgd,domias", "error: families="),
+    ("--families=dpsgd,gnmax", "error: families="),
     ("--dpsgd_audits=many_run", "error: --dpsgd_audits=many_run must be game:canary pairs"),
     ("--dpsgd_hidden_sizes=wide", "error: --dpsgd_hidden_sizes=wide must be"),
 ])
