@@ -610,3 +610,35 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None,
     report(progress, i, len(cells), cell.label + (" (reused)" if reused else ""))
     out.append(result)
   return out
+
+
+def stored_run(store: CellStore | None, config: Mapping[str, Any], label: str,
+               compute: Callable[[], Any], result_type: Any) -> Any:
+  """The games' ``store=`` argument: ``compute()`` (a result with ``to_dict()``), or, with a
+  :class:`CellStore`, the stored result of this ``config`` when it is whole (rebuilt by
+  ``result_type.from_dict``), else ``compute()`` stored as it finishes. ``config`` is the plain
+  mapping that names the result (key and settings).
+
+  >>> import dataclasses
+  >>> @dataclasses.dataclass(frozen=True)
+  ... class R:
+  ...   x: float
+  ...   def to_dict(self): return {"x": self.x}
+  ...   @classmethod
+  ...   def from_dict(cls, d): return cls(float(d["x"]))
+  >>> stored_run(None, {"seed": 0}, "r", lambda: R(1.5), R)
+  R(x=1.5)
+  """
+  if store is None:
+    return compute()
+  plain, _ = store.get_or_compute(config, lambda: compute().to_dict(), label,
+                                  validate=result_type.from_dict)
+  return result_type.from_dict(plain)
+
+
+def key_data(key: Any) -> list[int]:
+  """A PRNG key as plain integers (its raw data), for the ``config`` mapping of a stored run."""
+  import jax  # pylint: disable=g-import-not-at-top
+  data = jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) \
+      else key
+  return [int(v) for v in np.ravel(np.asarray(data))]
