@@ -539,7 +539,7 @@ def panoramia(key: jax.Array, loss_fn: Callable[[Any], Any], members: Any, *,
   trained on the inputs only (and a ``helper``'s loss, when ``helper(key, examples)`` trains a
   model like the target on generated data and returns its ``loss_fn``): c_lb bounds how well
   the generated data can be told from the members at all, {c+eps}_lb how well the MIA does,
-  both at ``confidence`` jointly (:func:`dpaudit.audits.panoramia.run_panoramia`).
+  both at ``confidence`` jointly (:func:`dpaudit.audits.panoramia.run`).
 
   The number returned is PANORAMIA's :math:`\tilde\epsilon = \max(0, \{c+\epsilon\}_{lb} -
   c_{lb})`: a **measurement relative to the baseline, not a lower bound on the model's DP

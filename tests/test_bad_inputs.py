@@ -1049,10 +1049,20 @@ bad(panoramia_audit.checked_losses, "loss_fn-str", "target", "target",
     lambda e: np.array(["a"] * 4), _EXAMPLES)
 _MODALITY = panoramia_audit.Modality("image", Tripwire(), Tripwire(), Tripwire())
 _MEMBERS = panoramia_audit.Examples(np.zeros((3000, 3)), np.zeros(3000, np.int32))
-for _fn, _args in ((panoramia_audit.prepare_audit, (_MODALITY, _MEMBERS)),
-                   (panoramia_audit.run_panoramia, (_MODALITY, Tripwire(), _MEMBERS))):
-  bad(_fn, "key", "key", 0, *_args)
-  bad(_fn, "config", "config", KEY, *_args, config={"num_audit": 2})
+bad(panoramia_audit.prepare_audit, "key", "key", 0, _MODALITY, _MEMBERS)
+bad(panoramia_audit.prepare_audit, "config", "config", KEY, _MODALITY, _MEMBERS,
+    config={"num_audit": 2})
+_RUN_INPUTS = {"modality": _MODALITY, "target_loss": Tripwire(), "members": _MEMBERS}
+bad(panoramia_audit.run, "key", "key", 0, panoramia_audit.Config(), **_RUN_INPUTS)
+bad(panoramia_audit.run, "config", "config", KEY, {"num_audit": 2}, **_RUN_INPUTS)
+bad(panoramia_audit.run, "modality", "modality", KEY, panoramia_audit.Config(),
+    **{**_RUN_INPUTS, "modality": "image"})
+bad(panoramia_audit.run, "members", "members", KEY, panoramia_audit.Config(),
+    **{**_RUN_INPUTS, "members": np.zeros((3000, 3))})
+bad(panoramia_audit.run, "progress", "progress", KEY, panoramia_audit.Config(), **_RUN_INPUTS,
+    progress="stderr")
+bad(panoramia_audit.run, "store", "store", KEY, panoramia_audit.Config(), **_RUN_INPUTS,
+    store="out")
 bad(panoramia_audit.prepare_audit, "modality", "modality", KEY, "image", _MEMBERS)
 bad(panoramia_audit.prepare_audit, "members", "members", KEY, _MODALITY, np.zeros((3000, 3)))
 bad(panoramia_audit.prepare_audit, "members-short", "members", KEY, _MODALITY, _EXAMPLES)
@@ -1060,8 +1070,8 @@ bad(panoramia_audit.prepare_audit, "modality-field", "fit_generator", KEY,
     panoramia_audit.Modality("image", None, Tripwire(), Tripwire()), _MEMBERS)
 bad(panoramia_audit.prepare_audit, "progress", "progress", KEY, _MODALITY, _MEMBERS,
     progress="stderr")
-bad(panoramia_audit.run_panoramia, "target_loss", "target_loss", KEY, _MODALITY, "loss",
-    _MEMBERS)
+bad(panoramia_audit.run, "target_loss", "target_loss", KEY, panoramia_audit.Config(),
+    **{**_RUN_INPUTS, "target_loss": "loss"})
 bad(panoramia_audit.measure_target, "key", "key", 0, Tripwire(), _MODALITY, Tripwire())
 bad(panoramia_audit.measure_target, "setup", "setup", KEY, {"audit": 1}, _MODALITY, Tripwire())
 bad(panoramia_audit.measure_target, "target_loss", "target_loss", KEY,

@@ -2,7 +2,7 @@ r"""PANORAMIA: audit a trained model without retraining (Kazmi et al., Alg. 1).
 
 One code path for every modality. The target is only a function ``x -> per-example loss``
 (:data:`LossFn`), so any model, JAX or not, can be audited. Given real examples known to be in
-the target's training set (``members``), :func:`run_panoramia` follows Alg. 1:
+the target's training set (``members``), :func:`run` follows Alg. 1:
 
 1. split the members into :math:`D_G` (the generator's training data), :math:`D_{in}^{tr}` and
    :math:`D_{in}^{te}` with :math:`|D_{in}^{te}| = m`;
@@ -33,6 +33,7 @@ real non-members held out of training (RM/RN), which needs control over the trai
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -516,29 +517,86 @@ def _measure(key: jax.Array, setup: AuditSetup, mia_scores: np.ndarray,
       mean_generated_loss=float(target_audit[is_member == 0].mean()))
 
 
-def run_panoramia(key: jax.Array, modality: Modality, target_loss: LossFn, members: Examples,
-                  config: PanoramiaConfig = PanoramiaConfig(),
-                  progress: Callable[[str], None] | None = None) -> PanoramiaResult:
+def _stages(config: PanoramiaConfig) -> int:
+  """The stages :func:`run` reports: the generator's fit and samples, each helper trained and
+  each baseline, the MIA."""
+  return 3 + len(config.baseline_helpers) + sum(h != "none" for h in config.baseline_helpers)
+
+
+def _fingerprint(examples: Examples) -> str:
+  """A short digest of the examples' values, shapes and dtypes (names them in a stored run)."""
+  digest = hashlib.sha256()
+  for array in (np.asarray(examples.inputs), np.asarray(examples.labels)):
+    digest.update(f"{array.dtype}{array.shape}".encode())
+    digest.update(np.ascontiguousarray(array).tobytes())
+  return digest.hexdigest()[:16]
+
+
+def run(key: jax.Array, config: PanoramiaConfig, *, modality: Modality, target_loss: LossFn,
+        members: Examples, progress: results.Progress | None = None,
+        store: results.CellStore | None = None) -> PanoramiaResult:
   """Audits ``target_loss``'s model with PANORAMIA (Alg. 1 of Kazmi et al.):
-  :func:`prepare_audit` then :func:`measure_target`.
+  :func:`prepare_audit` with ``split(key)[0]``, then :func:`measure_target` with
+  ``split(key)[1]``.
 
   Args:
     key: PRNG key of the whole audit.
+    config: :class:`PanoramiaConfig`.
     modality: the generator, helper trainer and encoder.
     target_loss: the model under audit, ``Examples -> [N]`` per-example losses.
     members: real examples that were in the target's training set.
-    config: :class:`PanoramiaConfig`.
-    progress: called with a short message as each stage starts.
+    progress: :class:`dpaudit.results.Progress`; one unit per stage (the generator's fit, its
+      samples, each helper and baseline, the MIA), the message says which starts.
+    store: a :class:`dpaudit.results.CellStore` keeping the result, named by the key, the
+      config, the modality's name and a digest of the members (not by the target, which is a
+      function: keep each target's audits in a store of its own); None computes it.
+
+  >>> import jax, numpy as np
+  >>> from dpaudit.attacks.panoramia import ClassifierConfig, VectorEncoder
+  >>> rng = np.random.default_rng(0)
+  >>> members = Examples(rng.normal(size=(300, 2)).astype(np.float32), np.zeros(300, int))
+  >>> def generator(key, d_g):  # the members' law, N(0, 1)
+  ...   return lambda key, n: Examples(np.asarray(jax.random.normal(key, (n, 2)), np.float32),
+  ...                                  np.zeros(n, int))
+  >>> def no_helper(key, examples):  # baseline_helpers=("none",) trains no helper
+  ...   raise AssertionError
+  >>> modality = Modality("toy", generator, no_helper, lambda: VectorEncoder((8,)))
+  >>> config = PanoramiaConfig(num_audit=100, num_classifier_train=100, num_helper_train=2,
+  ...                          baseline_helpers=("none",), null_samples=20,
+  ...                          classifier=ClassifierConfig(epochs=5))
+  >>> blind = lambda examples: np.ones(len(examples))  # a model that learnt nothing
+  >>> result = run(jax.random.key(0), config, modality=modality, target_loss=blind,
+  ...              members=members)
+  >>> result.num_audit, result.eps_tilde < 0.5, result.beyond_null
+  (100, True, False)
   """
   _validate.check_key(key)
+  _check_config(config)
   _check_modality(modality)
   _check_callable("target_loss", target_loss, "a function of Examples to per-example losses")
-  _check_examples("members", members)
-  _check_config(config)
+  members = _check_examples("members", members)
   _check_callable("progress", progress, "callable", optional=True)
-  key_setup, key_mia = jax.random.split(key)
-  setup = prepare_audit(key_setup, modality, members, config, progress)
-  return measure_target(key_mia, setup, modality, target_loss, config, progress)
+  _validate.check_instance("store", store, (results.CellStore, type(None)))
+  total, started = _stages(config), [0]
+
+  def say(message: str) -> None:
+    results.report(progress, started[0], total, message)
+    started[0] += 1
+
+  def compute() -> PanoramiaResult:
+    key_setup, key_mia = jax.random.split(key)
+    setup = prepare_audit(key_setup, modality, members, config, say)
+    return measure_target(key_mia, setup, modality, target_loss, config, say)
+
+  named = {"key": results.key_data(key), "config": dataclasses.asdict(config),
+           "modality": modality.name, "members": _fingerprint(members)}
+  result = results.stored_run(store, named, "panoramia", compute, PanoramiaResult)
+  results.report(progress, total, total, "PANORAMIA audit done")
+  return result
+
+
+Config = PanoramiaConfig
+Result = PanoramiaResult
 
 
 def one_run_real(target_loss: LossFn, candidates: Examples, included: Any, delta: float = 0.0,

@@ -55,7 +55,8 @@ def test_target_that_never_saw_the_members_measures_about_zero():
     members = _data(rep)
     disjoint = _data(100 + rep)  # the target was trained on other data of the same law
     target = _distance_model(None, disjoint)
-    result = pan.run_panoramia(jax.random.key(rep), MODALITY, target, members, ONE_BASELINE)
+    result = pan.run(jax.random.key(rep), ONE_BASELINE, modality=MODALITY, target_loss=target,
+                     members=members)
     tildes.append(result.eps_tilde)
     gaps.append(result.c_plus_eps_lb - result.c_lb)
     assert result.num_audit == 300 and 100 < result.num_members < 200
@@ -73,7 +74,8 @@ def test_memorising_target_is_detected_and_bounds_are_valid_binomial_inversions(
   def memorising(ex):  # zero loss on its training data, high elsewhere
     return np.array([0.0 if row.tobytes() in seen else 5.0 for row in np.asarray(ex.inputs)])
 
-  result = pan.run_panoramia(jax.random.key(3), MODALITY, memorising, members, CONFIG)
+  result = pan.run(jax.random.key(3), CONFIG, modality=MODALITY, target_loss=memorising,
+                   members=members)
   assert result.mia_auc > 0.99
   assert result.c_plus_eps_lb > result.c_lb + 1.0
   # c_lb is the strongest of the three baselines, each tested at beta / 6.
@@ -103,7 +105,8 @@ def test_baseline_sees_nothing_of_the_target():
   members = _data(11)
   rng = np.random.default_rng(0)
   noisy = [lambda ex: rng.exponential(size=len(ex)), lambda ex: rng.exponential(size=len(ex))]
-  results = [pan.run_panoramia(jax.random.key(5), MODALITY, t, members, CONFIG) for t in noisy]
+  results = [pan.run(jax.random.key(5), CONFIG, modality=MODALITY, target_loss=t, members=members)
+             for t in noisy]
   assert results[0].baseline_c_lb == results[1].baseline_c_lb
   assert results[0].baseline_auc == results[1].baseline_auc
   np.testing.assert_array_equal(results[0].baseline_curve.precision,
@@ -113,12 +116,25 @@ def test_baseline_sees_nothing_of_the_target():
   assert set(results[0].to_dict()) >= {"c_lb", "c_plus_eps_lb", "eps_tilde", "mia_curve"}
 
 
-def test_result_round_trips_and_a_damaged_one_is_refused():
+def test_result_round_trips_and_a_damaged_one_is_refused(tmp_path):
   """PanoramiaResult.from_dict (the cell store's validator) rebuilds a stored result exactly
-  and refuses one cut short or edited against its own invariants."""
+  and refuses one cut short or edited against its own invariants; run's store keeps the result
+  (a rerun does not call the target) and its progress ends at done == total."""
   from dpaudit import results
-  result = pan.run_panoramia(jax.random.key(1), MODALITY, _distance_model(None, _data(50)),
-                             _data(1), dataclasses.replace(CONFIG, null_samples=20))
+  config, reports = dataclasses.replace(CONFIG, null_samples=20), []
+  store = results.CellStore(str(tmp_path / "cells"))
+  result = pan.run(jax.random.key(1), config, modality=MODALITY,
+                   target_loss=_distance_model(None, _data(50)), members=_data(1),
+                   progress=lambda *report: reports.append(report), store=store)
+  assert reports[-1][:2] == (pan._stages(config),) * 2 == (8, 8)
+  assert [r[0] for r in reports] == list(range(len(reports)))
+  assert pan.Config is pan.PanoramiaConfig and pan.Result is pan.PanoramiaResult
+
+  def untouched(examples):
+    raise AssertionError("the stored result was not reused")
+  reused = pan.run(jax.random.key(1), config, modality=MODALITY, target_loss=untouched,
+                   members=_data(1), store=store)
+  assert results.dumps(reused.to_dict()) == results.dumps(result.to_dict())
   stored = results.loads(results.dumps(result.to_dict()))
   again = pan.PanoramiaResult.from_dict(stored)
   assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())
@@ -163,8 +179,8 @@ def test_bad_config_is_a_clear_error(change, match):
 
 def test_target_loss_of_the_wrong_shape_is_a_clear_error():
   with pytest.raises(ValueError, match=r"target loss must return one loss per example"):
-    pan.run_panoramia(jax.random.key(0), MODALITY, lambda ex: np.zeros((len(ex), 2)),
-                      _data(0), CONFIG)
+    pan.run(jax.random.key(0), CONFIG, modality=MODALITY,
+            target_loss=lambda ex: np.zeros((len(ex), 2)), members=_data(0))
   with pytest.raises(ValueError, match="members must be an Examples"):
-    pan.run_panoramia(jax.random.key(0), MODALITY, lambda ex: np.zeros(len(ex)),
-                      np.zeros((10, 4)), CONFIG)
+    pan.run(jax.random.key(0), CONFIG, modality=MODALITY, target_loss=lambda ex: np.zeros(len(ex)),
+            members=np.zeros((10, 4)))

@@ -42,8 +42,8 @@ def test_image_pipeline_end_to_end(tmp_path):
                                 model="logistic", encoder_width=4)
   spec = mod.image_spec(ds.features.shape[1:], 10, "logistic")
   params, _ = mod.train_model(jax.random.key(0), spec, examples, FAST)
-  result = pan.run_panoramia(jax.random.key(1), modality, mod.loss_function(spec, params),
-                             examples, TINY)
+  result = pan.run(jax.random.key(1), TINY, modality=modality,
+                   target_loss=mod.loss_function(spec, params), members=examples)
   _check(result)
 
 
@@ -62,8 +62,8 @@ def test_tabular_pipeline_end_to_end(adult_rows):
                                   FAST, binnings)
   spec = mod.tabular_spec(binnings)
   params, _ = mod.train_model(jax.random.key(0), spec, examples, FAST)
-  _check(pan.run_panoramia(jax.random.key(1), modality, mod.loss_function(spec, params),
-                           examples, TINY))
+  _check(pan.run(jax.random.key(1), TINY, modality=modality,
+                 target_loss=mod.loss_function(spec, params), members=examples))
 
 
 def test_encode_rows_one_hot_and_public_log_scale(adult_rows):
