@@ -907,11 +907,11 @@ significance_cases(domias_audit.attack_metrics, lambda v: ((GOOD_SCORES, MEMBERS
                                                            {"significance": v}))
 bad(domias_audit.attack_metrics, "delta", "delta", GOOD_SCORES, MEMBERS, delta=1.0)
 bad(domias_audit.attack_metrics, "bernoulli", "bernoulli", GOOD_SCORES, MEMBERS, bernoulli="no")
-rows_cases(domias_audit.run_domias, "data", lambda v: ((KEY, v, _DOMIAS), {}))
-bad(domias_audit.run_domias, "config", "config", KEY, ROWS, {"num_members": 4})
-bad(domias_audit.run_domias, "key", "key", 0, ROWS, _DOMIAS)
-bad(domias_audit.run_domias, "groups", "groups", KEY, ROWS, _DOMIAS, groups={"a": 3})
-bad(domias_audit.run_domias, "progress", "progress", KEY, ROWS, _DOMIAS, progress="stderr")
+rows_cases(domias_audit.run, "data", lambda v: ((KEY, _DOMIAS), {"data": v}))
+bad(domias_audit.run, "config", "config", KEY, {"num_members": 4}, data=ROWS)
+bad(domias_audit.run, "key", "key", 0, _DOMIAS, data=ROWS)
+bad(domias_audit.run, "groups", "groups", KEY, _DOMIAS, data=ROWS, groups={"a": 3})
+bad(domias_audit.run, "progress", "progress", KEY, _DOMIAS, data=ROWS, progress="stderr")
 
 # dpsgd
 count_cases(dpsgd_audit.DPSGDAuditConfig, "num_runs", lambda v: ((), {"num_runs": v}),
@@ -1568,17 +1568,25 @@ exempt(CONTAINER, "dpaudit.audits.panoramia_study.StudyResult",
        "dpaudit.audits.panoramia_study.StudyData")
 for _name, _value in (("modality", "audio"), ("targets", ()), ("targets", ("x5",)),
                       ("targets", "e20"), ("targets", ("e1", "e1")), ("dataset", "svhn"),
-                      ("num_canaries", -1), ("repetitions", 0), ("dp_epochs", float("inf")),
+                      ("num_canaries", -1), ("repetitions", 0), ("seed", -1),
+                      ("dp_epochs", float("inf")),
                       ("target_model", "resnet"), ("target_model", 3),
                       ("helper_model", "resnet18"), ("panoramia", {})):
   _kwargs = {_name: _value, **({"modality": "text"} if _name == "helper_model" else {})}
   bad(panoramia_study.StudyConfig, f"{_name}-{_value}", _name if _name != "targets" else "target",
       **_kwargs)
 bad(panoramia_study.load, "config", "config", {"modality": "text"})
-bad(panoramia_study.run, "seed", "seed", -1, panoramia_study.StudyConfig())
-bad(panoramia_study.run, "config", "config", 0, {"modality": "text"})
-bad(panoramia_study.run, "store", "store", 0, panoramia_study.StudyConfig(), store="out")
-bad(panoramia_study.run, "data", "data", 0, panoramia_study.StudyConfig(), data=(1, 2))
+bad(panoramia_study.StudyConfig, "seed-repetitions", "seed", seed=2**63 - 1, repetitions=2)
+_STUDY_KEY = panoramia_study.make_key(0)
+bad(panoramia_study.run, "key", "key", 0, panoramia_study.StudyConfig())
+bad(panoramia_study.run, "key-seed", "key", panoramia_study.make_key(1),
+    panoramia_study.StudyConfig())
+bad(panoramia_study.run, "key-impl", "key", KEY, panoramia_study.StudyConfig())
+bad(panoramia_study.run, "config", "config", _STUDY_KEY, {"modality": "text"})
+bad(panoramia_study.run, "store", "store", _STUDY_KEY, panoramia_study.StudyConfig(),
+    store="out")
+bad(panoramia_study.run, "data", "data", _STUDY_KEY, panoramia_study.StudyConfig(),
+    data=(1, 2))
 bad(panoramia_study.check_cell, "cell", "cell", [1, 2])
 
 _PAN_MEMBERS = panoramia_audit.Examples(np.zeros((300, 3), np.float32), np.zeros(300, np.int32))

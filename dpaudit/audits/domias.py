@@ -39,6 +39,7 @@ hold-out set, both standardised by the hold-out set's statistics.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
 from typing import Any, Callable, Mapping
@@ -49,6 +50,7 @@ from scipy import optimize
 
 from dpaudit import _validate
 from dpaudit import estimators
+from dpaudit import results
 from dpaudit.attacks import density
 from dpaudit.attacks import domias as attacks
 from dpaudit.models import tabular_generators
@@ -343,19 +345,80 @@ class DomiasResult:
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
 
+  @classmethod
+  def from_dict(cls, value: Mapping[str, Any]) -> "DomiasResult":
+    """Rebuilds the result from :meth:`to_dict`'s output (a stored cell); a damaged dict is a
+    KeyError, TypeError or ValueError naming the field."""
+    results.check_fields("DOMIAS result", value, {
+        "attacks": dict, "groups": dict, "quality": float, "claimed_epsilon": float,
+        "num_members": int, "wall_time_s": dict})
+    groups = {}
+    for group, by_attack in value["groups"].items():
+      results.check_fields(f"groups[{group!r}]", by_attack, {})
+      groups[str(group)] = {name: _metrics_from_dict(f"groups[{group!r}][{name!r}]", m)
+                            for name, m in by_attack.items()}
+    wall = results.check_fields("wall_time_s", value["wall_time_s"],
+                                dict.fromkeys(value["wall_time_s"], float))
+    return cls(attacks={name: _metrics_from_dict(f"attacks[{name!r}]", m)
+                        for name, m in value["attacks"].items()},
+               groups=groups, quality=float(value["quality"]),
+               claimed_epsilon=float(value["claimed_epsilon"]),
+               num_members=int(value["num_members"]),
+               wall_time_s={str(k): float(v) for k, v in wall.items()})
 
-def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
-               groups: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None,
-               progress: Callable[[str], None] | None = None) -> DomiasResult:
+
+def _metrics_from_dict(what: str, value: Any) -> dict[str, Any]:
+  """One attack's :func:`attack_metrics` from plain values (checked field by field)."""
+  results.check_fields(what, value, {
+      "auc": float, "accuracy": float, "tpr_at_fpr": dict, "precision_at_top": dict,
+      "epsilon_per_record": float, "epsilon_one_run": float})
+  out = {}
+  for name, item in value.items():
+    if isinstance(item, Mapping):
+      results.check_fields(f"{what}[{name!r}]", item, dict.fromkeys(item, float))
+      out[name] = {str(k): float(v) for k, v in item.items()}
+    else:
+      results.check_fields(what, value, {name: float})
+      out[name] = float(item)
+  return out
+
+
+def _phases(config: DomiasConfig) -> list[str]:
+  """The timed phases of one game, in the order :func:`run` plays them (its progress units)."""
+  phases = ["generator", "sample"]
+  if {"domias", "eq1"} & set(config.attacks):
+    phases.append("density")
+  phases += [name for name in ("gan_leaks", "gan_leaks_cal", "mc", "logan_d1", "logan_0")
+             if name in config.attacks]
+  return phases + (["quality"] if config.num_holdout >= 2 else [])
+
+
+def run(key: jax.Array, config: DomiasConfig, *, data: Any,
+        groups: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None,
+        progress: results.Progress | None = None,
+        store: results.CellStore | None = None) -> DomiasResult:
   """Plays one DOMIAS game on ``data`` ``[n, d]`` (module docstring).
 
   Args:
     key: PRNG key of the game (split, generator, attacks).
-    data: the real records.
     config: :class:`DomiasConfig`.
+    data: the real records.
     groups: optional ``name -> rows -> bool mask``; each attack's metrics are also computed on
       the candidates the mask selects (Fig. 5's minority and the rest).
-    progress: called with a short line as each phase ends.
+    progress: :class:`dpaudit.results.Progress`, called as each timed phase (generator fit,
+      sampling, densities, each distance-based attack, quality) ends: ``done`` of ``total``
+      phases, the message ``"<phase>: <seconds> s"``.
+    store: optional :class:`dpaudit.results.CellStore`: the game's result is stored under the
+      key, the config, a digest of ``data`` and the groups' names, and reused when whole
+      (progress then reports every phase done, ``"reused"``).
+
+  >>> import jax, numpy as np
+  >>> rows = np.random.default_rng(0).normal(size=(60, 2))
+  >>> config = DomiasConfig(num_members=10, num_reference=20, num_synthetic=40, num_holdout=0,
+  ...                       generator="additive_noise", attacks=("domias", "gan_leaks"))
+  >>> result = run(jax.random.key(0), config, data=rows)
+  >>> sorted(result.attacks), result.num_members
+  (['domias', 'gan_leaks'], 10)
   """
   _validate.check_key(key)
   if not isinstance(config, DomiasConfig):
@@ -365,8 +428,28 @@ def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
         isinstance(name, str) and callable(fn) for name, fn in groups.items()):
       raise ValueError("groups must map names (strings) to functions rows -> boolean mask")
   if progress is not None and not callable(progress):
-    raise ValueError(f"progress must be a function of one line, got {type(progress).__name__}")
-  say = progress or (lambda line: None)
+    raise ValueError(f"progress must be a function progress(done, total, message), got "
+                     f"{type(progress).__name__}")
+  data = attacks.check_rows("data", data)
+  cell = {"key": results.key_data(key), "config": results.to_plain(dataclasses.asdict(config)),
+          "data_sha256": hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest(),
+          "data_shape": list(data.shape), "groups": sorted(groups or {})}
+  played = []
+
+  def play():
+    played.append(True)
+    return _play(key, config, data, groups, progress)
+
+  result = results.stored_run(store, cell, f"domias-{config.generator}", play, DomiasResult)
+  if not played:  # reused from the store
+    total = len(_phases(config))
+    results.report(progress, total, total, "reused")
+  return result
+
+
+def _play(key, config, data, groups, progress) -> DomiasResult:
+  """One game (:func:`run` without the store)."""
+  phases = _phases(config)
   keys = dict(zip(("split", "generator", "sample", "density", "reference_generator",
                    "reference_sample", "logan_0", "logan_d1", "quality"),
                   jax.random.split(key, 9)))
@@ -377,7 +460,7 @@ def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
     start = time.perf_counter()
     out = fn()
     timings[name] = time.perf_counter() - start
-    say(f"{name}: {timings[name]:.1f} s")
+    results.report(progress, len(timings), len(phases), f"{name}: {timings[name]:.1f} s")
     return out
 
   generator = timed("generator", lambda: tabular_generators.fit_generator(
@@ -420,7 +503,7 @@ def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
   bernoulli = config.membership == "bernoulli"
   metric = lambda s, m: attack_metrics(s, m, significance=config.significance,  # noqa: E731
                                        delta=config.delta, bernoulli=bernoulli)
-  results = {name: metric(scores[name], split.is_member) for name in config.attacks}
+  by_attack = {name: metric(scores[name], split.is_member) for name in config.attacks}
   group_results = {}
   for group, select in (groups or {}).items():
     mask = np.asarray(select(x), bool)
@@ -437,6 +520,12 @@ def run_domias(key: jax.Array, data: Any, config: DomiasConfig,
   if config.num_holdout >= 2:
     quality = timed("quality", lambda: wasserstein_distance(
         keys["quality"], synthetic, split.holdout, config.quality_points))
+  if len(timings) != len(phases):  # every phase reports; this only keeps done == total at the end
+    results.report(progress, len(phases), len(phases), "done")
   claimed = float(getattr(generator.model, "epsilon", math.inf))
-  return DomiasResult(results, group_results, quality, claimed, int(split.is_member.sum()),
+  return DomiasResult(by_attack, group_results, quality, claimed, int(split.is_member.sum()),
                       timings)
+
+
+Config = DomiasConfig
+Result = DomiasResult

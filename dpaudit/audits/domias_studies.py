@@ -1,5 +1,5 @@
 r"""The DOMIAS studies of van Breugel et al. (AISTATS 2023): Figs. 3-6 and the epsilon table, as
-grids of DOMIAS games (:func:`dpaudit.audits.domias.run_domias`).
+grids of DOMIAS games (:func:`dpaudit.audits.domias.run`).
 
 A :class:`StudyConfig` names the studies and their grids; :func:`study_cells` turns one study
 into its settings (each a :class:`dpaudit.audits.domias.DomiasConfig`), and :func:`run` plays
@@ -295,9 +295,9 @@ def _study_rows(key, config, study, values, dataset, fingerprint, groups, progre
 
       def compute(game_config=game_config, game=game, done=len(cells)):
         start = time.perf_counter()
-        result = domias.run_domias(
-            jax.random.fold_in(key, game), values, game_config, groups,
-            lambda line: results.report(progress, done, total, f"  {line}"))
+        result = domias.run(
+            jax.random.fold_in(key, game), game_config, data=values, groups=groups,
+            progress=lambda _, __, line: results.report(progress, done, total, f"  {line}"))
         return {**result.to_dict(), "seconds": time.perf_counter() - start}
 
       # Labelled by generator, not study: a game two studies share is computed once.
@@ -338,6 +338,10 @@ def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | Non
     out[study] = _study_rows(key, config, study, values, dataset, fingerprint, groups,
                              progress, store)
   return StudyResult(out)
+
+
+Config = StudyConfig
+Result = StudyResult
 
 
 # ------------------------------------------------------------------------------ summaries

@@ -71,8 +71,8 @@ def bench_game() -> dict:
       generator_config={"epochs": FLAGS.tvae_epochs}, density="bnaf",
       flow_config={"hidden_dim": FLAGS.flow_hidden_dim, "max_epochs": FLAGS.flow_epochs})
   start = time.perf_counter()
-  result = domias.run_domias(jax.random.key(0), values, config,
-                             progress=lambda line: print(line, file=sys.stderr, flush=True))
+  result = domias.run(jax.random.key(0), config, data=values,
+                      progress=lambda _, __, line: print(line, file=sys.stderr, flush=True))
   seconds = time.perf_counter() - start
   return {"seconds": seconds, "phases_s": result.wall_time_s,
           "paper_seconds_per_seed": PAPER_SECONDS_PER_SEED_BNAF,

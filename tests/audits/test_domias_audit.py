@@ -52,8 +52,8 @@ def test_a_generator_that_copies_its_members_is_caught():
   """D_syn: 2,000 draws from 50 members. Distance attacks see the copies exactly (AUC 1);
   DOMIAS's KDE smooths them with Scott's bandwidth (about 0.34 of each spread here), so its
   AUC is high but not 1 (0.92 measured), and above Eq. 1's (0.87)."""
-  result = domias.run_domias(jax.random.key(0), _gaussian_data(1000),
-                             _config(num_members=50, num_synthetic=2000))
+  result = domias.run(jax.random.key(0), _config(num_members=50, num_synthetic=2000),
+                      data=_gaussian_data(1000))
   auc = {name: metrics["auc"] for name, metrics in result.attacks.items()}
   assert auc["gan_leaks"] == auc["mc"] == 1.0, auc
   assert auc["domias"] > 0.85 and auc["domias"] > auc["eq1"], auc
@@ -71,9 +71,8 @@ def test_a_copier_in_california_housings_dimension_gives_domias_an_auc_near_one(
   idx = np.arange(8)
   data = rng.multivariate_normal(np.zeros(8), 0.5 ** np.abs(idx[:, None] - idx[None, :]),
                                  size=1000)
-  result = domias.run_domias(jax.random.key(0), data,
-                             _config(num_members=50, num_synthetic=2000,
-                                     attacks=("domias", "gan_leaks")))
+  result = domias.run(jax.random.key(0), _config(num_members=50, num_synthetic=2000,
+                                                  attacks=("domias", "gan_leaks")), data=data)
   assert result.attacks["domias"]["auc"] >= 0.98, result.attacks["domias"]["auc"]
   assert result.attacks["gan_leaks"]["auc"] == 1.0
 
@@ -83,16 +82,16 @@ def test_a_generator_of_the_true_distribution_gives_chance_auc():
   sqrt((n1 + n2 + 1) / (12 n1 n2)) = 0.033 for 150 vs 150, on every attack and 2 games."""
   tolerance = 4 * math.sqrt((150 + 150 + 1) / (12 * 150 * 150))
   for seed in range(2):
-    result = domias.run_domias(jax.random.key(seed), _gaussian_data(1000, seed=10 + seed),
-                               _config(generator="true_distribution_for_tests",
-                                       generator_config=None))
+    result = domias.run(jax.random.key(seed), _config(generator="true_distribution_for_tests",
+                                                      generator_config=None),
+                        data=_gaussian_data(1000, seed=10 + seed))
     for name, metrics in result.attacks.items():
       assert abs(metrics["auc"] - 0.5) < tolerance, (seed, name, metrics["auc"])
 
 
 def test_bernoulli_membership_certifies_epsilon_for_a_copier():
-  copier = domias.run_domias(jax.random.key(3), _gaussian_data(1000),
-                             _config(membership="bernoulli", attacks=("gan_leaks",)))
+  copier = domias.run(jax.random.key(3), _config(membership="bernoulli", attacks=("gan_leaks",)),
+                      data=_gaussian_data(1000))
   assert copier.attacks["gan_leaks"]["epsilon_one_run"] > 1.0
   assert 120 < copier.num_members < 180  # Binomial(300, 1/2)
 
@@ -106,7 +105,7 @@ def test_dp_generator_audited_epsilon_stays_below_its_accountant_epsilon():
                    delta=1e-5)
   # One game here (each Bernoulli draw has its own |D_mem|, hence its own compilation); the
   # epsilon study of experiments/domias.py repeats it over 8 games per generator.
-  result = domias.run_domias(jax.random.key(0), data, config)
+  result = domias.run(jax.random.key(0), config, data=data)
   assert 0 < result.claimed_epsilon <= 2.0 + 1e-9
   for name, metrics in result.attacks.items():
     assert 0 <= metrics["epsilon_one_run"] <= result.claimed_epsilon, (name, metrics)
@@ -114,19 +113,24 @@ def test_dp_generator_audited_epsilon_stays_below_its_accountant_epsilon():
 
 def test_groups_quality_and_wasserstein_against_scipy():
   data = _gaussian_data(1000)
-  result = domias.run_domias(jax.random.key(1), data,
-                             _config(num_holdout=100, attacks=("gan_leaks",)),
-                             groups={"left": lambda x: x[:, 0] < 0,
-                                     "right": lambda x: x[:, 0] >= 0})
+  seen = []
+  result = domias.run(jax.random.key(1), _config(num_holdout=100, attacks=("gan_leaks",)),
+                      data=data, groups={"left": lambda x: x[:, 0] < 0,
+                                         "right": lambda x: x[:, 0] >= 0},
+                      progress=lambda done, total, message: seen.append((done, total, message)))
+  # one report per timed phase (generator, sample, gan_leaks, quality), the last done == total
+  assert [(d, t) for d, t, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+  assert [m.split(":")[0] for *_, m in seen] == ["generator", "sample", "gan_leaks", "quality"]
+  # the result round-trips through plain values (the store's validator)
+  assert domias.Result.from_dict(result.to_dict()) == result
   assert set(result.groups) == {"left", "right"}
   for group in result.groups.values():
     # Copies are found in both halves: all but the ~2% of members that 600 draws from 150
     # never picked ((1 - 1/150)^600 = e^-4).
     assert group["gan_leaks"]["auc"] > 0.95
   # Quality (W1 to the hold-out set, 100 points each side): noise of 2 std worsens it.
-  noisy = domias.run_domias(jax.random.key(1), data,
-                            _config(num_holdout=100, attacks=("gan_leaks",),
-                                    generator_config={"noise": 2.0}))
+  noisy = domias.run(jax.random.key(1), _config(num_holdout=100, attacks=("gan_leaks",),
+                                                 generator_config={"noise": 2.0}), data=data)
   assert 0 < result.quality < noisy.quality - 0.5, (result.quality, noisy.quality)
   # Exact W1 in one dimension (equal sizes): scipy's closed form.
   rng = np.random.default_rng(2)
@@ -150,4 +154,26 @@ def test_split_is_disjoint_and_bad_settings_fail():
   with pytest.raises(ValueError, match="does not fit"):
     _config(generator_config={"nois": 1.0})
   with pytest.raises(ValueError, match="column 2 of data is constant"):
-    domias.run_domias(jax.random.key(0), np.c_[data[:, :2], np.ones(1000)], _config())
+    domias.run(jax.random.key(0), _config(), data=np.c_[data[:, :2], np.ones(1000)])
+
+
+def test_result_round_trips_through_json_and_the_store_reuses_it(tmp_path):
+  """``Result.from_dict(to_dict())`` after strict JSON (NaN bounds of fixed membership
+  included); a damaged dict is refused; ``store=`` computes once and reuses the game."""
+  from dpaudit import results
+  config = _config(num_members=20, num_reference=40, num_synthetic=60, attacks=("gan_leaks",))
+  data = _gaussian_data(200)
+  store = results.CellStore(str(tmp_path))
+  first = domias.run(jax.random.key(0), config, data=data, store=store)
+  plain = results.loads(results.dumps(first.to_dict()))
+  assert results.dumps(domias.Result.from_dict(plain).to_dict()) == results.dumps(
+      first.to_dict())
+  for damaged in ({**plain, "quality": "x"}, {k: v for k, v in plain.items() if k != "attacks"},
+                  {**plain, "attacks": {"gan_leaks": {"auc": 0.5}}}):
+    with pytest.raises((KeyError, TypeError, ValueError)):
+      domias.Result.from_dict(damaged)
+  seen = []
+  again = domias.run(jax.random.key(0), config, data=data, store=store,
+                     progress=lambda *a: seen.append(a))
+  assert seen == [(3, 3, "reused")]
+  assert results.dumps(again.to_dict()) == results.dumps(first.to_dict())
