@@ -370,7 +370,7 @@ def histogram_model(key: jax.Array, model: Any, *, algorithm: str = "pate",
       algorithm=algorithm, sigma=noise_multiplier, num_trials=num_trials, orders=(order,),
       significance=_significance(confidence), num_histograms=num_histograms,
       num_bootstrap=num_bootstrap, sampling_rate=sampling_rate)
-  result = games.run(key, [model], config)
+  result = games.run(key, config, models=[model])
   q = result.per_query
   reference = float(q.data_independent[0, 0])
   details = {"model_divergence": float(q.model_divergence[0, 0]),

@@ -48,7 +48,7 @@ def test_histogram_model_equals_the_game_and_holds_against_the_data_independent_
                                          num_histograms=64, num_bootstrap=8)
   config = games.PredictionAuditConfig(sigma=2.0, num_trials=20_000, orders=(2.0,),
                                        num_histograms=64, num_bootstrap=8)
-  direct = games.run(key, [model], config).per_query
+  direct = games.run(key, config, models=[model]).per_query
   assert two_cut.lower_bound == max(float(direct.two_cut[0, 0]), 0.0)
   assert k_cut.lower_bound == max(float(direct.k_cut[0, 0]), 0.0)
   assert two_cut.reference == float(direct.data_independent[0, 0]) == 2.0 / 2.0**2

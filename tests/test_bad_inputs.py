@@ -912,6 +912,7 @@ bad(domias_audit.run, "config", "config", KEY, {"num_members": 4}, data=ROWS)
 bad(domias_audit.run, "key", "key", 0, _DOMIAS, data=ROWS)
 bad(domias_audit.run, "groups", "groups", KEY, _DOMIAS, data=ROWS, groups={"a": 3})
 bad(domias_audit.run, "progress", "progress", KEY, _DOMIAS, data=ROWS, progress="stderr")
+bad(domias_audit.run, "store", "store", KEY, _DOMIAS, data=ROWS, store="out")
 
 # dpsgd
 count_cases(dpsgd_audit.DPSGDAuditConfig, "num_runs", lambda v: ((), {"num_runs": v}),
@@ -1216,14 +1217,16 @@ bad(private_prediction.composition, "replicates-shape", "replicates", _CURVES, (
 bad(private_prediction.composition, "orders-1", "orders", _CURVES, (1.0,), 1e-5, 1, "repeated")
 bad(private_prediction.data_independent_rdp, "config", "config", {"sigma": 1.0})
 bad_call(private_prediction.run, "key", "key",
-         lambda: private_prediction.run(0, [_pate()[1]], _PRED))
-bad(private_prediction.run, "models-empty", "models", KEY, [], _PRED)
-bad(private_prediction.run, "models-str", "models", KEY, "pate", _PRED)
-bad(private_prediction.run, "progress", "progress", KEY, Tripwire(), _PRED, progress="bar")
-bad(private_prediction.run, "checkpoint_dir", "checkpoint_dir", KEY, Tripwire(), _PRED,
+         lambda: private_prediction.run(0, _PRED, models=[_pate()[1]]))
+bad(private_prediction.run, "models-empty", "models", KEY, _PRED, models=[])
+bad(private_prediction.run, "models-str", "models", KEY, _PRED, models="pate")
+bad(private_prediction.run, "progress", "progress", KEY, _PRED, models=Tripwire(),
+    progress="bar")
+bad(private_prediction.run, "store", "store", KEY, _PRED, models=Tripwire(), store="out")
+bad(private_prediction.run, "checkpoint_dir", "checkpoint_dir", KEY, _PRED, models=Tripwire(),
     checkpoint_dir=3)
 bad_call(private_prediction.run, "config", "config",
-         lambda: private_prediction.run(KEY, [_pate()[1]], {"sigma": 1.0}))
+         lambda: private_prediction.run(KEY, {"sigma": 1.0}, models=[_pate()[1]]))
 _PATE = None
 
 

@@ -430,6 +430,9 @@ def run(key: jax.Array, config: DomiasConfig, *, data: Any,
   if progress is not None and not callable(progress):
     raise ValueError(f"progress must be a function progress(done, total, message), got "
                      f"{type(progress).__name__}")
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore or None, got "
+                     f"{type(store).__name__}")
   data = attacks.check_rows("data", data)
   cell = {"key": results.key_data(key), "config": results.to_plain(dataclasses.asdict(config)),
           "data_sha256": hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest(),

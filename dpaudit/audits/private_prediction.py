@@ -415,9 +415,10 @@ class PredictionAuditResult:
     return composition(worst, c.orders, c.delta, query_repeats, "repeated",
                        query_repeats * self.model_divergence_replicates.max(axis=1))
 
-  def to_dict(self, query_repeats: int | None = None) -> dict[str, Any]:
-    """Plain values (:func:`check_cell` accepts them); ``composed`` as
-    :meth:`composition` with ``query_repeats``."""
+  def cell(self, query_repeats: int | None = None) -> dict[str, Any]:
+    """The audit as a results.json cell (:func:`check_cell` accepts it): plain values,
+    ``composed`` as :meth:`composition` with ``query_repeats``; the bootstrap replicates
+    enter only through their spreads."""
     plain = results.to_plain
     return {**_cell_head(self.config.orders, self.num_queries, "monte_carlo"),
             "config": plain(dataclasses.asdict(self.config)),
@@ -430,11 +431,52 @@ class PredictionAuditResult:
                 self.class_probabilities_standard_error),
             "counts": plain(self.counts)}
 
+  def to_dict(self, query_repeats: int | None = None) -> dict[str, Any]:
+    """Plain values: :meth:`cell` and the bootstrap replicates of the model divergence, all
+    that :meth:`from_dict` needs to rebuild the result."""
+    return {**self.cell(query_repeats),
+            "model_divergence_replicates": results.to_plain(self.model_divergence_replicates)}
+
+  @classmethod
+  def from_dict(cls, value: Mapping[str, Any]) -> "PredictionAuditResult":
+    """Rebuilds the result (its numpy arrays included) from :meth:`to_dict`'s output; a
+    damaged dict is a KeyError, TypeError or ValueError (:func:`check_cell` and the shapes)."""
+    check_cell(value)
+    results.check_fields("result", value, {
+        "config": dict, "model_divergence_replicates": list, "class_probabilities": list,
+        "class_probabilities_standard_error": list, "counts": list})
+    config = PredictionAuditConfig(**value["config"])
+    if list(config.orders) != [float(a) for a in value["orders"]]:
+      raise ValueError(f"result orders={value['orders']} differ from its config's "
+                       f"{list(config.orders)}")
+    decode = lambda v: np.asarray(results.from_json_value(v), np.float64)  # noqa: E731
+    per_query = QueryBounds(**{name: decode(value["per_query"][name]) for name in (
+        "two_cut", "k_cut", "model_divergence", "model_divergence_sd", "data_dependent",
+        "data_independent")})
+    num_queries, num_orders = value["num_queries"], len(config.orders)
+    replicates = decode(value["model_divergence_replicates"])
+    probabilities = decode(value["class_probabilities"])
+    errors = decode(value["class_probabilities_standard_error"])
+    counts = np.asarray(value["counts"])
+    if replicates.ndim != 3 or replicates.shape[1:] != (num_queries, num_orders):
+      raise ValueError(f"result model_divergence_replicates has shape {replicates.shape}; "
+                       f"expected (B, {num_queries}, {num_orders})")
+    if probabilities.ndim != 3 or probabilities.shape[:2] != (num_queries, 2) or not (
+        errors.shape == counts.shape == probabilities.shape):
+      raise ValueError(f"result class_probabilities {probabilities.shape}, its standard "
+                       f"errors {errors.shape} and counts {counts.shape} must all be "
+                       f"({num_queries}, 2, C)")
+    if not np.issubdtype(counts.dtype, np.integer):
+      raise ValueError("result counts must be integers")
+    return cls(config=config, per_query=per_query, model_divergence_replicates=replicates,
+               class_probabilities=probabilities, class_probabilities_standard_error=errors,
+               counts=counts.astype(np.int64))
+
 
 def check_cell(cell: Any) -> None:
   """Raises (KeyError or TypeError for a missing or mistyped field, ValueError naming the key
   for a bad value) unless ``cell`` is a whole audit cell as
-  :meth:`PredictionAuditResult.to_dict` (or PromptPATE's audit) writes it: every curve one
+  :meth:`PredictionAuditResult.cell` (or PromptPATE's audit) writes it: every curve one
   value per order, per-query curves ``(num_queries, num_orders)``, lower bounds finite and
   >= 0, the other curves >= 0, the worst and average query consistent with the per-query
   curves, the composed block with its epsilons (>= 0) and caveat. The validator of stored
@@ -615,8 +657,8 @@ _QUERY_ARRAYS = ("two_cut", "k_cut", "model_divergence", "model_divergence_sd",
                  "data_dependent", "replicates", "probabilities", "errors", "counts")
 
 
-def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
-        progress: Callable[[int, int], None] | None = None,
+def run(key: jax.Array, config: PredictionAuditConfig, *, models: Sequence[Any],
+        progress: results.Progress | None = None, store: results.CellStore | None = None,
         checkpoint_dir: str | None = None) -> PredictionAuditResult:
   """Audits a sequence of queries, one histogram model each (all of ``config.algorithm``'s
   type and of one shape, e.g. tables built with a common ``window``, so that one compiled
@@ -624,20 +666,36 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
 
   Args:
     key: PRNG key; every query's Monte Carlo runs and histogram samples split from it.
+    config: the audit configuration.
     models: per query, a :class:`~dpaudit.mechanisms.histograms.PateModel`, ``CapcModel`` or
       ``KnnModel``, matching ``config.algorithm``.
-    config: the audit configuration.
-    progress: optional ``progress(done, total)`` over all queries' trials.
+    progress: :class:`dpaudit.results.Progress` over all queries' Monte Carlo trials
+      (``progress(done, total, "query i/n")`` as each run of trials ends; the last call has
+      ``done == total``).
+    store: optional :class:`dpaudit.results.CellStore`: the whole result is stored under the
+      key, the config and a digest of the models, and reused when whole.
     checkpoint_dir: optional directory where each finished query is saved; a rerun with the
       same key, configuration and models reuses them and audits only the rest.
 
   Returns:
     :class:`PredictionAuditResult`.
+
+  >>> import jax
+  >>> from dpaudit.mechanisms import histograms
+  >>> model = histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10)
+  >>> config = PredictionAuditConfig(sigma=2.0, num_trials=2_000, orders=(2.0,),
+  ...                                num_histograms=16, num_bootstrap=4)
+  >>> result = run(jax.random.key(0), config, models=[model])
+  >>> result.per_query.two_cut.shape, bool(result.per_query.two_cut[0, 0] >= 0)
+  ((1, 1), True)
   """
   _validate.check_key(key)
   _validate.check_instance("config", config, PredictionAuditConfig)
   _check_optional_callable("progress", progress)
   _check_directory("checkpoint_dir", checkpoint_dir)
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore or None, got "
+                     f"{type(store).__name__}")
   if isinstance(models, (str, bytes)) or not hasattr(models, "__iter__"):
     raise ValueError(f"models must be a sequence of histogram models, got "
                      f"{type(models).__name__}")
@@ -653,21 +711,41 @@ def run(key: jax.Array, models: Sequence[Any], config: PredictionAuditConfig, *,
   for model in models:  # the model divergence's draws, before any query is audited
     _check_num_histograms(config.num_histograms, family, model, 2)
   _check_bootstrap(config.num_bootstrap, config.num_histograms)
+  cell = {"key": results.key_data(key), "config": results.to_plain(dataclasses.asdict(config)),
+          "models_sha256": _fingerprint(*models), "num_queries": len(models)}
+  played = []
+
+  def play():
+    played.append(True)
+    return _audit(key, config, models, family, progress, checkpoint_dir)
+
+  result = results.stored_run(store, cell, f"prediction-{config.algorithm}", play,
+                              PredictionAuditResult)
+  if not played:  # reused from the store
+    total = 4 * len(models) * (config.num_trials // 2)
+    results.report(progress, total, total, "reused")
+  return result
+
+
+def _audit(key, config, models, family, progress, checkpoint_dir) -> PredictionAuditResult:
+  """The audit of :func:`run` (inputs checked, no store)."""
   orders = jnp.asarray(config.orders)
   beta = config.significance / len(models)  # Bonferroni over the queries
   release_s = _RELEASES[(config.algorithm, False)]
   release_n = _RELEASES[(config.algorithm, True)]
   total = 4 * len(models) * (config.num_trials // 2)
-  done = [0]
+  done, query = [0], [0]
 
   def query_progress(trials_done, trials):
-    if progress is not None and trials_done == trials:
+    if trials_done == trials:
       done[0] += trials
-      progress(min(done[0], total), total)
+      results.report(progress, min(done[0], total), total,
+                     f"query {query[0] + 1}/{len(models)}")
 
   stored_queries = {name: [] for name in _QUERY_ARRAYS}
   settings = np.frombuffer(repr(dataclasses.astuple(config)).encode(), np.uint8)
   for q, model in enumerate(models):
+    query[0] = q
     key_q = jax.random.fold_in(key, q)
     path = (None if checkpoint_dir is None
             else os.path.join(checkpoint_dir, f"query_{q:05d}.npz"))
@@ -969,7 +1047,7 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
                    checkpoint_dir: str | None = None) -> dict[str, Any]:
   """Trains the teacher ensembles, fits the histogram models and audits them: the whole
   PATE / CaPC audit of Secs. 5.1-5.2 for one adversary. ``train`` and ``test`` are
-  :class:`dpaudit.data.Dataset`. Returns plain values: the audit's ``to_dict()`` (composed
+  :class:`dpaudit.data.Dataset`. Returns plain values: the audit's ``cell()`` (composed
   over the MIAQ point's ``query_repeats`` repeats or the Pois-MINQ natural queries) plus the
   teachers' accuracy, the model's fit and the crafted labels. With ``poison_label="runner_up"``
   the Pois labels come from a probe of clean teachers (:func:`clean_votes`, its own key).
@@ -1012,9 +1090,10 @@ def ensemble_audit(key: jax.Array, train, test, algorithm: str, ensemble: Ensemb
   k = ensemble.num_teachers
   accuracy = float(np.mean(votes[:, :k] == query_labels[None, None, :]))
   plurality = np.eye(num_classes)[votes[:, :k]].sum(axis=1).argmax(axis=-1)
-  result = run(key_audit, histogram_models(votes, algorithm, ensemble, num_classes), audit,
+  result = run(key_audit, audit,
+               models=histogram_models(votes, algorithm, ensemble, num_classes),
                checkpoint_dir=_subdir(checkpoint_dir, "queries"))
-  out = result.to_dict(None if ensemble.adversary == "pois_minq" else ensemble.query_repeats)
+  out = result.cell(None if ensemble.adversary == "pois_minq" else ensemble.query_repeats)
   out["teacher_accuracy"] = accuracy
   out["ensemble_accuracy"] = float(np.mean(plurality == query_labels[None, :]))
   out["model_fit"] = model_fit(votes, k, num_classes, algorithm)
@@ -1195,8 +1274,8 @@ def knn_audit_on_features(key: jax.Array, train_x, train_y, test_x, test_y, num_
   train_y, test_y = np.asarray(train_y), np.asarray(test_y)
   models, chosen = knn_models(np.asarray(train_x, np.float64), train_y,
                               np.asarray(test_x, np.float64), test_y, num_classes, knn)
-  result = run(key, models, audit, checkpoint_dir=_subdir(checkpoint_dir, "queries"))
-  out = result.to_dict(None if knn.adversary == "pois_minq" else knn.query_repeats)
+  result = run(key, audit, models=models, checkpoint_dir=_subdir(checkpoint_dir, "queries"))
+  out = result.cell(None if knn.adversary == "pois_minq" else knn.query_repeats)
   out["adversary"] = chosen
   queries_y = test_y[:knn.num_queries] if knn.adversary != "pois_minq" else \
       test_y[1:knn.num_queries + 1]
@@ -1460,7 +1539,7 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
 
   Each query's pair of histograms goes through :func:`dpaudit.audits.noisy_argmax.run` (2-cut,
   k-cut, exact Eq. (4), GNMax bounds) at ``audit.significance / num_queries``; the cell has the
-  layout of :meth:`PredictionAuditResult.to_dict` (:func:`check_cell`), with the model
+  layout of :meth:`PredictionAuditResult.cell` (:func:`check_cell`), with the model
   divergence exact."""
   from dpaudit.models import llama
   _validate.check_key(key)
@@ -1556,3 +1635,7 @@ def promptpate_audit(key: jax.Array, llm, train, test, adversary: str, num_teach
   summary = {n: {"model_divergence_epsilon": leakage[n], **c["adversary"]}
              for n, c in cells.items()}
   return {**cells[best], **common, "minq_adversaries": summary, "best_minq_adversary": best}
+
+
+Config = PredictionAuditConfig
+Result = PredictionAuditResult

@@ -335,6 +335,10 @@ def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | Non
   return StudyResult(dict(zip(names, found)))
 
 
+Config = StudyConfig
+Result = StudyResult
+
+
 # ------------------------------------------------------------------ the report
 
 

@@ -53,3 +53,24 @@ def test_minority_groups_and_tables():
   text = studies.tables({"members": rows})
   assert text.splitlines()[0] == "members: AUC mean ± std over games"
   assert "0.700 ± 0.100" in text and "0.500 ± 0.000" in text
+
+
+def test_a_tiny_study_result_round_trips(tmp_path):
+  """One additive-noise game on a small CSV: ``Result.from_dict(to_dict())`` after strict JSON,
+  and the game rows carry the game's fields."""
+  import jax
+  from dpaudit import results
+  rng = np.random.default_rng(0)
+  path = tmp_path / "rows.csv"
+  path.write_text("a,b\n" + "\n".join(f"{x:.6f},{y:.6f}" for x, y in rng.normal(size=(80, 2))))
+  config = studies.StudyConfig(studies=("generators",), data_csv=str(path), repetitions=1,
+                               num_members=10, num_reference=20, num_synthetic=30,
+                               num_holdout=10, generators=("additive_noise",),
+                               ads_gan_lambdas=(), noise_levels=())
+  result = studies.run(jax.random.key(0), config)
+  (row,) = result.studies["generators"]
+  assert row["setting"] == "additive_noise" and set(row["attacks"]) == {"domias"}
+  plain = results.loads(results.dumps(result.to_dict()))
+  assert studies.Result.from_dict(plain).to_dict() == plain
+  with pytest.raises((KeyError, TypeError, ValueError)):
+    studies.Result.from_dict({"rows": []})

@@ -22,7 +22,7 @@ def _config(**kwargs):
 def test_certain_votes_give_the_exact_divergence_of_two_fixed_histograms():
   """P and P' one-hot: H_S and H_S' are fixed, so the mixture divergence is Eq. (4)'s."""
   model = H.pate_model([0.0, 1.0, 0.0], [1.0, 0.0, 0.0], 8)
-  result = pp.run(jax.random.key(0), [model], _config())
+  result = pp.run(jax.random.key(0), _config(), models=[model])
   exact = accounting.noisy_argmax_renyi(jnp.array([0.0, 8.0, 0.0]), jnp.array([1.0, 7.0, 0.0]),
                                         2.0, jnp.asarray(ORDERS)).forward
   divergence = result.per_query.model_divergence
@@ -36,12 +36,13 @@ def test_certain_votes_give_the_exact_divergence_of_two_fixed_histograms():
 
 
 def _coverage(algorithm, model, truth_key, config, reps):
-  truth = pp.run(truth_key, [model], config.__class__(**{
-      **config.__dict__, "num_trials": 4, "num_histograms": 50_000})).per_query.model_divergence[0]
+  truth = pp.run(truth_key, config.__class__(**{
+      **config.__dict__, "num_trials": 4, "num_histograms": 50_000}),
+      models=[model]).per_query.model_divergence[0]
   assert np.all(truth > 0.01)  # a model that leaks, so the bound has something to approach
   misses = 0
   for rep in range(reps):
-    result = pp.run(jax.random.key(100 + rep), [model], config)
+    result = pp.run(jax.random.key(100 + rep), config, models=[model])
     misses += bool(np.any(result.per_query.two_cut[0] > truth))
   return misses, truth
 
@@ -72,7 +73,7 @@ def test_two_cut_stays_below_the_model_divergence_as_often_as_promised(algorithm
 def test_composition_worst_and_average_over_queries():
   strong = H.pate_model([0.6, 0.3, 0.1], [0.0, 0.0, 1.0], 6)
   weak = H.pate_model([0.6, 0.3, 0.1], [0.6, 0.3, 0.1], 6)
-  result = pp.run(jax.random.key(2), [strong, weak], _config(num_histograms=4096))
+  result = pp.run(jax.random.key(2), _config(num_histograms=4096), models=[strong, weak])
   per = result.per_query
   assert per.model_divergence.shape == per.model_divergence_sd.shape == (2, 2)
   # P' = P: the same law on both sides; the mixture estimate (common random numbers) says so
@@ -259,9 +260,9 @@ def test_bad_input():
   model = H.pate_model([0.5, 0.5], [1.0, 0.0], 4)
   with pytest.raises(ValueError, match="models\\[0\\] is a PateModel; algorithm='capc' needs "
                                        "CapcModel"):
-    pp.run(jax.random.key(0), [model], _config(algorithm="capc"))
+    pp.run(jax.random.key(0), _config(algorithm="capc"), models=[model])
   with pytest.raises(ValueError, match="models is empty"):
-    pp.run(jax.random.key(0), [], _config())
+    pp.run(jax.random.key(0), _config(), models=[])
 
 
 def test_crafted_points_of_each_adversary():
@@ -484,14 +485,14 @@ def test_text_knn_audit_embeds_with_the_language_model(monkeypatch):
 def test_run_resumes_from_finished_queries(tmp_path, monkeypatch):
   models = [H.pate_model([0.6, 0.4], [0.0, 1.0], 6), H.pate_model([0.5, 0.5], [1.0, 0.0], 6)]
   config = _config(num_trials=4000, num_histograms=32)
-  first = pp.run(jax.random.key(0), models, config, checkpoint_dir=str(tmp_path))
+  first = pp.run(jax.random.key(0), config, models=models, checkpoint_dir=str(tmp_path))
   assert sorted(p.name for p in tmp_path.iterdir()) == ["query_00000.npz", "query_00001.npz"]
   kept = (tmp_path / "query_00000.npz").stat().st_mtime_ns
   (tmp_path / "query_00001.npz").unlink()
   calls = []
   original = pp._query_counts
   monkeypatch.setattr(pp, "_query_counts", lambda *a: calls.append(1) or original(*a))
-  again = pp.run(jax.random.key(0), models, config, checkpoint_dir=str(tmp_path))
+  again = pp.run(jax.random.key(0), config, models=models, checkpoint_dir=str(tmp_path))
   assert len(calls) == 1  # only the missing query ran
   assert (tmp_path / "query_00000.npz").stat().st_mtime_ns == kept
   for name in ("two_cut", "k_cut", "model_divergence", "model_divergence_sd", "data_dependent"):
@@ -499,7 +500,7 @@ def test_run_resumes_from_finished_queries(tmp_path, monkeypatch):
                                   getattr(first.per_query, name))
   np.testing.assert_array_equal(again.counts, first.counts)
   # another key writes and reads its own queries: nothing stale is reused
-  pp.run(jax.random.key(1), models, config, checkpoint_dir=str(tmp_path))
+  pp.run(jax.random.key(1), config, models=models, checkpoint_dir=str(tmp_path))
   assert len(calls) == 3
 
 
@@ -520,3 +521,34 @@ def test_teacher_votes_resume_per_call(tmp_path):
   np.testing.assert_array_equal(again, first)
   assert (tmp_path / "votes_000000.npz").stat().st_mtime_ns == kept
   assert first.shape == (3, 4, 2)
+
+
+def test_result_round_trips_progress_and_store(tmp_path):
+  """``Result.from_dict(to_dict())`` rebuilds every array (after strict JSON too); a damaged
+  dict is refused; progress ends at done == total; ``store=`` reuses the whole result."""
+  from dpaudit import results
+  models = [H.pate_model([0.6, 0.4], [0.0, 1.0], 6), H.pate_model([0.5, 0.5], [1.0, 0.0], 6)]
+  config = _config(num_trials=400, num_histograms=16, num_bootstrap=4)
+  seen = []
+  store = results.CellStore(str(tmp_path))
+  result = pp.run(jax.random.key(0), config, models=models, store=store,
+                  progress=lambda *a: seen.append(a))
+  assert seen[-1] == (1600, 1600, "query 2/2") and all(d <= t for d, t, _ in seen)
+  for plain in (result.to_dict(), results.loads(results.dumps(result.to_dict()))):
+    back = pp.Result.from_dict(plain)
+    assert back.config == result.config
+    np.testing.assert_array_equal(back.model_divergence_replicates,
+                                  result.model_divergence_replicates)
+    np.testing.assert_array_equal(back.counts, result.counts)
+    assert back.counts.dtype == np.int64
+    assert results.dumps(back.to_dict()) == results.dumps(result.to_dict())
+  plain = result.to_dict()
+  for damaged in ({**plain, "counts": [[1]]}, {k: v for k, v in plain.items() if k != "config"},
+                  {**plain, "model_divergence_replicates": [[1.0]]}):
+    with pytest.raises((KeyError, TypeError, ValueError)):
+      pp.Result.from_dict(damaged)
+  seen.clear()
+  again = pp.run(jax.random.key(0), config, models=models, store=store,
+                 progress=lambda *a: seen.append(a))
+  assert seen == [(1600, 1600, "reused")]
+  assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())

@@ -42,3 +42,21 @@ def test_run_config_and_cell_signatures():
   prompt = study._signature(config, "promptpate", "nat_miaq", 3)  # pylint: disable=protected-access
   assert list(prompt) == ["seed", "audit", "llm", "promptpate"]
   assert prompt["llm"] == "smollm2-135m-instruct"
+
+
+def test_study_result_round_trips_a_real_cell():
+  """A cell made of a tiny real audit (no teachers): ``Result.from_dict(to_dict())``."""
+  import jax
+  from dpaudit import results
+  from dpaudit.mechanisms import histograms
+  model = histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10)
+  config = pp.PredictionAuditConfig(sigma=2.0, num_trials=400, orders=(2.0,),
+                                    num_histograms=16, num_bootstrap=4)
+  cell = {**pp.run(jax.random.key(0), config, models=[model]).cell(),
+          "teacher_accuracy": 0.5, "seconds": 1.0}
+  study.check_stored_cell(cell)
+  result = study.Result({"pate/nat_miaq": cell})
+  plain = results.loads(results.dumps(result.to_dict()))
+  assert study.Result.from_dict(plain).to_dict() == plain
+  with pytest.raises((KeyError, TypeError, ValueError)):
+    study.Result.from_dict({"rows": {}})
