@@ -346,7 +346,7 @@ def ngram_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   audit_config = config.ngram_config()
   start = time.perf_counter()
   with jax.enable_x64(True):
-    point = reconstruction.ngram_canary_audit(key, audit_config).points[0]
+    point = reconstruction.run(key, audit_config).points[0]
   z = float(stats.norm.ppf(1 - config.significance))
   note = (f"sigma={point.noise_multiplier:g}, {audit_config.num_steps} steps; "
           f"effective sample size {point.effective_sample_size:.0f}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
 from absl import flags
 
@@ -69,47 +68,14 @@ def config_from_flags():
       chunk_size=FLAGS.chunk_size, min_effective_sample_size=FLAGS.min_effective_sample_size)
 
 
-def _cell_signature(config, sigma: float) -> dict:
-  """What a saved noise level must match to be reused (everything but the other sigmas)."""
-  spec = dataclasses.asdict(config)
-  del spec["noise_multipliers"]
-  spec["orders"] = list(spec["orders"])
-  return {"config": spec, "noise_multiplier": sigma, "seed": FLAGS.seed,
-          "prng_impl": FLAGS.prng_impl}
-
-
-def run_points(config):
-  """Every noise level, reusing saved cells; returns (canary, points as dicts)."""
-  import jax
-  import numpy as np
+def run_result(config):
+  """Every noise level through ``reconstruction.run``, reusing the cells in output_dir/cells
+  (named by the seed and PRNG, as before the game contract, so earlier cells resume)."""
   from dpaudit.audits import reconstruction
   key = common.make_key(FLAGS.seed, FLAGS.prng_impl)
-  canary_key, models_key = jax.random.split(key)
-  canary = reconstruction.random_canary(canary_key, config)
   store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
-  points = []
-  for sigma in config.noise_multipliers:
-
-    def compute(sigma=sigma):
-      with common.Timer() as timer:
-        point = reconstruction.ngram_point(
-            reconstruction.noise_level_key(models_key, sigma), canary, config, sigma)
-      return {"point": point.to_dict(), "seconds": timer.seconds}
-
-    def whole(cell, sigma=sigma):  # a stored cell is reused only when this accepts it
-      results.check_fields("noise-level cell", cell, {"point": dict, "seconds": float})
-      if reconstruction.NgramCanaryPoint.from_dict(cell["point"], config).noise_multiplier \
-          != sigma:
-        raise ValueError(f"the cell holds noise multiplier {cell['point']['noise_multiplier']}")
-
-    cell, reused = store.get_or_compute(_cell_signature(config, sigma), compute,
-                                        f"sigma_{sigma:g}", validate=whole)
-    status = "reused" if reused else f"{cell['seconds']:.1f} s"
-    p = cell["point"]
-    print(f"sigma={sigma:g}: leakage {p['leakage']:.2f} <= L(p0) {p['leakage_bound']:.2f} "
-          f"(ESS {p['effective_sample_size']:.0f}) [{status}]", file=sys.stderr, flush=True)
-    points.append(p)
-  return [int(c) for c in np.asarray(canary)], points
+  return reconstruction.run(key, config, progress=results.print_progress, store=store,
+                            key_config={"seed": FLAGS.seed, "prng_impl": FLAGS.prng_impl})
 
 
 def table(points, log_p0: float) -> str:
@@ -172,10 +138,10 @@ def main(argv):
   config = config_from_flags()  # (after joining: validation may start the XLA backend)
   common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer, common.quiet_accountant():
-    canary, points = run_points(config)
+    result = run_result(config).to_dict()
   if not common.is_main_process():
     return  # every process has the same points; process 0 writes them
-  result = {"canary": canary, "log_p0": config.log_p0, "points": points}
+  points = result["points"]
   flat = dataclasses.asdict(config)
   flat.update(seed=FLAGS.seed, prng_impl=FLAGS.prng_impl)
   path = common.write_results(FLAGS.output_dir, "ngram_reconstruction", flat, result,

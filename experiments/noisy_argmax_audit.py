@@ -143,7 +143,7 @@ def main(argv):
   del argv
   common.enable_compilation_cache()
   common.enable_x64()
-  from dpaudit import montecarlo
+  from dpaudit import results
   from dpaudit.audits import noisy_argmax as audit
 
   common.initialize_distributed()  # several processes: trials spread over all their devices
@@ -154,8 +154,7 @@ def main(argv):
   if not FLAGS.resume and os.path.isdir(checkpoint_dir) and common.is_main_process():
     shutil.rmtree(checkpoint_dir)
   with common.Timer() as timer:
-    result = audit.run(key, config,
-                       progress_factory=lambda name: montecarlo.ProgressPrinter(name),
+    result = audit.run(key, config, progress=results.print_progress,
                        checkpoint_dir=checkpoint_dir)
   if not common.is_main_process():
     return  # every process computed the same result; process 0 writes it

@@ -163,13 +163,14 @@ def table(result) -> str:
 def main(argv: Sequence[str]) -> None:
   del argv
   common.start_float64_experiment()
+  from dpaudit import results
   from dpaudit.audits import reconstruction_bounds as rb
 
   check_sizes()
   config = config_from_flags()
   common.claim_output_dir(FLAGS.output_dir)
   with common.Timer() as timer:
-    result = rb.run(config)
+    result = rb.run(None, config, progress=results.print_progress)  # no randomness: no key
   path = common.write_results(FLAGS.output_dir, "reconstruction_bounds", config.to_dict(),
                               result.to_dict(), timer.seconds)
   if FLAGS.plot:

@@ -620,6 +620,10 @@ bad(argmax_audit.thm1_floor, "delta-0", "delta", (2.0, 3.0), 0.0)
 bad(argmax_audit.thm1_floor, "delta-nan", "delta", (2.0, 3.0), np.nan)
 bad(argmax_audit.run, "key", "key", 7, argmax_audit.NoisyArgmaxAuditConfig())
 bad(argmax_audit.run, "config", "config", KEY, {"sigma": 2.0})
+bad(argmax_audit.run, "progress", "progress", KEY, argmax_audit.Config(), progress="stderr")
+bad(argmax_audit.run, "store", "store", KEY, argmax_audit.Config(), store="cells")
+exempt("the game contract's name for a class listed here (an alias)",
+       *_audit("noisy_argmax", "Config", "Result"))
 
 # tightness
 bad(tightness.TightnessConfig, "noisy_argmax_sigma-inf", "sigma", noisy_argmax_sigma=np.inf)
@@ -679,8 +683,13 @@ bad(reconstruction.random_canary, "key", "key", "0", _NGRAM)
 bad(reconstruction.random_canary, "config", "config", KEY, None)
 bad(reconstruction.noise_level_key, "noise_multiplier-str", "noise_multiplier", KEY, "1")
 bad(reconstruction.noise_level_key, "key", "key", 1, 1.0)
-bad(reconstruction.ngram_canary_audit, "key", "key", None, _NGRAM)
-bad(reconstruction.ngram_canary_audit, "config", "config", KEY, "config")
+bad(reconstruction.run, "key", "key", None, _NGRAM)
+bad(reconstruction.run, "config", "config", KEY, "config")
+bad(reconstruction.run, "progress", "progress", KEY, _NGRAM, progress=3)
+bad(reconstruction.run, "store", "store", KEY, _NGRAM, store="cells")
+bad(reconstruction.run, "key_config", "key_config", KEY, _NGRAM, key_config=[0])
+exempt("the game contract's name for a class listed here (an alias)",
+       *_audit("reconstruction", "Config", "Result"))
 
 # reconstruction_bounds
 bad(reconstruction_bounds.ReconstructionBoundsConfig, "sigmas-inf", "sigmas", sigmas=(np.inf,))
@@ -721,7 +730,14 @@ bad(reconstruction_bounds.property_violations, "traditional-shape", "traditional
     np.array([1.0, 2.0]), np.zeros(2), np.zeros(3))
 bad(reconstruction_bounds.property_violations, "tol-negative", "tol", np.array([1.0, 2.0]),
     np.zeros(2), np.zeros(2), tol=-1.0)
-bad(reconstruction_bounds.run, "config", "config", {"sigmas": (1.0,)})
+bad(reconstruction_bounds.run, "config", "config", None, {"sigmas": (1.0,)})
+bad(reconstruction_bounds.run, "key", "key", "key", reconstruction_bounds.Config())
+bad(reconstruction_bounds.run, "progress", "progress", None, reconstruction_bounds.Config(),
+    progress=3)
+bad(reconstruction_bounds.run, "store", "store", None, reconstruction_bounds.Config(),
+    store="cells")
+exempt("the game contract's name for a class listed here (an alias)",
+       *_audit("reconstruction_bounds", "Config", "Result"))
 
 # language_model
 bad(language_model.insert_canary, "repetitions-fraction", "repetitions", ["a"], "c", 1.5)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +35,7 @@ import numpy as np
 from dpaudit import _validate
 from dpaudit import accounting
 from dpaudit import montecarlo
+from dpaudit import results
 from dpaudit.results import to_plain
 from dpaudit.estimators import rdp as rdp_lib
 from dpaudit.estimators import renyi_cuts
@@ -136,6 +137,28 @@ class DirectionResult:
   two_cut_bootstrap_trusted: np.ndarray  # (num_orders,) bool
   k_cut_bootstrap_trusted: np.ndarray  # (num_orders,) bool
 
+  # The keys of NoisyArgmaxAuditResult.to_dict per field (the reverse direction's end in
+  # "_reverse").
+  KEYS = {"exact": "exact_renyi", "two_cut": "two_cut_lower_bound",
+          "k_cut": "k_cut_lower_bound", "two_cut_bootstrap": "two_cut_bootstrap_asymptotic",
+          "k_cut_bootstrap": "k_cut_bootstrap_asymptotic",
+          "data_dependent": "data_dependent_rdp", "two_cut_sets": "two_cut_sets",
+          "two_cut_bootstrap_trusted": "two_cut_bootstrap_trusted",
+          "k_cut_bootstrap_trusted": "k_cut_bootstrap_trusted"}
+
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any], num_orders: int, num_classes: int,
+                suffix: str = "") -> DirectionResult:
+    """One direction from :meth:`NoisyArgmaxAuditResult.to_dict`'s keys (ending in
+    ``suffix``), each array checked for its shape and kind."""
+    out = {}
+    for field, name in cls.KEYS.items():
+      shape = (num_orders, num_classes) if field == "two_cut_sets" else (num_orders,)
+      kind = bool if field in ("two_cut_sets", "two_cut_bootstrap_trusted",
+                               "k_cut_bootstrap_trusted") else float
+      out[field] = _stored_array(stored, name + suffix, shape, kind)
+    return cls(**out)
+
 
 @dataclasses.dataclass(frozen=True)
 class NoisyArgmaxAuditResult:
@@ -203,6 +226,56 @@ class NoisyArgmaxAuditResult:
         "config": dataclasses.asdict(self.config),
     }
     return to_plain(out)
+
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> NoisyArgmaxAuditResult:
+    """The result whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``: the
+    config, both directions and every array checked for its shape and kind (the validator of
+    a stored run, :func:`dpaudit.results.stored_run`). Raises KeyError, TypeError or
+    ValueError on a damaged dict."""
+    results.check_fields("noisy argmax result", stored, {
+        "config": dict, "orders": list, "num_trials": int, "counts": dict,
+        "epsilon_upper_bound": dict, "epsilon_upper_bound_order": dict,
+        "audit_curves_through_thm1": dict})
+    config = NoisyArgmaxAuditConfig(**stored["config"])
+    if (stored["num_trials"] != config.num_trials
+        or [float(a) for a in stored["orders"]] != list(config.orders)):
+      raise ValueError("the stored num_trials and orders are not those of its config")
+    k, c = len(config.orders), config.num_classes
+    counts = results.check_fields("counts", stored["counts"],
+                                  dict.fromkeys(("sel_p", "eval_p", "sel_q", "eval_q"), list))
+    floats = lambda name: {str(n): float(v) for n, v in results.check_fields(
+        name, stored[name], dict.fromkeys(stored[name], float)).items()}
+    return cls(
+        config=config,
+        forward=DirectionResult.from_dict(stored, k, c),
+        reverse=DirectionResult.from_dict(stored, k, c, "_reverse"),
+        data_independent_rdp=_stored_array(stored, "data_independent_rdp", (k,), float),
+        class_probabilities=_stored_array(stored, "class_probabilities", (c,), float),
+        class_probabilities_neighbor=_stored_array(stored, "class_probabilities_neighbor",
+                                                   (c,), float),
+        counts={name: _stored_array(counts, name, (c,), int) for name in counts},
+        epsilon=floats("epsilon_upper_bound"),
+        epsilon_order=floats("epsilon_upper_bound_order"),
+        audit_curves_through_thm1=floats("audit_curves_through_thm1"))
+
+
+def _stored_array(stored: Mapping[str, Any], name: str, shape: tuple[int, ...],
+                  kind: type) -> np.ndarray:
+  """``stored[name]`` as an array of ``shape``: float64 (numbers), bool or int64."""
+  if name not in stored:
+    raise KeyError(f"the stored result has no {name!r}")
+  array = np.asarray(stored[name])
+  allowed = {float: "biuf", int: "iu", bool: "b"}[kind]
+  if array.shape != shape or array.dtype.kind not in allowed or (
+      kind is float and array.dtype.kind == "b"):
+    raise ValueError(f"the stored {name} must be {kind.__name__}s of shape {shape}, got "
+                     f"{array.dtype} of shape {array.shape}")
+  return array.astype({float: np.float64, int: np.int64, bool: bool}[kind])
+
+
+Config = NoisyArgmaxAuditConfig
+Result = NoisyArgmaxAuditResult
 
 
 MEANING = {
@@ -389,25 +462,48 @@ def epsilon_table(curves: dict[str, np.ndarray], orders, num_queries: int,
 
 
 def run(key: jax.Array, config: NoisyArgmaxAuditConfig, *,
-        progress_factory: Callable[[str], montecarlo.ProgressFn] | None = None,
+        progress: results.Progress | None = None, store: results.CellStore | None = None,
         checkpoint_dir: str | None = None) -> NoisyArgmaxAuditResult:
   """Runs the audit (Sec. 4.2 and App. C of Chadha et al.).
 
   Args:
     key: PRNG key; the four Monte Carlo runs and the bootstraps use keys split from it.
     config: the audit configuration.
-    progress_factory: optional ``label -> progress callback`` for the Monte Carlo runs.
+    progress: optional :class:`dpaudit.results.Progress`, told the trials done of the
+      ``2 * num_trials`` (both histograms) after each compiled Monte Carlo call, and once more
+      when the bounds are computed.
+    store: optional :class:`dpaudit.results.CellStore`: the result of this key and
+      configuration is reused from it when whole, else computed and stored
+      (:func:`dpaudit.results.stored_run`).
     checkpoint_dir: optional directory for Monte Carlo checkpoints; a rerun with the same key
       and configuration resumes each run where it stopped.
 
   Returns:
     :class:`NoisyArgmaxAuditResult`.
+
+  >>> config = NoisyArgmaxAuditConfig(num_trials=1000, orders=(2.0,), num_bootstrap=10)
+  >>> result = run(jax.random.key(0), config)
+  >>> bool(result.forward.two_cut[0] <= result.forward.exact[0])
+  True
   """
   _validate.check_key(key)
   if not isinstance(config, NoisyArgmaxAuditConfig):
     raise ValueError(f"config must be a NoisyArgmaxAuditConfig, got {type(config).__name__}")
-  if progress_factory is not None and not callable(progress_factory):
-    raise ValueError("progress_factory must be a function label -> progress callback")
+  if progress is not None and not callable(progress):
+    raise ValueError("progress must be a function progress(done, total, message)")
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore, got {type(store).__name__}")
+  total = 2 * config.num_trials
+  named = {"key": results.key_data(key), "config": to_plain(dataclasses.asdict(config))}
+  result = results.stored_run(store, named, "noisy_argmax",
+                              lambda: _audit(key, config, progress, checkpoint_dir),
+                              NoisyArgmaxAuditResult)
+  results.report(progress, total, total, "bounds computed")
+  return result
+
+
+def _audit(key, config, progress, checkpoint_dir) -> NoisyArgmaxAuditResult:
+  """The work of :func:`run` (arguments checked)."""
   orders = jnp.asarray(config.orders)
   histogram = jnp.asarray(config.histogram, jnp.float32)
   neighbor = jnp.asarray(config.neighbor, jnp.float32)
@@ -416,14 +512,17 @@ def run(key: jax.Array, config: NoisyArgmaxAuditConfig, *,
                   jax.random.split(key, 6)))
   runs = {"sel_p": (histogram, half), "eval_p": (histogram, config.num_trials - half),
           "sel_q": (neighbor, half), "eval_q": (neighbor, config.num_trials - half)}
-  counts = {}
+  counts, before = {}, 0
   for name, (hist, trials) in runs.items():
     path = os.path.join(checkpoint_dir, f"{name}.npz") if checkpoint_dir else None
     tag = f"noisy_argmax:{list(np.asarray(hist))}:{config.sigma}:float32"
+    tell = None if progress is None else (
+        lambda done, n, name=name, before=before: progress(
+            before + done, 2 * config.num_trials, f"{name}: {done:,}/{n:,} trials"))
     counts[name] = montecarlo.count_outcomes(
         noisy_argmax, keys[name], trials, config.num_classes, args=(hist, config.sigma),
-        chunk_size=config.chunk_size, checkpoint_path=path, checkpoint_tag=tag,
-        progress=progress_factory(name) if progress_factory else None)
+        chunk_size=config.chunk_size, checkpoint_path=path, checkpoint_tag=tag, progress=tell)
+    before += trials
   c = {name: jnp.asarray(v, jnp.result_type(float)) for name, v in counts.items()}
 
   hist64 = jnp.asarray(config.histogram, jnp.result_type(float))

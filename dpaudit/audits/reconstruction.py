@@ -5,7 +5,7 @@ The leakage of a secret :math:`s` is :math:`\log(p_1/p_0)`, with :math:`p_1` (:m
 probability that the reconstruction attack outputs :math:`s` from a model trained with (without)
 it; RDP bounds it by :math:`L(p_0)` (Eqs. 2-3, :mod:`dpaudit.estimators.reconstruction`).
 
-:func:`ngram_canary_audit` is the experiment of their Sec. 4.1 (Fig. 4): a random canary
+:func:`run` is the experiment of their Sec. 4.1 (Fig. 4): a random canary
 :math:`c \in \{0..D-1\}^T`, the lazy n-gram model :class:`dpaudit.models.LazyNgram` trained on
 :math:`c` alone by DP-SGD (:mod:`dpaudit.dpsgd`, sampling rate 1, clip :math:`C`, noise
 :math:`\sigma`, learning rate :math:`0.5/\sigma`), :math:`N` models trained as one vmapped
@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable
+import time
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -119,7 +120,7 @@ class NgramCanaryConfig:
 
 @dataclasses.dataclass(frozen=True)
 class NgramCanaryPoint:
-  """One noise level of :func:`ngram_canary_audit`; all logs natural.
+  """One noise level of :func:`run`; all logs natural.
 
   Attributes:
     noise_multiplier, learning_rate: the run's :math:`\\sigma` and :math:`\\eta`.
@@ -197,7 +198,7 @@ class NgramCanaryPoint:
 
 @dataclasses.dataclass(frozen=True)
 class NgramCanaryResult:
-  """:func:`ngram_canary_audit`'s output: the canary, :math:`\\log p_0` and one point per
+  """:func:`run`'s output: the canary, :math:`\\log p_0` and one point per
   noise level."""
   canary: tuple[int, ...]
   log_p0: float
@@ -206,6 +207,29 @@ class NgramCanaryResult:
   def to_dict(self) -> dict[str, Any]:
     return {"canary": list(self.canary), "log_p0": self.log_p0,
             "points": [p.to_dict() for p in self.points]}
+
+  @classmethod
+  def from_dict(cls, stored: Any, config: NgramCanaryConfig | None = None
+                ) -> NgramCanaryResult:
+    """The result whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``: the
+    canary (token ids >= 0), :math:`\\log p_0 \\le 0` and every point checked by
+    :meth:`NgramCanaryPoint.from_dict` (against ``config`` when given, which must also match
+    the canary's length and :math:`\\log p_0`). Raises KeyError, TypeError or ValueError."""
+    results.check_fields("NgramCanaryResult", stored,
+                         {"canary": list, "log_p0": float, "points": list})
+    canary = stored["canary"]
+    if not canary or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                             for c in canary):
+      raise ValueError(f"the stored canary {canary!r} must be token ids >= 0")
+    log_p0 = float(stored["log_p0"])
+    if not log_p0 <= 0:
+      raise ValueError(f"the stored log_p0={log_p0} must be <= 0")
+    if config is not None and (len(canary) != config.canary_length
+                               or max(canary) >= config.vocab_size
+                               or abs(log_p0 - config.log_p0) > 1e-9 * abs(config.log_p0)):
+      raise ValueError("the stored canary or log_p0 is not that of the config")
+    return cls(tuple(int(c) for c in canary), log_p0,
+               tuple(NgramCanaryPoint.from_dict(p, config) for p in stored["points"]))
 
 
 def _check_level(config: Any, noise_multiplier: Any) -> None:
@@ -360,24 +384,98 @@ def noise_level_key(key: jax.Array, noise_multiplier: float) -> jax.Array:
   return jax.random.fold_in(key, int(np.float32(noise_multiplier).view(np.uint32)))
 
 
-def ngram_canary_audit(key: jax.Array, config: NgramCanaryConfig,
-                       progress: Callable[[NgramCanaryPoint], None] | None = None
-                       ) -> NgramCanaryResult:
+def _cell_config(config: NgramCanaryConfig, noise_multiplier: float,
+                 key_config: Mapping[str, Any]) -> dict[str, Any]:
+  """What a stored noise level must match to be reused: the config but its other noise levels,
+  the noise level and the key (``key_config``)."""
+  spec = results.to_plain(dataclasses.asdict(config))
+  del spec["noise_multipliers"]
+  return {"config": spec, "noise_multiplier": noise_multiplier, **key_config}
+
+
+def _cell_validator(config: NgramCanaryConfig, noise_multiplier: float) -> Callable:
+  """Accepts a stored noise level ``{"point", "seconds"}`` only when whole (raises)."""
+
+  def validate(cell):
+    results.check_fields("noise-level cell", cell, {"point": dict, "seconds": float})
+    if NgramCanaryPoint.from_dict(cell["point"], config).noise_multiplier != noise_multiplier:
+      raise ValueError(f"the cell holds noise multiplier {cell['point']['noise_multiplier']}")
+
+  return validate
+
+
+def run(key: jax.Array, config: NgramCanaryConfig, *,
+        progress: results.Progress | None = None, store: results.CellStore | None = None,
+        key_config: Mapping[str, Any] | None = None) -> NgramCanaryResult:
   """The experiment of Stock et al., Sec. 4.1 / Fig. 4, at every noise level of ``config``.
 
   ``key`` is split into the canary's key and the models' key, which
-  :func:`noise_level_key` specialises to each noise level.
+  :func:`noise_level_key` specialises to each noise level, so a noise level's point does not
+  depend on the other levels run.
+
+  Args:
+    key: PRNG key.
+    config: the settings.
+    progress: optional :class:`dpaudit.results.Progress`, told after each noise level (one
+      unit each) its leakage against :math:`L(p_0)` and its time, or ``[reused]``.
+    store: optional :class:`dpaudit.results.CellStore` holding one cell per noise level,
+      labelled ``sigma_<sigma>``, with the point and its seconds; a whole stored cell is reused.
+    key_config: plain values naming ``key`` in the stored cells (default
+      ``{"key": dpaudit.results.key_data(key)}``); ``experiments.ngram_reconstruction`` passes
+      its seed and PRNG implementation, the key's origin, so its cells keep resuming.
+
+  Returns:
+    :class:`NgramCanaryResult`, one point per noise level in the config's order.
+
+  >>> config = NgramCanaryConfig(noise_multipliers=(2.0,), num_models=4, num_steps=2,
+  ...                            canary_length=2, vocab_size=3)
+  >>> result = run(jax.random.key(0), config)
+  >>> len(result.points), len(result.canary)
+  (1, 2)
   """
   _validate.check_key(key)
   if not isinstance(config, NgramCanaryConfig):
     raise ValueError(f"config must be an NgramCanaryConfig, got {type(config).__name__}")
+  if progress is not None and not callable(progress):
+    raise ValueError("progress must be a function progress(done, total, message)")
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore, got {type(store).__name__}")
+  if key_config is not None and not isinstance(key_config, Mapping):
+    raise ValueError(f"key_config must be a mapping of plain values naming the key, got "
+                     f"{type(key_config).__name__}")
+  if key_config is None:
+    key_config = {"key": results.key_data(key)}
   canary_key, models_key = jax.random.split(key)
   canary = random_canary(canary_key, config)
-  points = []
-  for sigma in config.noise_multipliers:
-    point = ngram_point(noise_level_key(models_key, sigma), canary, config, sigma)
-    points.append(point)
-    if progress is not None:
-      progress(point)
+  points, total = [], len(config.noise_multipliers)
+  for i, sigma in enumerate(config.noise_multipliers, 1):
+
+    def compute(sigma=sigma):
+      start = time.perf_counter()
+      point = ngram_point(noise_level_key(models_key, sigma), canary, config, sigma)
+      return {"point": point, "seconds": time.perf_counter() - start}
+
+    if store is None:
+      cell, reused = compute(), False
+    else:
+      cell, reused = store.get_or_compute(
+          _cell_config(config, sigma, key_config),
+          lambda compute=compute: _plain_cell(compute()), f"sigma_{sigma:g}",
+          validate=_cell_validator(config, sigma))
+      cell = {**cell, "point": NgramCanaryPoint.from_dict(cell["point"], config)}
+    p = cell["point"]
+    status = "reused" if reused else f"{cell['seconds']:.1f} s"
+    results.report(progress, i, total,
+                   f"sigma={sigma:g}: leakage {p.leakage:.2f} <= L(p0) {p.leakage_bound:.2f} "
+                   f"(ESS {p.effective_sample_size:.0f}) [{status}]")
+    points.append(p)
   return NgramCanaryResult(tuple(int(c) for c in np.asarray(canary)), config.log_p0,
                            tuple(points))
+
+
+def _plain_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
+  return {"point": cell["point"].to_dict(), "seconds": cell["seconds"]}
+
+
+Config = NgramCanaryConfig
+Result = NgramCanaryResult

@@ -22,7 +22,8 @@ Fig. 1: both bounds against :math:`b` for each noise multiplier, in the setting 
 (:math:`q = 2.81\times10^{-4}`, 186k steps), with :math:`\varepsilon` at ``delta`` from the RDP
 accountant with the conversion of Balle et al. (2020), as the paper's titles (and the PLD
 accountant's tighter epsilon). Fig. 2: both bounds at a fixed :math:`b` against the number of
-steps (log grid). :func:`run` computes both from a :class:`ReconstructionBoundsConfig`.
+steps (log grid). :func:`run` computes both from a :class:`ReconstructionBoundsConfig`
+(no randomness: its key may be None).
 
 Orders: by default a dense grid on [1.01, 256] (:func:`default_orders`) that contains every
 integer order 2..64, where dp_accounting's RDP of the sampled Gaussian is exact; fractional
@@ -35,12 +36,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from dpaudit import _validate
 from dpaudit import accounting
+from dpaudit import results
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.results import to_plain
 from dpaudit.estimators import reconstruction
@@ -86,6 +88,30 @@ class BitsBounds:
 
   def to_dict(self) -> dict[str, Any]:
     return to_plain({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any], shape: tuple[int, ...] | None = None
+                ) -> BitsBounds:
+    """The bounds from :meth:`to_dict`'s keys in ``stored`` (extra keys are ignored): four
+    float64 arrays of one shape (``shape`` when given). Raises KeyError, TypeError or
+    ValueError on a damaged dict."""
+    results.check_fields("BitsBounds", stored, dict.fromkeys(
+        (f.name for f in dataclasses.fields(cls)), (list, float)))
+    arrays = {f.name: _stored_array(stored, f.name, float) for f in dataclasses.fields(cls)}
+    shapes = {a.shape for a in arrays.values()} | ({shape} if shape is not None else set())
+    if len(shapes) != 1:
+      raise ValueError(f"the stored bounds have shapes {sorted(shapes)}; they must be one")
+    return cls(**arrays)
+
+
+def _stored_array(stored: Mapping[str, Any], name: str, kind: type) -> np.ndarray:
+  """``stored[name]`` (numbers, not booleans) as a float64 or int64 array."""
+  if name not in stored:
+    raise KeyError(f"the stored result has no {name!r}")
+  array = np.asarray(stored[name])
+  if array.dtype.kind not in ("iu" if kind is int else "iuf"):
+    raise ValueError(f"the stored {name} must be {kind.__name__}s, got {array.dtype}")
+  return array.astype(np.int64 if kind is int else np.float64)
 
 
 def bounds_in_bits(rdp, orders, secret_bits) -> BitsBounds:
@@ -336,6 +362,27 @@ class SecretLengthCurves:
             "at_bits_dp_accounting_series": self.at_bits_dp_accounting_series.to_dict(),
             "property_violations": list(self.property_violations)}
 
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> SecretLengthCurves:
+    """The panel whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``."""
+    results.check_fields("SecretLengthCurves", stored, {
+        "sigma": float, "epsilon_rdp": float, "epsilon_pld": (float, None), "bits": list,
+        "at_bits": dict, "at_bits_dp_accounting_series": dict, "property_violations": list})
+    bits = _stored_array(stored, "bits", float)
+    table_bits = _stored_array(stored["at_bits"], "bits", float)
+    violations = stored["property_violations"]
+    if not all(isinstance(v, str) for v in violations):
+      raise TypeError(f"the stored property_violations {violations!r} must be strings")
+    return cls(sigma=float(stored["sigma"]), epsilon_rdp=float(stored["epsilon_rdp"]),
+               epsilon_pld=(None if stored["epsilon_pld"] is None
+                            else float(stored["epsilon_pld"])),
+               bits=bits, bounds=BitsBounds.from_dict(stored, bits.shape),
+               table_bits=table_bits,
+               at_bits=BitsBounds.from_dict(stored["at_bits"], table_bits.shape),
+               at_bits_dp_accounting_series=BitsBounds.from_dict(
+                   stored["at_bits_dp_accounting_series"], table_bits.shape),
+               property_violations=tuple(violations))
+
 
 @dataclasses.dataclass(frozen=True)
 class StepCountCurves:
@@ -359,6 +406,20 @@ class StepCountCurves:
             "num_steps": to_plain(self.num_steps), **self.bounds.to_dict(),
             "epsilon_rdp": to_plain(self.epsilon_rdp)}
 
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> StepCountCurves:
+    """The curves whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``."""
+    results.check_fields("StepCountCurves", stored, {
+        "sigma": float, "secret_bits": float, "num_steps": list, "epsilon_rdp": list})
+    steps = _stored_array(stored, "num_steps", int)
+    epsilon = _stored_array(stored, "epsilon_rdp", float)
+    if epsilon.shape != steps.shape:
+      raise ValueError(f"the stored epsilon_rdp has shape {epsilon.shape}, num_steps "
+                       f"{steps.shape}")
+    return cls(sigma=float(stored["sigma"]), secret_bits=float(stored["secret_bits"]),
+               num_steps=steps, bounds=BitsBounds.from_dict(stored, steps.shape),
+               epsilon_rdp=epsilon)
+
 
 @dataclasses.dataclass(frozen=True)
 class ReconstructionBoundsResult:
@@ -376,6 +437,19 @@ class ReconstructionBoundsResult:
     """Plain Python values: ``fig1`` (list), ``fig2`` and ``properties_hold``."""
     return {"fig1": [panel.to_dict() for panel in self.fig1], "fig2": self.fig2.to_dict(),
             "properties_hold": self.properties_hold}
+
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> ReconstructionBoundsResult:
+    """The result whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored`` (the
+    validator of a stored run). Raises KeyError, TypeError or ValueError on a damaged dict."""
+    results.check_fields("ReconstructionBoundsResult", stored,
+                         {"fig1": list, "fig2": dict, "properties_hold": bool})
+    result = cls(fig1=tuple(SecretLengthCurves.from_dict(p) for p in stored["fig1"]),
+                 fig2=StepCountCurves.from_dict(stored["fig2"]))
+    if not result.fig1 or result.properties_hold != stored["properties_hold"]:
+      raise ValueError("the stored result has no Fig. 1 panel or a properties_hold that its "
+                       "panels contradict")
+    return result
 
 
 def _epsilon(sigma: float, config: ReconstructionBoundsConfig, num_steps: int,
@@ -402,17 +476,55 @@ def _panel(sigma: float, config: ReconstructionBoundsConfig) -> SecretLengthCurv
                                                     bounds.traditional_bits)))
 
 
-def run(config: ReconstructionBoundsConfig) -> ReconstructionBoundsResult:
+def run(key: Any, config: ReconstructionBoundsConfig, *,
+        progress: results.Progress | None = None, store: results.CellStore | None = None
+        ) -> ReconstructionBoundsResult:
   """All numbers of Figs. 1 and 2 of Stock et al. for ``config`` (see the module docstring).
 
-  Deterministic (no randomness); dp-accounting's convergence warnings are dropped
+  Deterministic: there is no randomness, so ``key`` is not used (pass None; a PRNG key is
+  accepted for the game contract, ``run(key, config)``, and changes nothing).
+  dp-accounting's convergence warnings are dropped
   (:func:`dpaudit.accounting.dpsgd.quiet_accountant`). Turn ``jax_enable_x64`` on for float64.
+
+  Args:
+    key: None (or a PRNG key, unused).
+    config: the settings.
+    progress: optional :class:`dpaudit.results.Progress`, told after each Fig. 1 panel and
+      after Fig. 2 (``len(sigmas) + 1`` units).
+    store: optional :class:`dpaudit.results.CellStore`: the result of this config is reused
+      from it when whole, else computed and stored (:func:`dpaudit.results.stored_run`).
+
+  >>> config = ReconstructionBoundsConfig(sigmas=(1.0,), num_steps=10, num_bits=2,
+  ...                                     min_steps=10, max_steps=10, num_step_points=1,
+  ...                                     pld=False, orders=(2.0, 4.0))
+  >>> run(None, config).properties_hold
+  True
   """
+  if key is not None:
+    _validate.check_key(key)
   if not isinstance(config, ReconstructionBoundsConfig):
     raise ValueError(f"config must be a ReconstructionBoundsConfig, got {type(config).__name__}")
+  if progress is not None and not callable(progress):
+    raise ValueError("progress must be a function progress(done, total, message)")
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore, got {type(store).__name__}")
+  total = len(config.sigmas) + 1
+  result = results.stored_run(store, {"config": config.to_dict()}, "reconstruction_bounds",
+                              lambda: _compute(config, progress), ReconstructionBoundsResult)
+  results.report(progress, total, total, "Figs. 1 and 2 done")
+  return result
+
+
+def _compute(config: ReconstructionBoundsConfig,
+             progress: results.Progress | None) -> ReconstructionBoundsResult:
+  """The work of :func:`run` (arguments checked)."""
   orders = np.asarray(config.orders, np.float64)
+  total = len(config.sigmas) + 1
   with quiet_accountant():
-    fig1 = tuple(_panel(sigma, config) for sigma in config.sigmas)
+    fig1 = []
+    for i, sigma in enumerate(config.sigmas, 1):
+      fig1.append(_panel(sigma, config))
+      results.report(progress, i, total, f"Fig. 1, sigma={sigma:g}")
     grid = steps_grid(config.min_steps, config.max_steps, config.num_step_points)
     fig2 = StepCountCurves(
         sigma=config.fig2_sigma, secret_bits=config.fig2_bits, num_steps=grid,
@@ -420,4 +532,8 @@ def run(config: ReconstructionBoundsConfig) -> ReconstructionBoundsResult:
                             orders),
         epsilon_rdp=np.asarray([_epsilon(config.fig2_sigma, config, int(t), "rdp")
                                 for t in grid]))
-  return ReconstructionBoundsResult(fig1=fig1, fig2=fig2)
+  return ReconstructionBoundsResult(fig1=tuple(fig1), fig2=fig2)
+
+
+Config = ReconstructionBoundsConfig
+Result = ReconstructionBoundsResult

@@ -214,3 +214,33 @@ def test_thm1_floor_is_the_conversion_of_a_vanishing_curve():
   assert float(eps) == pytest.approx(floor, rel=1e-9)
   zero, _ = audit.thm1_epsilon(np.zeros(len(orders)), orders, delta)
   assert float(zero) == 0.0 and audit.format_epsilon(zero) == audit.NO_LEAKAGE
+
+
+def test_result_round_trips_through_from_dict(small_result):
+  from dpaudit import results
+  d = results.loads(results.dumps(small_result.to_dict()))
+  again = audit.Result.from_dict(d)
+  assert again.to_dict() == small_result.to_dict()
+  assert again.config == small_result.config
+  np.testing.assert_array_equal(again.forward.two_cut_sets, small_result.forward.two_cut_sets)
+  assert again.forward.two_cut_sets.dtype == bool and again.counts["sel_p"].dtype == np.int64
+  for damage in ({"orders": "x"}, {"two_cut_lower_bound": [0.1]},
+                 {"two_cut_sets": [[0.5] * 5] * len(ORDERS)}, {"counts": {}}):
+    with pytest.raises((ValueError, TypeError, KeyError)):
+      audit.Result.from_dict({**d, **damage})
+  with pytest.raises(KeyError):
+    audit.Result.from_dict({k: v for k, v in d.items() if k != "k_cut_lower_bound_reverse"})
+
+
+def test_run_reports_progress_and_reuses_a_stored_result(tmp_path):
+  from dpaudit import results
+  config = audit.Config(num_trials=2000, orders=(2.0, 4.0), num_bootstrap=20)
+  calls = []
+  store = results.CellStore(str(tmp_path))
+  first = audit.run(jax.random.key(5), config, store=store,
+                    progress=lambda done, total, message="": calls.append((done, total)))
+  assert calls[-1] == (4000, 4000) and all(d <= t for d, t in calls)
+  again = audit.run(jax.random.key(5), config, store=store)
+  assert again.to_dict() == first.to_dict()
+  assert audit.run(jax.random.key(5), config).to_dict() == first.to_dict()
+  assert len(list(tmp_path.glob("noisy_argmax-*.json"))) == 1

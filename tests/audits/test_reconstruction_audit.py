@@ -151,7 +151,7 @@ def small_config():
 
 @pytest.fixture(scope="module")
 def audit(small_config):
-  return rec.ngram_canary_audit(jax.random.key(11), small_config)
+  return rec.run(jax.random.key(11), small_config)
 
 
 def test_audit_respects_rdp_bound(audit, small_config):
@@ -207,7 +207,7 @@ def test_determinism_and_noise_level_keys(audit, small_config):
   np.testing.assert_array_equal(jax.random.key_data(k2),
                                 jax.random.key_data(rec.noise_level_key(key, 2.0)))
   # Same key, sigma=2 alone: identical canary and identical point.
-  alone = rec.ngram_canary_audit(key, dataclasses.replace(small_config, noise_multipliers=(2.0,)))
+  alone = rec.run(key, dataclasses.replace(small_config, noise_multipliers=(2.0,)))
   assert alone.canary == audit.canary
   assert alone.points[0] == audit.points[1]
 
@@ -244,4 +244,39 @@ def test_config_validation(field, value):
 
 def test_audit_rejects_non_key():
   with pytest.raises((ValueError, TypeError)):
-    rec.ngram_canary_audit("not a key", rec.NgramCanaryConfig(num_models=2, num_steps=1))
+    rec.run("not a key", rec.NgramCanaryConfig(num_models=2, num_steps=1))
+
+
+def test_result_round_trips_through_from_dict(audit, small_config):
+  from dpaudit import results
+  d = results.loads(results.dumps(audit.to_dict()))
+  assert rec.Result.from_dict(d) == audit
+  assert rec.Result.from_dict(d, small_config) == audit
+  for damage in ({"canary": [-1, 2]}, {"log_p0": "x"}, {"points": [{"leakage": 1.0}]}):
+    with pytest.raises((ValueError, TypeError, KeyError)):
+      rec.Result.from_dict({**d, **damage})
+  with pytest.raises(ValueError):
+    rec.Result.from_dict(d, dataclasses.replace(small_config, canary_length=5))
+
+
+def test_run_stores_one_cell_per_noise_level_and_reuses_it(tmp_path):
+  from dpaudit import results
+  config = rec.Config(noise_multipliers=(1.0, 3.0), num_models=8, num_steps=2, canary_length=2,
+                      vocab_size=3)
+  key = jax.random.key(4)
+  calls = []
+  progress = lambda done, total, message="": calls.append((done, total, message))
+  store = results.CellStore(str(tmp_path))
+  named = {"seed": 4, "prng_impl": "threefry2x32"}
+  first = rec.run(key, config, progress=progress, store=store, key_config=named)
+  assert first == rec.run(key, config)  # the store changes nothing
+  assert [c[:2] for c in calls] == [(1, 2), (2, 2)] and "reused" not in calls[-1][2]
+  # The cells are those experiments.ngram_reconstruction wrote before the game contract.
+  spec = dataclasses.asdict(config)
+  del spec["noise_multipliers"]
+  spec["orders"] = list(spec["orders"])
+  old = {"config": spec, "noise_multiplier": 3.0, **named}
+  assert store.load(old, "sigma_3")["point"] == first.points[1].to_dict()
+  calls.clear()
+  assert rec.run(key, config, progress=progress, store=store, key_config=named) == first
+  assert all(c[2].endswith("[reused]") for c in calls)

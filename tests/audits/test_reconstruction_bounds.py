@@ -166,7 +166,7 @@ def test_run_matches_its_building_blocks_and_dp_accounting():
       sigmas=(0.8, 2.0), sampling_rate=0.01, num_steps=300, delta=1e-5, max_bits=30.0,
       num_bits=7, fig2_bits=20.0, fig2_sigma=1.0, min_steps=10, max_steps=1000,
       num_step_points=3, pld=True, orders=SMALL_ORDERS)
-  result = rb.run(config)
+  result = rb.run(None, config)
   assert result.properties_hold and len(result.fig1) == 2
   for sigma, panel in zip(config.sigmas, result.fig1):
     assert panel.sigma == sigma and panel.property_violations == ()
@@ -202,7 +202,7 @@ def test_result_to_dict_has_the_results_json_keys():
   config = rb.ReconstructionBoundsConfig(
       sigmas=(1.0,), sampling_rate=0.05, num_steps=50, max_bits=10.0, num_bits=3,
       min_steps=5, max_steps=50, num_step_points=2, pld=False, orders=SMALL_ORDERS)
-  d = rb.run(config).to_dict()
+  d = rb.run(None, config).to_dict()
   assert list(d) == ["fig1", "fig2", "properties_hold"] and d["properties_hold"] is True
   bounds = ["leakage_bits", "leakage_order", "traditional_bits", "traditional_order"]
   row = d["fig1"][0]
@@ -219,7 +219,7 @@ def test_result_to_dict_has_the_results_json_keys():
 
 def test_run_rejects_a_dict_config():
   with pytest.raises(ValueError, match="config must be a ReconstructionBoundsConfig"):
-    rb.run({"sigmas": [1.0]})
+    rb.run(None, {"sigmas": [1.0]})
 
 
 def test_library_module_imports_neither_absl_nor_experiments():
@@ -228,3 +228,26 @@ def test_library_module_imports_neither_absl_nor_experiments():
            for alias in node.names]
   names += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
   assert names and not [n for n in names if n.split(".")[0] in ("absl", "experiments")]
+
+
+def test_result_round_trips_and_is_reused_from_a_store(tmp_path):
+  from dpaudit import results
+  config = rb.Config(sigmas=(1.0, 2.0), sampling_rate=0.05, num_steps=50, max_bits=10.0,
+                     num_bits=3, min_steps=5, max_steps=50, num_step_points=2, pld=False,
+                     orders=SMALL_ORDERS)
+  calls = []
+  result = rb.run(None, config, progress=lambda done, total, message="": calls.append(done))
+  assert calls[-1] == len(config.sigmas) + 1
+  d = results.loads(results.dumps(result.to_dict()))
+  again = rb.Result.from_dict(d)
+  assert again.to_dict() == result.to_dict()
+  assert again.fig2.num_steps.dtype == np.int64 and again.fig1[0].epsilon_pld is None
+  for damage in ({"fig1": []}, {"properties_hold": False},
+                 {"fig2": {**d["fig2"], "num_steps": [5.5, 50]}},
+                 {"fig2": {**d["fig2"], "leakage_bits": [1.0]}}):
+    with pytest.raises((ValueError, TypeError, KeyError)):
+      rb.Result.from_dict({**d, **damage})
+  store = results.CellStore(str(tmp_path))
+  assert rb.run(None, config, store=store).to_dict() == result.to_dict()
+  assert rb.run(None, config, store=store).to_dict() == result.to_dict()  # reused
+  assert len(list(tmp_path.glob("reconstruction_bounds-*.json"))) == 1
