@@ -6,11 +6,12 @@ r"""DOMIAS (van Breugel et al., AISTATS 2023): Figs. 3-6 and the epsilon lower b
   python -m experiments.domias --study=generators          # Fig. 6 (quality vs DOMIAS AUC)
   python -m experiments.domias --study=epsilon             # audited eps vs claimed eps
 
-Each study is a grid of settings x ``--repetitions`` games of
-:func:`dpaudit.audits.domias.run_domias` (game i of a setting uses ``fold_in(key(--seed), i)``)
+Each study is a grid of settings x ``--num_repeats`` games of
+:func:`dpaudit.audits.domias.run` (game i of a setting uses ``fold_in(key(--seed), i)``)
 (one generator fit, its synthetic data, every attack of ``--attacks``, the metrics and the epsilon
-lower bounds), run by :func:`dpaudit.audits.domias_studies.run`. Every finished game is a cell of ``--output_dir``/cells, so an interrupted run
-resumes where it stopped and games shared between studies (same settings) are computed once.
+lower bounds), run by :func:`dpaudit.audits.domias_studies.run`. Every finished game is a cell
+of ``--output_dir``/cells, so an interrupted run resumes where it stopped and games shared
+between studies (same settings) are computed once.
 
 * ``members`` / ``epochs``: California Housing, TVAE, AUC of every attack against |D_mem|
   (``--members``, ``--tvae_epochs`` epochs) and against the TVAE epochs (``--epochs``,
@@ -22,7 +23,7 @@ resumes where it stopped and games shared between studies (same settings) are co
   rest.
 * ``generators``: the Wasserstein distance of D_syn to a hold-out set (App. A.3's quality)
   against DOMIAS's AUC for TVAE, DP-TVAE, WGAN-GP, NFlow, ADS-GAN over ``--ads_gan_lambdas`` and
-  additive noise over ``--noise_levels``.
+  additive noise over ``--noise_scales``.
 * ``epsilon``: membership by independent coin flips, so that the one-run bound (Steinke et al.
   2023) of DOMIAS's scores is a valid lower bound on the epsilon of the generator's training;
   table of generator, claimed epsilon, audited epsilon (one-run, and per-record), AUC.
@@ -48,9 +49,10 @@ flags.DEFINE_string("dataset", "california_housing",
 flags.DEFINE_string("data_csv", None,
                     "Audit your own data instead of --dataset: a CSV file with a header row and "
                     "numeric columns (every study but minority).")
-flags.DEFINE_integer("repetitions", 8, "Independent games per setting (the paper's 8 runs); "
+flags.DEFINE_integer("num_repeats", 8, "Independent games per setting (the paper's 8 runs); "
                      "game i uses the key fold_in(key(--seed), i). Tables summarise them "
                      "(mean ± std; the epsilon table max / mean).")
+common.deprecated_alias("repetitions", "num_repeats")
 flags.DEFINE_integer("seed", 0, "Base seed; game i uses fold_in(key(seed), i).")
 flags.DEFINE_list("attacks", ["domias", "eq1", "logan_0", "logan_d1", "mc", "gan_leaks",
                               "gan_leaks_cal"], "Attacks of Figs. 3, 5 (Fig. 4: domias, eq1).")
@@ -76,14 +78,19 @@ flags.DEFINE_list("generators", ["tvae", "dp_tvae", "wgan_gp", "nflow"],
                   "Fig. 6 / epsilon: generators beside the ADS-GAN and additive-noise grids.")
 flags.DEFINE_list("ads_gan_lambdas", ["0.2", "0.5", "0.7", "1.0", "1.1", "1.3", "1.5"],
                   "Fig. 6: ADS-GAN's lambda grid (App. A.3).")
-flags.DEFINE_list("noise_levels", ["0.7", "0.9", "1.1", "1.3", "1.5", "1.7", "1.9", "2.3",
+flags.DEFINE_list("noise_scales", ["0.7", "0.9", "1.1", "1.3", "1.5", "1.7", "1.9", "2.3",
                                    "2.5", "2.9", "3.5", "3.9"],
-                  "Fig. 6: additive noise grid (App. A.3), in units of each column's std.")
+                  "Fig. 6: the additive-noise baseline's grid (App. A.3): the standard deviation "
+                  "of the Gaussian noise in units of each column's std (>= 0; not a DP noise "
+                  "multiplier: no clipping, no privacy guarantee).")
+common.deprecated_alias("noise_levels", "noise_scales")
 flags.DEFINE_integer("gan_iterations", 1000,
                      "Generator updates of WGAN-GP / ADS-GAN / LOGAN 0's GAN (5 critic steps "
                      "each, batch 256).")
 flags.DEFINE_integer("flow_epochs", 50, "Maximum epochs of the BNAF and NFlow fits.")
-flags.DEFINE_list("dp_epsilons", ["1", "4", "10"], "Epsilon of the DP-TVAE generators.")
+flags.DEFINE_list("epsilons", ["1", "4", "10"], "Target epsilons (> 0) of the DP-TVAE "
+                  "generators.")
+common.deprecated_alias("dp_epsilons", "epsilons")
 flags.DEFINE_float("dp_delta", 1e-5, "delta of DP-TVAE's accountant and of the bounds.")
 flags.DEFINE_float("dp_epochs", 300.0, "Expected epochs of DP-TVAE's DP-SGD.")
 flags.DEFINE_float("significance", 0.05, "beta: epsilon lower bounds hold at 1 - beta.")
@@ -98,6 +105,8 @@ RUN_CONFIG = ("study", "dataset", "data_csv", "repetitions", "seed", "attacks", 
               "minority_column", "generators", "ads_gan_lambdas", "noise_levels",
               "gan_iterations", "flow_epochs", "dp_epsilons", "dp_delta", "dp_epochs",
               "significance")
+# results.json's config keys (and the StudyConfig fields) that name a renamed flag.
+RENAMED = {"repetitions": "num_repeats", "noise_levels": "noise_scales", "dp_epsilons": "epsilons"}
 
 
 def _ints(name: str) -> tuple[int, ...]:
@@ -126,24 +135,29 @@ def config_from_flags():
       _validate.check_choice(name, value, valid)
   for name, low in (("num_members", 1), ("num_reference", 1), ("num_synthetic", 1),
                     ("num_holdout", 0), ("tvae_epochs", 1), ("reference_tvae_epochs", 0),
-                    ("gan_iterations", 1), ("flow_epochs", 1), ("repetitions", 1)):
+                    ("gan_iterations", 1), ("flow_epochs", 1), ("num_repeats", 1)):
     common.check_count(name, FLAGS[name].value, low)
   common.check_seed(FLAGS.seed)
   common.check_float("dp_delta", FLAGS.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
   common.check_float("dp_epochs", FLAGS.dp_epochs, 0.0, low_open=True)
   common.check_significance(FLAGS.significance)
-  floats = {name: common.parse_floats(name, getattr(FLAGS, name))
+  flag = lambda field: RENAMED.get(field, field)  # noqa: E731
+  floats = {name: common.parse_floats(flag(name), FLAGS[flag(name)].value)
             for name in ("ads_gan_lambdas", "noise_levels", "dp_epsilons")}
+  for value in floats["noise_levels"]:
+    common.check_float("noise_scales", value, 0.0)
+  for value in floats["dp_epsilons"]:
+    common.check_float("epsilons", value, 0.0, low_open=True)
   ints = {name: _ints(name) for name in ("members", "epochs", "reference_sizes",
                                           "synthetic_sizes")}
-  same = ("dataset", "data_csv", "repetitions", "seed", "density", "num_members",
+  same = ("dataset", "data_csv", "seed", "density", "num_members",
           "num_reference", "num_synthetic", "num_holdout", "tvae_epochs",
           "reference_tvae_epochs", "minority_column", "gan_iterations", "flow_epochs",
           "dp_delta", "dp_epochs", "significance")
   return domias_studies.StudyConfig(
       studies=tuple(FLAGS.study), attacks=tuple(FLAGS.attacks),
-      generators=tuple(FLAGS.generators), **{n: getattr(FLAGS, n) for n in same}, **floats,
-      **ints)
+      generators=tuple(FLAGS.generators), repetitions=FLAGS.num_repeats,
+      **{n: getattr(FLAGS, n) for n in same}, **floats, **ints)
 
 
 @common.cli
@@ -159,7 +173,8 @@ def main(argv):
     studies = domias_studies.run(common.make_key(FLAGS.seed), config,
                                  progress=results.print_progress, store=store).studies
   path = common.write_results(FLAGS.output_dir, "domias",
-                              {name: getattr(FLAGS, name) for name in RUN_CONFIG},
+                              {name: FLAGS[RENAMED.get(name, name)].value
+                               for name in RUN_CONFIG},
                               {"studies": studies}, timer.seconds)
   if FLAGS.plot:
     plots.domias_figures(studies, FLAGS.output_dir, FLAGS.minority_column)

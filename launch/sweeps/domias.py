@@ -7,7 +7,7 @@ SWEEP = Sweep(
     name="domias",
     module="experiments.domias",
     description="README DOMIAS figures: every study of experiments.domias, 8 games each",
-    fixed={"repetitions": 8},
+    fixed={"num_repeats": 8},
     grid=product(study=["members", "epochs", "reference", "synthetic", "minority", "generators",
                         "epsilon"]),
 )

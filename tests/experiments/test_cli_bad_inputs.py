@@ -74,10 +74,12 @@ CASES: dict[str, dict[str, list[str]]] = {
         "significance": ["--significance=1.5"],
     },
     "experiments.domias": {
-        "not_a_number": ["--repetitions=abc"],
+        "not_a_number": ["--num_repeats=abc"],
         "inf": ["--study=epsilon", "--dp_epochs=inf"],
         "nan": ["--dp_delta=nan"],
-        "zero": ["--repetitions=0"],
+        "zero": ["--num_repeats=0"],
+        "negative_noise_scale": ["--noise_scales=0.7,-1"],
+        "zero_epsilon": ["--epsilons=0"],
         "negative": ["--num_members=-1"],
         "empty_list": ["--study="],
         "empty_grid": ["--members="],
@@ -180,7 +182,7 @@ CASES: dict[str, dict[str, list[str]]] = {
     },
     "experiments.private_prediction": {
         "not_a_number": ["--num_trials=abc"],
-        "inf": ["--sigma=inf"],
+        "inf": ["--noise_multiplier=inf"],
         "nan": ["--delta=nan"],
         "zero": ["--num_teachers=0"],
         "negative": ["--num_queries=-1"],

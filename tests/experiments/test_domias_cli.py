@@ -5,10 +5,10 @@ import pytest
 from dpaudit.results import read_json
 from tests.conftest import run_module
 
-TINY = ("--study=minority,epsilon", "--repetitions=1", "--tvae_epochs=5",
+TINY = ("--study=minority,epsilon", "--num_repeats=1", "--tvae_epochs=5",
         "--attacks=domias,eq1,mc,gan_leaks",  # LOGAN, CAL: tests/attacks, tests/audits
         "--num_members=40", "--num_reference=200", "--num_synthetic=200",
-        "--generators=dp_tvae", "--dp_epsilons=4", "--dp_epochs=1")
+        "--generators=dp_tvae", "--epsilons=4", "--dp_epochs=1")
 
 
 def _run(*flags):
@@ -32,14 +32,14 @@ def test_tiny_run_writes_tables_figures_and_resumes(tmp_path):
   assert again.returncode == 0, again.stderr
   assert again.stderr.count("(reused)") == 2
   assert read_json(tmp_path / "results.json")["studies"] == studies
-  assert read_json(tmp_path / "results.json")["config"]["repetitions"] == 1
+  assert read_json(tmp_path / "results.json")["config"]["repetitions"] == 1  # key unchanged
 
 
 @pytest.mark.parametrize("flags, message", [
     (("--attacks=domias,spy",), "error: --attacks='spy' is not one of"),
     (("--study=epochs", "--num_members=9000", "--num_reference=10000"), "needs 28000 records"),
     (("--data_csv={csv}",), "column 'b' is constant"),
-    # now --repetitions: one name for repetitions everywhere
+    # now --num_repeats (--repetitions its deprecated alias): one name everywhere
     (("--seeds=2",), "Unknown command line flag 'seeds'"),
 ])
 def test_bad_input_is_one_line(tmp_path, flags, message):

@@ -25,7 +25,7 @@ def _run(*flags, env=None):
 
 def test_tiny_run_writes_results_and_resumes(tmp_path):
   """A tiny run: RDP first and labelled, the composed numbers apart with their caveat, the
-  model divergence with its spread; a rerun reuses the cells, and --repetitions=2 reuses the
+  model divergence with its spread; a rerun reuses the cells, and --num_repeats=2 reuses the
   first seed's cell, adds the second's and reports their spread."""
   from dpaudit.audits import private_prediction as pp
   out = _run(f"--output_dir={tmp_path}", *TINY, "--poison_label=runner_up")
@@ -73,7 +73,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   headers = [line for line in table.splitlines() if line.startswith("cell")]
   assert len(headers) == 3 and all("model div." in line for line in headers)
   again = _run(f"--output_dir={tmp_path}", *TINY, "--poison_label=runner_up",
-               "--algorithms=pate", "--repetitions=2")
+               "--algorithms=pate", "--num_repeats=2")
   assert again.returncode == 0, again.stderr
   assert again.stderr.count("(reused)") == 1  # seed 0's cell; seed 1's is new
   rerun = read_json(tmp_path / "results.json")
