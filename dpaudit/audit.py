@@ -468,7 +468,7 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
     if not isinstance(config, games.DPSGDAuditConfig):
       raise ValueError(f"config must be a DPSGDAuditConfig, got {type(config).__name__}")
     config, model = dataclasses.replace(config, model=model), None
-  result = games.run(key, config, data, model=model)
+  result = games.run(key, config, data=data, model=model)
   kind = "optimistic (best of several tests, uncorrected)" if result.optimistic else FINITE_SAMPLE
   name = (type(model).__name__ if model is not None else
           f"MLP(hidden_sizes={tuple(config.hidden_sizes)})" if config.model == "mlp"

@@ -324,7 +324,7 @@ def dpsgd_rows(key: jax.Array, config: TightnessConfig,
     audit_config = config.dpsgd_config(game, canary)
     start = time.perf_counter()
     with quiet_accountant():
-      result = dpsgd_audit.run(game_key, audit_config, data)
+      result = dpsgd_audit.run(game_key, audit_config, data=data)
     unit = "runs" if game == "many_run" else "canaries"
     rows.append(TightnessRow(
         audit=f"dpsgd {game}:{canary}", quantity="epsilon",

@@ -5,7 +5,7 @@ r"""Auditing DP-SGD: many-run, one-run, UniAud and UniAud++ games on offline rea
   python -m experiments.dpsgd_audit --game=many_run --canary=dirac --num_runs=500
 
 Runs the games of :mod:`dpaudit.audits.dpsgd` over a grid (:func:`dpaudit.audits.dpsgd_grid.run`,
-which a library user calls with a ``DPSGDGridConfig``): every audit of ``--audits`` (pairs
+which a library user calls with a key and a ``DPSGDGridConfig``; here the key of ``--seed``): every audit of ``--audits`` (pairs
 ``game:canary``; default the single ``--game``/``--canary``) x every target epsilon of
 ``--epsilons`` x every ``--num_canaries`` (O(1) games) x every ``--tag_weights`` (UniAud++).
 Each cell reports the epsilon lower bound (1 - ``--significance`` confidence), the ceiling
@@ -45,8 +45,9 @@ import sys
 
 from absl import flags
 
-from dpaudit import plots
 from dpaudit import models
+from dpaudit import plots
+from dpaudit import results
 from dpaudit.audits import dpsgd_grid as grid
 from experiments import common
 
@@ -172,8 +173,10 @@ def main(argv):
   common.initialize_distributed()  # several processes: many_run's runs spread over them all
   config = config_from_flags()  # (after joining: validation may start the XLA backend)
   common.claim_output_dir(FLAGS.output_dir)
-  with common.Timer() as timer:
-    result = grid.run(config, os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
+  store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
+  with common.Timer() as timer:  # the seed's key: the cells keep their names (old dirs resume)
+    result = grid.run(common.make_key(config.seed, config.prng_impl), config,
+                      progress=results.print_progress, store=store)
   if not common.is_main_process():
     return  # every process has the same result; process 0 writes it
   path = common.write_results(FLAGS.output_dir, "dpsgd_audit", config.to_dict(),

@@ -36,6 +36,7 @@ labellings (tags) of the same canary, so D and D' differ by a *replaced* record;
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
 from typing import Any, Callable, NamedTuple, Sequence
@@ -951,10 +952,64 @@ GAME_FUNCTIONS = {"many_run": many_run_audit, "one_run": one_run_audit, "uniaud"
                   "uniaud_plus": uniaud_plus_audit}
 
 
-def run(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
-        model: nn.Module | None = None) -> DPSGDAuditResult:
+def run(key: jax.Array, config: DPSGDAuditConfig, *, data: AuditData,
+        model: nn.Module | None = None, progress: results.Progress | None = None,
+        store: results.CellStore | None = None) -> DPSGDAuditResult:
   """Runs the game ``config.game`` on ``data`` with randomness from ``key``, training
-  ``model`` (any flax module mapping examples to logits; default: the MLP of
-  ``config.hidden_sizes``; ``uniaud_plus`` always trains its two-head MLP)."""
+  ``model`` (any flax module mapping examples to logits; default: ``config.model``, the MLP of
+  ``config.hidden_sizes`` for ``"mlp"``; ``uniaud_plus`` always trains its two-head MLP).
+
+  ``data`` (keyword-only, required) is the user's :class:`AuditData`: the configuration names
+  no data set (:func:`dpaudit.audits.dpsgd_grid.prepare_data` loads and splits one of
+  :data:`dpaudit.data.DATASETS`). ``progress`` (:class:`dpaudit.results.Progress`) hears of
+  the one game when it ends (``1/1``). With a ``store`` (:class:`dpaudit.results.CellStore`)
+  the result is kept under the configuration's record (:meth:`DPSGDAuditConfig.to_dict`), the
+  key's data, a SHA-256 digest of ``data`` and the ``repr`` of a ``model`` passed as an object
+  (a flax module's type and attributes), and reused when whole
+  (:meth:`DPSGDAuditResult.from_dict`).
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> x, y = rng.normal(size=(64, 4)), rng.integers(0, 2, 64).astype(np.int32)
+  >>> data = AuditData(x[:32], y[:32], x[32:48], y[32:48], x[48:], y[48:], 2)
+  >>> config = Config(game="one_run", canary="gaussian", num_canaries=16, epsilon=8.0,
+  ...                 epochs=1, batch_size=8, hidden_sizes=(4,))
+  >>> result = run(jax.random.key(0), config, data=data)
+  >>> result.num_observations, 0 <= result.epsilon_lower_bound <= result.epsilon_ceiling
+  (16, True)
+  """
   _check_audit_call(key, config, data)
-  return GAME_FUNCTIONS[config.game](key, config, data, model=model)
+  if store is not None:
+    _validate.check_instance("store", store, results.CellStore)
+
+  def compute() -> DPSGDAuditResult:
+    return GAME_FUNCTIONS[config.game](key, config, data, model=model)
+
+  record = None
+  if store is not None:  # (the digest reads all of the data: only when it names a result)
+    record = {**config.to_dict(), "key": results.key_data(key),
+              "data_sha256": data_digest(data)}
+    if model is not None:
+      record["model_module"] = repr(model)
+  result = results.stored_run(store, record, f"{config.game}_{config.canary}", compute,
+                              DPSGDAuditResult)
+  results.report(progress, 1, 1, f"{config.game}:{config.canary} eps_L="
+                 f"{result.epsilon_lower_bound:.3f} eps_O={result.epsilon_ceiling:.3f}")
+  return result
+
+
+def data_digest(data: AuditData) -> str:
+  """The SHA-256 (hex) of ``data``'s arrays (dtype, shape and bytes of each split) and class
+  count: the name of the data in a stored result's record (:func:`run`'s ``store``)."""
+  _validate.check_instance("data", data, AuditData)
+  digest = hashlib.sha256(str(int(data.num_classes)).encode())
+  for array in data[:-1]:
+    array = np.ascontiguousarray(array)
+    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(array.tobytes())
+  return digest.hexdigest()
+
+
+# The game contract (issue 40): every module under dpaudit/audits/ has a Config and a Result.
+Config = DPSGDAuditConfig
+Result = DPSGDAuditResult

@@ -9,16 +9,21 @@ confidence 1 - ``significance``, the ceiling :math:`\epsilon_O` its number of ob
 allows, the accountant's epsilon and the test accuracy: the rows of Table IV / Fig. 3 of
 UniAud, and with :func:`dpaudit.plots.dpsgd_grid` the utility/auditing trade-off of its Fig. 9.
 
-Every cell uses the key ``dpaudit.prng.make_key(seed, prng_impl)`` (common random numbers
-across cells). With ``repetitions`` = N > 1 the whole grid is played N times, repetition i
-exactly as a single run at ``seed + i`` (its data split and every game's key), and every grid
-point is summarised by :func:`dpaudit.results.spread` over the repetitions (:func:`summarise`):
-a single run's eps_L is fragile (reruns of the UniAud table differed by up to 0.13).
+:func:`run` ``(key, config, *, progress=None, store=None)`` follows the game contract of
+:mod:`dpaudit.audits`. Every cell plays the same key (common random numbers across cells);
+``python -m experiments.dpsgd_audit`` passes :func:`seed_key`, i.e.
+``dpaudit.prng.make_key(seed, prng_impl)``, as every cell used when the seed lived inside the
+grid. With ``repetitions`` = N > 1 the whole grid is played N times, repetition i exactly as a
+single run at ``seed + i`` (its data split and, given the seed's key, every game's key:
+:func:`repetition_key`), and every grid point is summarised by :func:`dpaudit.results.spread`
+over the repetitions (:func:`summarise`): a single run's eps_L is fragile (reruns of the UniAud
+table differed by up to 0.13).
 
 A cell is stored in a :class:`dpaudit.results.CellStore` as soon as it finishes, so an
 interrupted grid loses only the cell in progress and a rerun reuses the finished ones; its key
 holds the seed but not ``repetitions``, so repetition i reuses the cells of an earlier run at
-``seed + i`` and vice versa. A cell the data cannot support (e.g. more real canaries than the
+``seed + i`` and vice versa. Played with the seed's key, a cell keeps the name it always had
+(result directories of earlier runs resume); another key adds its data to the name. A cell the data cannot support (e.g. more real canaries than the
 held-out pool holds) is recorded as ``skipped`` with the reason instead of stopping the grid.
 
 Data (:func:`prepare_data`): the data set is split (stratified, ``seed``) into a test set
@@ -35,9 +40,9 @@ import dataclasses
 import functools
 import math
 import os
-import sys
-from typing import Any, Iterable, Mapping, TextIO
+from typing import Any, Iterable, Mapping
 
+import jax
 import numpy as np
 
 from dpaudit import _validate
@@ -171,6 +176,20 @@ class DPSGDGridConfig(audit.AuditSettings):
     grid axes are in each cell's ``config``) and ``repetitions``."""
     return {**self.shared_settings(), **self.data_settings(), "repetitions": self.repetitions}
 
+  def fields(self) -> dict[str, Any]:
+    """Every field but ``data_dir`` (where the data is read from, not what it is) as plain
+    values, axes included: what :meth:`from_fields` rebuilds the grid from."""
+    return results.to_plain({f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                             if f.name != "data_dir"})
+
+  @classmethod
+  def from_fields(cls, fields: Mapping[str, Any]) -> DPSGDGridConfig:
+    """The grid of :meth:`fields` (``data_dir`` None); ValueError for invalid settings,
+    TypeError for a field the grid does not have."""
+    if not isinstance(fields, Mapping):
+      raise TypeError(f"the grid's fields must be a dict, got {type(fields).__name__}")
+    return cls(**fields)
+
 
 def _pairs(audits: Any) -> tuple[tuple[str, str], ...]:
   if isinstance(audits, (str, bytes)) or not isinstance(audits, Iterable):
@@ -232,11 +251,51 @@ class DPSGDGridResult:
     return summarise(self.cells)
 
   def to_dict(self) -> dict[str, Any]:
-    """``{"cells": [...], "summary": [...], "data": {...}}`` in plain Python values (infinite
-    floats kept; :func:`dpaudit.results.write_json` encodes them)."""
-    return {"cells": [dict(cell) for cell in self.cells], "summary": self.summary(),
+    """``{"config": {...}, "cells": [...], "summary": [...], "data": {...}}`` in plain Python
+    values (infinite floats kept; :func:`dpaudit.results.write_json` encodes them).
+    ``config`` is the whole grid (:meth:`DPSGDGridConfig.fields`, axes included), which
+    :meth:`from_dict` rebuilds; ``python -m experiments.dpsgd_audit`` writes its run record
+    (:meth:`DPSGDGridConfig.to_dict`) under ``config`` in ``results.json`` instead."""
+    return {"config": self.config.fields(), "cells": [dict(cell) for cell in self.cells],
+            "summary": self.summary(),
             "data": {"num_train": self.num_train, "num_pool": self.num_pool,
                      "num_test": self.num_test, "example_shape": list(self.example_shape)}}
+
+  @classmethod
+  def from_dict(cls, stored: Any) -> DPSGDGridResult:
+    """The result whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``.
+
+    Checks that it is whole: the grid's settings valid (:class:`DPSGDGridConfig`), every cell
+    a whole cell of one of the grid's configurations (:func:`dpaudit.audits.dpsgd.
+    check_grid_cell`) with its ``reused``, ``repetition`` and ``seed``, as many cells as the
+    grid has in all its repetitions, and the stored summary that of the cells. Raises
+    KeyError, TypeError or ValueError."""
+    results.check_fields("DPSGDGridResult", stored, {"config": dict, "cells": list,
+                                                     "summary": list, "data": dict})
+    sizes = results.check_fields("DPSGDGridResult data", stored["data"], {
+        "num_train": int, "num_pool": int, "num_test": int, "example_shape": list})
+    config = DPSGDGridConfig.from_fields(stored["config"])
+    every = config.cell_configs()
+    configs = {results.canonical_json(c.to_dict()): c for c in every}
+    if len(stored["cells"]) != len(every) * config.repetitions:
+      raise ValueError(f"DPSGDGridResult holds {len(stored['cells'])} cells, not the "
+                       f"{len(every) * config.repetitions} of its grid")
+    cells = []
+    for cell in stored["cells"]:
+      results.check_fields("grid cell", cell, {"config": dict, "reused": bool,
+                                               "repetition": int, "seed": int})
+      cell_config = configs.get(results.canonical_json(cell["config"]))
+      if cell_config is None:
+        raise ValueError("a grid cell's configuration is not one of its grid's")
+      audit.check_grid_cell(cell, cell_config)
+      cells.append(dict(cell))
+    if results.canonical_json(summarise(cells)) != results.canonical_json(stored["summary"]):
+      raise ValueError("the stored summary is not that of the stored cells")
+    shape = sizes["example_shape"]
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+      raise TypeError(f"example_shape={shape!r} must be a list of integers")
+    return cls(config, tuple(cells), sizes["num_train"], sizes["num_pool"], sizes["num_test"],
+               tuple(shape))
 
 
 # ------------------------------------------------------------------------------------ running
@@ -277,11 +336,46 @@ def cell_label(config: audit.DPSGDAuditConfig) -> str:
   return f"{config.game}_{config.canary}_eps{config.epsilon:g}_m{config.num_canaries}"
 
 
+def seed_key(grid: DPSGDGridConfig) -> jax.Array:
+  """The key of ``grid``'s seed, ``dpaudit.prng.make_key(grid.seed, grid.prng_impl)``: the
+  key :func:`run` is given by ``python -m experiments.dpsgd_audit`` (from ``--seed``), with
+  which every cell keeps the name it had when the seed lived inside the grid."""
+  _validate.check_instance("grid", grid, DPSGDGridConfig)
+  return prng.make_key(grid.seed, grid.prng_impl)
+
+
+def _same_key(a: jax.Array, b: jax.Array) -> bool:
+  """Same key data and (for typed keys) the same PRNG implementation."""
+  typed = [jax.dtypes.issubdtype(k.dtype, jax.dtypes.prng_key) for k in (a, b)]
+  if typed[0] != typed[1] or (all(typed) and str(jax.random.key_impl(a))
+                              != str(jax.random.key_impl(b))):
+    return False
+  return results.key_data(a) == results.key_data(b)
+
+
+def repetition_key(key: jax.Array, grid: DPSGDGridConfig, index: int) -> jax.Array:
+  """The games' key in repetition ``index`` of ``grid`` played with ``key``: given the key of
+  the grid's seed (:func:`seed_key`), the key of seed ``seed + index`` (so that repetition i
+  is the single run at ``seed + i``, cell for cell); any other key is repetition 0's own, and
+  repetition i > 0 plays ``jax.random.fold_in(key, i)``."""
+  _validate.check_key(key)
+  single = grid.repetition(index)
+  if _same_key(key, seed_key(grid)):
+    return seed_key(single)
+  return key if index == 0 else jax.random.fold_in(key, index)
+
+
 def run_cell(config: audit.DPSGDAuditConfig, grid: DPSGDGridConfig, data: audit.AuditData,
-             store: results.CellStore | None = None) -> dict[str, Any]:
+             store: results.CellStore | None = None, *,
+             key: jax.Array | None = None) -> dict[str, Any]:
   """Plays one cell of ``grid`` (reused from ``store`` when it finished before) and returns
   its dict (see :attr:`DPSGDGridResult.cells`); a finished cell, or why it was skipped, is
-  stored as soon as it ends."""
+  stored as soon as it ends.
+
+  ``key`` is the games' key (default: :func:`seed_key` of ``grid``). The cell's name in the
+  store is :meth:`DPSGDGridConfig.cell_key` (settings, data settings and seed) when ``key`` is
+  the seed's, as it always was; any other key adds its data (``"key"``) and implementation
+  (``"key_impl"``) to it."""
   if not isinstance(config, audit.DPSGDAuditConfig):
     raise ValueError(f"config must be a DPSGDAuditConfig (one of grid.cell_configs()), got "
                      f"{type(config).__name__}")
@@ -292,48 +386,65 @@ def run_cell(config: audit.DPSGDAuditConfig, grid: DPSGDGridConfig, data: audit.
   if store is not None and not isinstance(store, results.CellStore):
     raise ValueError(f"store must be a dpaudit.results.CellStore or None, got "
                      f"{type(store).__name__}")
+  seeded = seed_key(grid)
+  key = seeded if key is None else key
+  _validate.check_key(key)
 
   def compute():
     try:
       with quiet_accountant():
-        result = audit.run(prng.make_key(grid.seed, grid.prng_impl), config, data).to_dict()
+        result = audit.run(key, config, data=data).to_dict()
       return {"status": "done", "config": config.to_dict(), "result": result}
     except ValueError as e:  # e.g. more canaries than the real pool holds: skip this cell only
       return {"status": "skipped", "reason": str(e), "config": config.to_dict()}
 
   if store is None:
     return {**results.loads(results.dumps(compute())), "reused": False}
-  cell, reused = store.get_or_compute(grid.cell_key(config), compute, cell_label(config),
+  name = grid.cell_key(config)
+  if not _same_key(key, seeded):
+    name = {**name, "key": results.key_data(key),
+            "key_impl": str(jax.random.key_impl(key)) if jax.dtypes.issubdtype(
+                key.dtype, jax.dtypes.prng_key) else "raw"}
+  cell, reused = store.get_or_compute(name, compute, cell_label(config),
                                       functools.partial(audit.check_grid_cell, config=config))
   return {**cell, "reused": reused}
 
 
-def run(config: DPSGDGridConfig, cells_dir: str | None = None, resume: bool = True,
-        progress_stream: TextIO | None = None) -> DPSGDGridResult:
+def run(key: jax.Array, config: DPSGDGridConfig, *, progress: results.Progress | None = None,
+        store: results.CellStore | None = None) -> DPSGDGridResult:
   """Plays every cell of ``config``, in every repetition, and collects them.
 
   Repetition i is :meth:`DPSGDGridConfig.repetition` ``(i)``: the grid at ``seed + i``, its
-  data split prepared once and its cells stored under the keys a single run at that seed uses.
+  data split prepared once (from that seed), its games played with
+  :func:`repetition_key` ``(key, config, i)``.
 
   Args:
+    key: the games' key. ``python -m experiments.dpsgd_audit`` passes :func:`seed_key`
+      (``dpaudit.prng.make_key(seed, prng_impl)`` of ``--seed``): then repetition i plays the
+      key of ``seed + i`` and its cells keep the names in the store they had when the seed
+      drove the keys from inside the grid, so the result directories of earlier runs resume.
     config: the grid.
-    cells_dir: directory of the :class:`dpaudit.results.CellStore` that keeps finished cells
-      (None: nothing is stored or reused).
-    resume: reuse finished cells found in ``cells_dir``; otherwise recompute (and overwrite)
-      them.
-    progress_stream: where one line per finished cell (and its warnings) goes (default
-      ``sys.stderr``).
+    progress: a :class:`dpaudit.results.Progress`, told of each finished (or reused, or
+      skipped) cell: ``done`` of ``len(cell_configs()) * repetitions`` cells, the message
+      :func:`cell_message` (and, on lines of their own, the cell's warnings).
+    store: a :class:`dpaudit.results.CellStore` that keeps finished cells and reuses them
+      (``CellStore(directory, resume=False)`` recomputes and overwrites them); None: nothing
+      is stored or reused.
+
+  >>> grid = Config(audits=(("one_run", "gaussian"),), epsilons=(math.inf,),
+  ...               num_canaries=(16,), epochs=0.5, batch_size=32, hidden_sizes=(4,))
+  >>> result = run(seed_key(grid), grid)
+  >>> [cell["status"] for cell in result.cells], result.example_shape
+  (['done'], (8, 8, 1))
   """
   if not isinstance(config, DPSGDGridConfig):
     raise ValueError(f"config must be a DPSGDGridConfig, got {type(config).__name__}")
-  if cells_dir is not None and not isinstance(cells_dir, (str, os.PathLike)):
-    raise ValueError(f"cells_dir must be a directory path (str) or None, got "
-                     f"{type(cells_dir).__name__}")
-  if not isinstance(resume, (bool, np.bool_)):
-    raise ValueError(f"resume={resume!r} must be True or False")
-  stream = progress_stream or sys.stderr
-  store = results.CellStore(cells_dir, resume) if cells_dir else None
+  _validate.check_key(key)
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore or None, got "
+                     f"{type(store).__name__}")
   configs = config.cell_configs()
+  total = len(configs) * config.repetitions
   cells, sizes = [], None
   for index in range(config.repetitions):
     single = config.repetition(index)
@@ -343,14 +454,15 @@ def run(config: DPSGDGridConfig, cells_dir: str | None = None, resume: bool = Tr
       sizes = (int(data.train_features.shape[0]), int(data.pool_features.shape[0]),
                int(data.test_features.shape[0]),
                tuple(int(d) for d in data.train_features.shape[1:]))
-    for i, cell_config in enumerate(configs):
-      cell = {**run_cell(cell_config, single, data, store), "repetition": index,
+    games_key = repetition_key(key, config, index)
+    for cell_config in configs:
+      cell = {**run_cell(cell_config, single, data, store, key=games_key), "repetition": index,
               "seed": single.seed}
       cells.append(cell)
-      print(progress_line(i, len(configs), cell_config, cell,
-                          (index, config.repetitions, single.seed)), file=stream, flush=True)
-      for line in (cell.get("result") or {}).get("warnings", []):
-        print(f"  warning: {line}", file=stream, flush=True)
+      message = cell_message(cell_config, cell, (index, config.repetitions, single.seed))
+      warned = "".join(f"\n  warning: {line}"
+                       for line in (cell.get("result") or {}).get("warnings", []))
+      results.report(progress, len(cells), total, message + warned)
   return DPSGDGridResult(config, tuple(cells), *sizes)
 
 
@@ -408,12 +520,11 @@ def summarise(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
   return points
 
 
-def progress_line(index: int, total: int, config: audit.DPSGDAuditConfig,
-                  cell: Mapping[str, Any],
-                  repetition: tuple[int, int, int] | None = None) -> str:
-  """``[i/n] game:canary eps=.. m=.. status summary`` for cell ``index`` (0-based) of
-  ``total``; an optimistic bound is starred. ``repetition`` = ``(index, repetitions, seed)``
-  adds ``rep i/N (seed s)`` after ``[i/n]`` when there are several."""
+def cell_message(config: audit.DPSGDAuditConfig, cell: Mapping[str, Any],
+                 repetition: tuple[int, int, int] | None = None) -> str:
+  """``game:canary eps=.. m=.. status summary`` for a finished cell; an optimistic bound is
+  starred. ``repetition`` = ``(index, repetitions, seed)`` puts ``rep i/N (seed s)`` first
+  when there are several. The message :func:`run` gives its progress."""
   status = "reused" if cell["reused"] else cell["status"]
   summary = ""
   if cell["status"] == "done":
@@ -425,8 +536,16 @@ def progress_line(index: int, total: int, config: audit.DPSGDAuditConfig,
   rep = ""
   if repetition is not None and repetition[1] > 1:
     rep = f"rep {repetition[0] + 1}/{repetition[1]} (seed {repetition[2]}) "
-  return (f"[{index + 1}/{total}] {rep}{config.game}:{config.canary} eps={config.epsilon:g} "
+  return (f"{rep}{config.game}:{config.canary} eps={config.epsilon:g} "
           f"m={config.num_canaries} {status} {summary}")
+
+
+def progress_line(index: int, total: int, config: audit.DPSGDAuditConfig,
+                  cell: Mapping[str, Any],
+                  repetition: tuple[int, int, int] | None = None) -> str:
+  """``[i/n] `` and :func:`cell_message` for cell ``index`` (0-based) of ``total``: the line
+  :func:`dpaudit.results.print_progress` shows."""
+  return f"[{index + 1}/{total}] {cell_message(config, cell, repetition)}"
 
 
 def _head(c: Mapping[str, Any]) -> str:
@@ -483,3 +602,8 @@ def _single_table(cells: list[Mapping[str, Any]]) -> str:
                  f"{_num(r['epsilon_theory'], 10)} {_num(r['test_accuracy'], 8, 3)} "
                  f"{_num(r['noise_multiplier'])} {r['num_steps']:6d}")
   return "\n".join(lines)
+
+
+# The game contract (issue 40): every module under dpaudit/audits/ has a Config and a Result.
+Config = DPSGDGridConfig
+Result = DPSGDGridResult

@@ -65,12 +65,13 @@ NOISY = {
 
 @pytest.fixture(scope="module")
 def open_results(digits):
-  return {name: audit.run(jax.random.key(0), _config(**kw), digits) for name, kw in OPEN.items()}
+  return {name: audit.run(jax.random.key(0), _config(**kw), data=digits)
+          for name, kw in OPEN.items()}
 
 
 @pytest.fixture(scope="module")
 def noisy_results(digits):
-  return {name: audit.run(jax.random.key(0), _config(**kw), digits)
+  return {name: audit.run(jax.random.key(0), _config(**kw), data=digits)
           for name, kw in NOISY.items()}
 
 
@@ -136,14 +137,14 @@ def test_pool_too_small_for_real_canaries(digits):
   config = _config(game="one_run", canary="in_distribution",
                    num_canaries=digits.pool_features.shape[0] + 1, hidden_sizes=(4,))
   with pytest.raises(ValueError, match="num_canaries"):
-    audit.run(jax.random.key(0), config, digits)
+    audit.run(jax.random.key(0), config, data=digits)
 
 
 def test_batch_larger_than_data_is_rejected(digits):
   config = _config(game="one_run", canary="dirac", num_canaries=10, batch_size=10_000,
                    hidden_sizes=(4,))
   with pytest.raises(ValueError, match="batch_size"):
-    audit.run(jax.random.key(0), config, digits)
+    audit.run(jax.random.key(0), config, data=digits)
 
 
 # ------------------------------------------------------------------------------ validity
@@ -302,18 +303,51 @@ def test_result_fields(open_results, noisy_results, digits):
 
 def test_determinism(digits, noisy_results):
   config = _config(**NOISY["one_run_mislabelled"])
-  again = audit.run(jax.random.key(0), config, digits).to_dict()
+  again = audit.run(jax.random.key(0), config, data=digits).to_dict()
   first = noisy_results["one_run_mislabelled"].to_dict()
   first.pop("wall_time_s"), again.pop("wall_time_s")
   assert again == first
-  other = audit.run(jax.random.key(1), config, digits).to_dict()
+  other = audit.run(jax.random.key(1), config, data=digits).to_dict()
   other.pop("wall_time_s")
   assert other["details"] != first["details"]
 
 
+def test_result_round_trips_through_its_dict(noisy_results, open_results):
+  # The game contract: Result.from_dict rebuilds the result from to_dict (strict JSON).
+  for result in (*noisy_results.values(), *open_results.values()):
+    plain = results.loads(results.dumps(result.to_dict()))
+    back = audit.Result.from_dict(plain)
+    assert results.canonical_json(back.to_dict()) == results.canonical_json(result.to_dict())
+    if not math.isnan(result.test_accuracy):
+      assert back == audit.Result(**{**dataclasses.asdict(result),
+                                     "details": results.loads(results.dumps(result.details))})
+  assert audit.Config is audit.DPSGDAuditConfig and audit.Result is audit.DPSGDAuditResult
+
+
+def test_run_reports_progress_and_reuses_a_stored_result(tmp_path, digits):
+  config = _config(game="one_run", canary="gaussian", num_canaries=20, epsilon=INF,
+                   epochs=0.5, batch_size=64, hidden_sizes=(4,))
+  store = results.CellStore(str(tmp_path / "cells"))
+  heard = []
+  first = audit.run(jax.random.key(3), config, data=digits, store=store,
+                    progress=lambda *a: heard.append(a))
+  assert [h[:2] for h in heard] == [(1, 1)] and heard[0][2].startswith("one_run:gaussian ")
+  assert len(os.listdir(tmp_path / "cells")) == 1
+  again = audit.run(jax.random.key(3), config, data=digits, store=store)
+  assert again.to_dict() == first.to_dict()  # read back: the same wall time too
+  # Another key, other data or another model is another stored result.
+  audit.run(jax.random.key(4), config, data=digits, store=store)
+  audit.run(jax.random.key(3), config, data=digits._replace(num_classes=11), store=store)
+  audit.run(jax.random.key(3), config, data=digits, store=store,
+            model=models.MLP((3,), 10, example_ndim=digits.train_features.ndim - 1))
+  assert len(os.listdir(tmp_path / "cells")) == 4
+  with pytest.raises(ValueError, match="store must be a CellStore"):
+    audit.run(jax.random.key(3), config, data=digits, store=str(tmp_path))
+
+
 def test_run_rejects_raw_non_key(digits):
   with pytest.raises((ValueError, TypeError)):
-    audit.run("not a key", _config(hidden_sizes=(4,)), digits)
+    audit.run("not a key", _config(hidden_sizes=(4,)), data=digits)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -391,7 +425,7 @@ def test_weakest_coordinates_have_zero_gradient(digits):
 def test_uniaud_plus_runs_on_digits(digits):
   config = _config(game="uniaud_plus", canary="trigger", num_canaries=200, num_tags=20,
                    patch_size=3, epsilon=4.0, epochs=1, batch_size=128, hidden_sizes=(8,))
-  r = audit.run(jax.random.key(0), config, digits)
+  r = audit.run(jax.random.key(0), config, data=digits)
   assert r.adjacency == "replace_one" and r.num_observations == 200
   assert r.num_training_examples == digits.train_features.shape[0]
   assert 0.0 <= r.epsilon_lower_bound <= r.epsilon_theory
@@ -409,11 +443,11 @@ def test_uniaud_plus_needs_images_that_fit_the_patch(digits):
   config = _config(game="uniaud_plus", canary="trigger", num_canaries=10, num_tags=20,
                    hidden_sizes=(4,))
   with pytest.raises(ValueError, match="image"):
-    audit.run(jax.random.key(0), config, flat)
+    audit.run(jax.random.key(0), config, data=flat)
   big = _config(game="uniaud_plus", canary="trigger", num_canaries=10, num_tags=20,
                 patch_size=9, hidden_sizes=(4,))
   with pytest.raises(ValueError, match="patch_size"):
-    audit.run(jax.random.key(0), big, digits)
+    audit.run(jax.random.key(0), big, data=digits)
 
 
 # ------------------------------------------------------------------------ what results say
@@ -449,12 +483,12 @@ def test_case_one_and_canaries_of_their_own_shape(digits):
   small = dict(num_canaries=64, epsilon=INF, epochs=4, batch_size=16, hidden_sizes=(16,))
   one = audit.run(jax.random.key(1), _config(game="one_run", canary="orthogonal",
                                              canaries_only=True, canary_dim=64,
-                                             num_canary_classes=20, **small), digits)
+                                             num_canary_classes=20, **small), data=digits)
   assert one.num_training_examples == 64 and math.isnan(one.test_accuracy)
   assert 0 <= one.epsilon_lower_bound <= one.epsilon_ceiling
   config = _config(game="uniaud", canary="gaussian", canary_dim=32, num_canary_classes=20,
                    model="logistic", **small)
-  uni = audit.run(jax.random.key(1), config, digits)
+  uni = audit.run(jax.random.key(1), config, data=digits)
   assert uni.num_training_examples == 64 and math.isnan(uni.test_accuracy)
   assert audit.canary_shape(config, digits) == ((32,), 20)
   back = audit.DPSGDAuditResult.from_dict(results.loads(results.dumps(uni.to_dict())))
@@ -463,7 +497,7 @@ def test_case_one_and_canaries_of_their_own_shape(digits):
       "model": "logistic", "canary_dim": 32, "num_canary_classes": 20}
   # Case I with real (mislabelled) canaries: trains on the included canaries only.
   real = audit.run(jax.random.key(1), _config(game="one_run", canary="mislabelled",
-                                              canaries_only=True, **small), digits)
+                                              canaries_only=True, **small), data=digits)
   assert real.num_training_examples == 64 and 0 <= real.test_accuracy <= 1
   # The default record is that of the configuration before these options existed.
   assert set(_config().to_dict()) == {f.name for f in dataclasses.fields(audit.DPSGDAuditConfig)

@@ -7,6 +7,7 @@ import io
 import math
 import os
 
+import jax
 import pytest
 
 from dpaudit import plots
@@ -90,8 +91,20 @@ def played(tmp_path_factory, data_dir):
   config = grid.DPSGDGridConfig(**TINY, data_dir=data_dir)
   cells_dir = str(tmp_path_factory.mktemp("grid") / "cells")
   progress = io.StringIO()
-  result = grid.run(config, cells_dir, progress_stream=progress)
+  result = grid.run(grid.seed_key(config), config, progress=_printer(progress),
+                    store=results.CellStore(cells_dir))
   return config, cells_dir, result, progress.getvalue()
+
+
+def _printer(stream):
+  """A Progress that prints as dpaudit.results.print_progress does, to ``stream``."""
+  return lambda done, total, message="": print(f"[{done}/{total}] {message}".rstrip(),
+                                               file=stream)
+
+
+def _run(config, cells_dir, key=None, progress=None):
+  return grid.run(grid.seed_key(config) if key is None else key, config, progress=progress,
+                  store=results.CellStore(cells_dir))
 
 
 def test_run_stores_skips_and_reuses_cells(tmp_path, played):
@@ -127,29 +140,57 @@ def test_run_stores_skips_and_reuses_cells(tmp_path, played):
   plots.dpsgd_grid(result, str(tmp_path / "audit.png"))
   assert (tmp_path / "audit.png").stat().st_size > 0
 
-  again = grid.run(config, cells_dir, progress_stream=io.StringIO())
+  again = _run(config, cells_dir)
   assert [c["reused"] for c in again.cells] == [True, True]
   assert again.cells[1]["result"] == r
+  # The game contract: Result.from_dict rebuilds the result from to_dict (strict JSON).
+  assert grid.Result is grid.DPSGDGridResult and grid.Config is grid.DPSGDGridConfig
+  back = grid.Result.from_dict(plain)
+  assert back.to_dict() == result.to_dict()
+  assert back == dataclasses.replace(  # data_dir: where the data was read, not a result
+      result, config=dataclasses.replace(config, data_dir=None))
+  for damage in ({"cells": plain["cells"][:1]}, {"summary": []}, {"data": {}},
+                 {"config": {**plain["config"], "epsilons": [4.0]}}):
+    with pytest.raises((ValueError, TypeError, KeyError)):
+      grid.Result.from_dict({**plain, **damage})
+
+
+def test_another_key_is_stored_under_its_own_name(tmp_path, played):
+  config, cells_dir, result, _ = played
+  heard = []
+  other = _run(config, str(tmp_path), jax.random.key(5), lambda *a: heard.append(a))
+  assert [h[:2] for h in heard] == [(1, 2), (2, 2)]
+  assert [c["reused"] for c in other.cells] == [False, False]
+  assert other.cells[1]["result"]["details"] != result.cells[1]["result"]["details"]
+  # The seed's key finds the cells of the played grid under their old names.
+  assert [c["reused"] for c in _run(config, cells_dir).cells] == [True, True]
+  # Repetition keys: the seed's key gives the keys of consecutive seeds; another key folds in.
+  twice = dataclasses.replace(config, repetitions=2)
+  assert jax.random.key_data(grid.repetition_key(grid.seed_key(twice), twice, 1)).tolist() == \
+      jax.random.key_data(grid.seed_key(dataclasses.replace(config, seed=1))).tolist()
+  key = jax.random.key(5)
+  assert grid.repetition_key(key, twice, 0) is key
+  assert jax.random.key_data(grid.repetition_key(key, twice, 1)).tolist() == \
+      jax.random.key_data(jax.random.fold_in(key, 1)).tolist()
 
 
 def test_repetitions_play_consecutive_seeds_and_share_cells_with_single_runs(tmp_path, played):
   config, cells_dir, once, _ = played
   twice = dataclasses.replace(config, repetitions=2)
   progress = io.StringIO()
-  result = grid.run(twice, cells_dir, progress_stream=progress)
+  result = _run(twice, cells_dir, progress=_printer(progress))
   assert [(c["repetition"], c["seed"], c["status"]) for c in result.cells] == [
       (0, 0, "skipped"), (0, 0, "done"), (1, 1, "skipped"), (1, 1, "done")]
   # Repetition 0 is the single run at seed 0 (reused from its store), repetition 1 is new.
   assert [c["reused"] for c in result.cells] == [True, True, False, False]
   assert result.cells[1]["result"] == once.cells[1]["result"]
   lines = progress.getvalue().splitlines()
-  assert lines[3].startswith("[2/2] rep 2/2 (seed 1) one_run:in_distribution eps=inf m=40 done")
+  assert lines[3].startswith("[4/4] rep 2/2 (seed 1) one_run:in_distribution eps=inf m=40 done")
   # ... and the single run at seed 1 is repetition 1, read back without training.
-  at_seed_1 = grid.run(dataclasses.replace(config, seed=1), cells_dir,
-                       progress_stream=io.StringIO())
+  at_seed_1 = _run(dataclasses.replace(config, seed=1), cells_dir)
   assert [c["reused"] for c in at_seed_1.cells] == [True, True]
   assert at_seed_1.cells[1]["result"] == result.cells[3]["result"]
-  again = grid.run(twice, cells_dir, progress_stream=io.StringIO())
+  again = _run(twice, cells_dir)
   assert all(c["reused"] for c in again.cells)
 
   skipped, point = result.summary()
