@@ -3,7 +3,7 @@ r"""PANORAMIA (Kazmi et al.) end to end, side by side with the O(1) audit of Ste
   python -m experiments.panoramia --modality=image --output_dir=out/panoramia_image
   python -m experiments.panoramia --modality=tabular --target=e20,e50,e100
   python -m experiments.panoramia --modality=text --target=dp1,dp4,dp20,dpinf
-  python -m experiments.panoramia --modality=text --target=e5,e30 --repetitions=3
+  python -m experiments.panoramia --modality=text --target=e5,e30 --num_repeats=3
 
 The real data are split once (``--seed``): ``--num_canaries`` candidates each join the target's
 training set with probability 1/2 (the O(1) audit with real members and real non-members,
@@ -18,7 +18,7 @@ epochs without privacy (Table 4's E20/E50/E100), ``dpX`` trains ``--dp_epochs`` 
 DP-SGD at epsilon X (``dpinf``: the same schedule without clipping or noise; Tables 5, 7, 8).
 ``--target_model`` and ``--helper_model`` choose the image classifiers (LeNet-5 by default;
 ResNet-18 or WRN-16-4 for Tables 5, 7 and 8).
-``--repetitions=N`` repeats the whole audit at seeds ``--seed``, ``--seed + 1``, ...; the tables
+``--num_repeats=N`` repeats the whole audit at seeds ``--seed``, ``--seed + 1``, ...; the tables
 show the median [min, max] over them and how many repetitions measured an eps~ beyond the null.
 
 Writes ``results.json``, ``precision_recall.png`` (Fig. 3: precision and the per-threshold
@@ -78,7 +78,7 @@ flags.DEFINE_integer("null_samples", 200,
                      "baseline) giving eps~'s reference distribution and p-value; 0: none.")
 flags.DEFINE_float("delta", 0.0, "delta of the O(1) audits.")
 flags.DEFINE_integer("seed", 0, "Seed of the split, generator, models and membership draws.")
-common.define_repetitions_flag("the whole audit (split, generator, baselines, targets); "
+common.define_num_repeats_flag("the whole audit (split, generator, baselines, targets); "
                                "repetition i is the run at --seed=SEED+i")
 flags.DEFINE_string("output_dir", "out/panoramia", "Where results and figures go.")
 flags.DEFINE_bool("resume", True, "Reuse finished stages under output_dir/cells.")
@@ -103,7 +103,7 @@ def study_config():
       target_learning_rate=FLAGS.target_learning_rate,
       target_batch_size=FLAGS.target_batch_size, text_max_length=FLAGS.text_max_length,
       text_hidden_size=FLAGS.text_hidden_size, target_model=FLAGS.target_model,
-      helper_model=FLAGS.helper_model, repetitions=FLAGS.repetitions,
+      helper_model=FLAGS.helper_model, seed=FLAGS.seed, repetitions=FLAGS.num_repeats,
       panoramia=pan.PanoramiaConfig(
           num_audit=FLAGS.num_audit, num_classifier_train=FLAGS.num_classifier_train,
           num_generator_train=FLAGS.num_generator_train or None,
@@ -139,7 +139,7 @@ def check_flags():
   common.check_delta(FLAGS.delta)
   common.check_seed(FLAGS.seed)
   common.check_count("null_samples", FLAGS.null_samples, 0, 10**6)
-  common.repetition_seeds(FLAGS.seed, FLAGS.repetitions)
+  common.repetition_seeds(FLAGS.seed, FLAGS.num_repeats, flag="num_repeats")
   return study_config()
 
 
@@ -154,8 +154,9 @@ def main(argv):
   with common.Timer() as timer, common.quiet_accountant():
     data = study.load(config)  # the data-dependent checks, before the first write
     store = results.CellStore(os.path.join(FLAGS.output_dir, "cells"), FLAGS.resume)
-    result = study.run(FLAGS.seed, config, progress=results.print_progress, store=store,
-                       data=data)
+    # The key of --seed: the stored setups and cells are named by the seed (resume).
+    result = study.run(common.make_key(FLAGS.seed), config, progress=results.print_progress,
+                       store=store, data=data)
   path = common.write_results(FLAGS.output_dir, "panoramia", result.config, result.to_dict(),
                               timer.seconds)
   if FLAGS.plot:

@@ -69,7 +69,8 @@ class StudyConfig:
     text_max_length, text_hidden_size: text lines and character LMs.
     target_model, helper_model: image classifiers, a :data:`dpaudit.models.MODEL_NAMES` name or
       a flax module (only ``"lenet5"`` for the other modalities, whose models are fixed).
-    repetitions: repetition i is the study at seed ``seed + i``.
+    seed: the first repetition's seed; :func:`run`'s key is ``make_key(seed)``.
+    repetitions: repetition i is the study at seed ``seed + i`` (key ``make_key(seed + i)``).
     panoramia: sizes, baselines, classifier, significance, correction, delta, null samples.
   """
   modality: str = "image"
@@ -90,6 +91,7 @@ class StudyConfig:
   text_hidden_size: int = 256
   target_model: Any = DEFAULT_MODEL
   helper_model: Any = DEFAULT_MODEL
+  seed: int = 0
   repetitions: int = 1
   panoramia: pan.PanoramiaConfig = dataclasses.field(default_factory=_study_panoramia)
 
@@ -107,6 +109,10 @@ class StudyConfig:
                  "repetitions"):
       low = {"max_examples": -1, "num_canaries": 0, "text_max_length": 2}.get(name, 1)
       _validate.check_integer(name, getattr(self, name), low)
+    _validate.check_integer("seed", self.seed, 0, 2**63 - 1)
+    if self.seed + self.repetitions > 2**63:
+      raise ValueError(f"seed={self.seed} with repetitions={self.repetitions} is outside the "
+                       "valid range: seeds must lie in [0, 2^63)")
     _validate.check_range("mst_epsilon", self.mst_epsilon, 0.0, None, low_open=True)
     _validate.check_range("dp_epochs", self.dp_epochs, 0.0, None, low_open=True, finite=True)
     for name in ("target_model", "helper_model"):
@@ -314,11 +320,11 @@ def _signature(config: StudyConfig, seed: int, num_examples: int) -> dict[str, A
   return out
 
 
-def _repetition(seed: int, config: StudyConfig, data: StudyData, say, tick, store):
-  """One repetition at ``seed``: the shared setup, then one cell per target. Returns (the
-  run's configuration, the cells by target, the setup)."""
+def _repetition(key: jax.Array, seed: int, config: StudyConfig, data: StudyData, say, tick,
+                store):
+  """One repetition at ``seed`` (``key`` is ``make_key(seed)``): the shared setup, then one
+  cell per target. Returns (the run's configuration, the cells by target, the setup)."""
   pc = config.panoramia
-  key = make_key(seed)
   key_split, key_setup, key_targets = jax.random.split(key, 3)
   examples, limit = data.examples, _limit(config)
   if limit:  # a random subset: the text lines are sorted, the tables in file order
@@ -386,45 +392,53 @@ def _repetition(seed: int, config: StudyConfig, data: StudyData, say, tick, stor
   return run_config, dict(zip(targets, done)), setup
 
 
-def run(seed: int, config: StudyConfig, *, progress: results.Progress | None = None,
+def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | None = None,
         store: results.CellStore | None = None, data: StudyData | None = None) -> StudyResult:
-  """Every repetition of the study: repetition i at seed ``seed + i`` (its PRNG key
-  :func:`dpaudit.prng.make_key` of that seed, as a run at that seed with one repetition, so the
-  cells of both are shared), then the summary over them.
+  """Every repetition of the study, then the summary over them: repetition 0 plays with
+  ``key``, repetition i > 0 with :func:`dpaudit.prng.make_key` of seed ``config.seed + i``
+  (as a run at that seed with one repetition, so the cells of both are shared).
 
   Args:
-    seed: the first repetition's seed (it takes the key's place: cells are keyed by seed).
+    key: must be ``make_key(config.seed)`` (ValueError otherwise): the stored setups and cells
+      are named by the seed, so that a study's old result directories keep resuming.
     config: :class:`StudyConfig`.
     progress: :class:`dpaudit.results.Progress`; the units are the stages (each repetition's
       setup and its targets), the message says which.
     store: keeps the setups and target cells (and resumes them); None computes everything.
     data: :func:`load`'s output for ``config`` (loaded here when None).
   """
-  _validate.check_integer("seed", seed, 0, 2**63 - 1)
+  _validate.check_key(key)
   _validate.check_instance("config", config, StudyConfig)
-  if seed + config.repetitions > 2**63:
-    raise ValueError(f"seed={seed} with repetitions={config.repetitions} is outside the valid "
-                     "range: seeds must lie in [0, 2^63)")
+  expected = make_key(config.seed)
+  if key.dtype != expected.dtype or results.key_data(key) != results.key_data(expected):
+    raise ValueError(f"key must be dpaudit.prng.make_key(config.seed={config.seed}): the "
+                     "study's stored setups and cells are named by the seed")
   _validate.check_instance("store", store, (results.CellStore, type(None)))
   if data is not None:
     _validate.check_instance("data", data, StudyData)
   data = load(config) if data is None else data
+  seed = config.seed
   seeds = [seed + i for i in range(config.repetitions)]
   total, done = len(seeds) * (1 + len(config.targets)), [0]
   repetitions, first_setup, run_config = [], None, {}
-  for s in seeds:
+  for i, s in enumerate(seeds):
     def say(message, s=s):
       results.report(progress, done[0], total, f"seed {s}: {message}")
 
     def tick(message, s=s):
       done[0] += 1
       results.report(progress, done[0], total, f"seed {s}: {message}")
-    run_config, cells, setup = _repetition(s, config, data, say, tick, store)
+    run_config, cells, setup = _repetition(key if i == 0 else make_key(s), s, config, data,
+                                           say, tick, store)
     repetitions.append({"seed": s, "cells": cells})
     first_setup = first_setup or setup
   run_config = {**run_config, "seed": seed, "repetitions": config.repetitions, "seeds": seeds}
   return StudyResult(run_config, repetitions, _summarize(repetitions),
                      first_setup.generated_preview, data.vocab)
+
+
+Config = StudyConfig
+Result = StudyResult
 
 
 def _summarize(repetitions) -> dict:

@@ -6,6 +6,6 @@ SWEEP = Sweep(
     name="panoramia",
     module="experiments.panoramia",
     description="README PANORAMIA tables: E-series and DP targets with O(1) side by side",
-    fixed={"target": "e20,e50,e100,dp1,dp2,dp4,dp8,dp15,dp20,dpinf", "repetitions": 3},
+    fixed={"target": "e20,e50,e100,dp1,dp2,dp4,dp8,dp15,dp20,dpinf", "num_repeats": 3},
     grid=product(modality=["image", "tabular", "text"]),
 )

@@ -39,3 +39,44 @@ def test_study_config_takes_image_models_by_name_or_module():
     study.StudyConfig(modality="tabular", target_model="resnet18")
   with pytest.raises(ValueError, match="target_model='resnet' is not one of"):
     study.StudyConfig(target_model="resnet")
+
+
+def test_study_runs_from_its_seeds_key_and_its_result_round_trips():
+  """run(key, config) on tiny images (a uniform 'generator', a logistic target): the key must
+  be make_key(config.seed) (the cells are named by the seed), the progress ends at done ==
+  total, and StudyResult.from_dict rebuilds to_dict's output (the cell store's validator)."""
+  from dpaudit import results
+  from dpaudit.attacks import panoramia as attacks
+  rng = np.random.default_rng(0)
+  examples = pan.Examples(rng.random((160, 4, 4, 1)).astype(np.float32),
+                          rng.integers(0, 2, 160).astype(np.int32))
+
+  def generator(key, d_g):
+    return lambda key, n: pan.Examples(
+        np.asarray(jax.random.uniform(key, (n, 4, 4, 1)), np.float32), np.zeros(n, np.int32))
+
+  def no_helper(key, examples):
+    raise AssertionError("baseline_helpers=('none',) trains no helper")
+  modality = pan.Modality("image", generator, no_helper, lambda: attacks.ImageEncoder(2))
+  data = study.StudyData(examples, mod.image_spec((4, 4, 1), 2, "logistic"), modality, None)
+  config = study.StudyConfig(
+      targets=("e1",), num_canaries=20, target_model="logistic", helper_model="logistic",
+      target_batch_size=20, seed=3,
+      panoramia=pan.PanoramiaConfig(
+          num_audit=20, num_classifier_train=20, num_helper_train=2, baseline_helpers=("none",),
+          null_samples=10, classifier=attacks.ClassifierConfig(epochs=1, batch_size=20)))
+  assert study.Config is study.StudyConfig and study.Result is study.StudyResult
+  with pytest.raises(ValueError, match=r"key must be dpaudit.prng.make_key\(config.seed=3\)"):
+    study.run(study.make_key(0), config, data=data)
+  reports = []
+  result = study.run(study.make_key(3), config, data=data,
+                     progress=lambda *report: reports.append(report))
+  assert reports[-1][:2] == (2, 2) and result.config["seeds"] == [3]
+  assert result.repetitions[0]["seed"] == 3 and list(result.cells) == ["e1"]
+  stored = results.loads(results.dumps(result.to_dict()))
+  again = study.StudyResult.from_dict(stored, result.config)
+  assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())
+  assert again.config == result.config
+  with pytest.raises(ValueError):
+    study.StudyResult.from_dict({**stored, "repetitions": [{"seed": 3, "cells": {"e1": {
+        **stored["cells"]["e1"], "mia_auc": 1.5}}}]})

@@ -22,7 +22,7 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
   the null reference and the spread over repetitions are in results.json and the tables; a
   rerun with one repetition reuses seed 0's setup and cell."""
   flags = (*TINY, "--target=dp8", "--null_samples=30", f"--output_dir={tmp_path}")
-  out = _run(*flags, "--repetitions=2")
+  out = _run(*flags, "--num_repeats=2")
   assert out.returncode == 0, out.stderr
   results = read_json(tmp_path / "results.json")
   assert results["experiment"] == "panoramia" and results["config"]["seeds"] == [0, 1]
