@@ -393,8 +393,7 @@ def lm_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
                                                 lm_config.hidden_size)
     train = lm_reconstruction.train_config(lm_config, config.lm_noise_multiplier, len(target))
     params = lm_reconstruction.trained_params(model_key, "target", model, target, vocab, train,
-                                              lm_config.max_length,
-                                              progress_stream=_Silent())
+                                              lm_config.max_length)  # no progress: silent
     point = lm_reconstruction.secrecy_point(exp_key, lm_config, model, params, vocab, secret,
                                             train)
   return [TightnessRow(

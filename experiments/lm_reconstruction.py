@@ -21,8 +21,9 @@ canary line, ``--prompt`` followed by a random secret of ``--secret_digits`` dig
 
 Writes ``results.json``, ``fig5_at_risk.png`` and ``secrecy.png``; trained models are saved in
 ``--output_dir/models`` and reused by a rerun with the same settings (``--noresume``
-retrains). The work is :func:`dpaudit.audits.lm_reconstruction.run`; this file turns flags into
-its :class:`~dpaudit.audits.lm_reconstruction.LMReconstructionConfig` and writes the outputs.
+retrains). The work is :func:`dpaudit.audits.lm_reconstruction.run`, keyed by
+``dpaudit.prng.make_key(--seed)``; this file turns flags into its
+:class:`~dpaudit.audits.lm_reconstruction.LMReconstructionConfig` and writes the outputs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import os
 from absl import flags
 
 from dpaudit import plots
+from dpaudit import prng
+from dpaudit import results
 from dpaudit.audits import lm_reconstruction as lmr
 from experiments import common
 
@@ -120,8 +123,8 @@ def main(argv):
   common.claim_output_dir(FLAGS.output_dir)
   common.enable_x64()
   with common.Timer() as timer:
-    result = lmr.run(config, model_dir=os.path.join(FLAGS.output_dir, "models"),
-                     resume=FLAGS.resume)
+    result = lmr.run(prng.make_key(config.seed), config, progress=results.print_progress,
+                     model_dir=os.path.join(FLAGS.output_dir, "models"), resume=FLAGS.resume)
   run_config = {name: FLAGS[name].value for name in CONFIG_FLAGS}
   path = common.write_results(FLAGS.output_dir, "lm_reconstruction", run_config,
                               result.to_dict(), timer.seconds)

@@ -819,6 +819,13 @@ bad(lm_reconstruction.trained_params, "max_length", "max_length", KEY, "m", Trip
     _VOCAB, _TRAIN, 0)
 bad(lm_reconstruction.trained_params, "config", "config", KEY, "m", Tripwire(), ["a"], _VOCAB,
     {"num_steps": 1}, 10)
+bad(lm_reconstruction.trained_params, "progress", "progress", KEY, "m", Tripwire(), ["a"],
+    _VOCAB, _TRAIN, 10, progress=3)
+bad(lm_reconstruction.run, "key", "key", 0, _LMC)
+bad(lm_reconstruction.run, "progress", "progress", None, _LMC, progress="stderr")
+bad(lm_reconstruction.run, "store", "store", None, _LMC, store="cells")
+exempt("the game contract's name for a class listed here (an alias)",
+       *_audit("lm_reconstruction", "Config", "Result"))
 bad(lm_reconstruction.secrecy_point, "secret", "secret", KEY, _LMC, Tripwire(), Tripwire(),
     _VOCAB, "12a", _TRAIN)
 bad(lm_reconstruction.secrecy_point, "model_config", "model_config", KEY, _LMC, Tripwire(),

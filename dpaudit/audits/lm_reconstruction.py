@@ -36,7 +36,9 @@ line); the scoring of lines and secrets is :mod:`dpaudit.audits.language_model`.
 
 Trained models can be kept in a directory (``model_dir`` of :func:`run`), each with a hash of
 everything it depends on, and are reused by a later run with the same settings
-(:func:`trained_params`).
+(:func:`trained_params`). :func:`run` follows the game contract, ``run(key, config, *,
+progress=None, store=None)``; the experiment passes ``dpaudit.prng.make_key(config.seed)``
+(the key ``run`` derives itself when given None).
 """
 
 from __future__ import annotations
@@ -47,8 +49,7 @@ import json
 import math
 import numbers
 import os
-import sys
-from typing import Any, Mapping, NamedTuple, Sequence, TextIO
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import flax.linen as nn
 import flax.serialization
@@ -60,6 +61,7 @@ from dpaudit import accounting
 from dpaudit import data
 from dpaudit import estimators
 from dpaudit import prng
+from dpaudit import results
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.attacks import reconstruction as attack
 from dpaudit.audits import language_model as lm
@@ -249,12 +251,13 @@ def train_config(config: LMReconstructionConfig, noise_multiplier: float,
 def trained_params(key: jax.Array, name: str, model: nn.Module, lines: Sequence[str],
                    vocab: ngram.CharVocab, config: training.TrainConfig, max_length: int, *,
                    model_dir: str | None = None, resume: bool = True,
-                   progress_stream: TextIO | None = None) -> Any:
+                   progress: results.Progress | None = None) -> Any:
   """Trains ``model`` on ``lines`` (:func:`dpaudit.audits.language_model.train_lm`), or reloads
   it from ``model_dir/NAME.msgpack`` when ``resume`` and its ``.sig`` file matches the hash of
   the training config, the model, the vocabulary, the lines and the key. A newly trained model
-  is saved there (atomically) when ``model_dir`` is given. Progress goes to
-  ``progress_stream`` (default ``sys.stderr``)."""
+  is saved there (atomically) when ``model_dir`` is given. ``progress``
+  (:class:`dpaudit.results.Progress`) is told the steps done of ``num_steps`` about every
+  fifth of the training, ``NAME: reused`` (done = total) for a reloaded model."""
   _validate.check_key(key)
   if not isinstance(name, str) or not name:
     raise ValueError(f"name={name!r} must be a non-empty string (the stored model's file name)")
@@ -262,7 +265,8 @@ def trained_params(key: jax.Array, name: str, model: nn.Module, lines: Sequence[
   if not isinstance(config, training.TrainConfig):
     raise ValueError(f"config must be a dpaudit.dpsgd.TrainConfig, got {type(config).__name__}")
   _validate.check_integer("max_length", max_length, 1)
-  stream = progress_stream or sys.stderr
+  if progress is not None and not callable(progress):
+    raise ValueError("progress must be a function progress(done, total, message)")
   contexts, targets = ngram.line_examples(vocab, lines, model.context_size, max_length)
   signature = hashlib.sha256(json.dumps(
       [dataclasses.asdict(config), dataclasses.asdict(model), vocab.chars, list(lines),
@@ -273,17 +277,20 @@ def trained_params(key: jax.Array, name: str, model: nn.Module, lines: Sequence[
     with open(path + ".sig") as f:
       if f.read() == signature:
         with open(path, "rb") as g:
-          print(f"{name}: reused", file=stream, flush=True)
+          results.report(progress, config.num_steps, config.num_steps, f"{name}: reused")
           return flax.serialization.from_bytes(template, g.read())
-  print(f"{name}: training {config.num_steps} steps (q={config.sampling_rate:.4f}, "
-        f"sigma={config.noise_multiplier:g})", file=stream, flush=True)
+  results.report(progress, 0, config.num_steps,
+                 f"{name}: training {config.num_steps} steps (q={config.sampling_rate:.4f}, "
+                 f"sigma={config.noise_multiplier:g})")
 
-  def progress(step, metrics):
+  def step_progress(step, metrics):
     if step % max(1, config.num_steps // 5) == 0 or step == config.num_steps:
-      print(f"  {name}: step {step}/{config.num_steps} loss {float(metrics.mean_loss):.1f}",
-            file=stream, flush=True)
+      results.report(progress, step, config.num_steps,
+                     f"{name}: step {step}/{config.num_steps} loss "
+                     f"{float(metrics.mean_loss):.1f}")
 
-  params = lm.train_lm(key, model, contexts, targets, config, progress=progress)
+  params = lm.train_lm(key, model, contexts, targets, config,
+                       progress=None if progress is None else step_progress)
   if path:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "wb") as f:
@@ -337,6 +344,14 @@ class SecrecyPoint:
 
   def to_dict(self) -> dict[str, Any]:
     return to_plain(dataclasses.asdict(self))
+
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> SecrecyPoint:
+    """The point whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``."""
+    fields = {f.name: {"num_steps": int, "bound_holds": bool}.get(f.name, float)
+              for f in dataclasses.fields(cls)}
+    results.check_fields("SecrecyPoint", stored, fields)
+    return cls(**{name: kind(stored[name]) for name, kind in fields.items()})
 
 
 def secrecy_point(key: jax.Array, config: LMReconstructionConfig, model: nn.Module, params: Any,
@@ -409,6 +424,19 @@ class SetSummary:
       del out["fraction_finished"]
     return out
 
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> SetSummary:
+    """The summary whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``."""
+    fields = {f.name: int if f.name == "count" else float for f in dataclasses.fields(cls)
+              if f.name != "fraction_finished"}
+    results.check_fields("SetSummary", stored, fields)
+    finished = stored.get("fraction_finished")
+    if finished is not None:
+      results.check_fields("SetSummary", stored, {"fraction_finished": float})
+      finished = float(finished)
+    return cls(**{name: kind(stored[name]) for name, kind in fields.items()},
+               fraction_finished=finished)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AtRiskAnalysis:
@@ -421,8 +449,8 @@ class AtRiskAnalysis:
     at_risk: the memorised training lines most likely to be generated
       (:func:`dpaudit.audits.language_model.at_risk_lines`).
     generated_examples: the first five generated lines.
-    scores: the per-line :class:`LineScores` of each set (not in :meth:`to_dict`; plotted by
-      :func:`dpaudit.plots.lm_at_risk`).
+    scores: the per-line :class:`LineScores` of each set (not in :meth:`to_dict`, so empty
+      in a result rebuilt by :meth:`from_dict`; plotted by :func:`dpaudit.plots.lm_at_risk`).
   """
   memorised_threshold: float
   sets: Mapping[str, SetSummary]
@@ -435,6 +463,26 @@ class AtRiskAnalysis:
             "sets": {name: s.to_dict() for name, s in self.sets.items()},
             "at_risk": [to_plain(dataclasses.asdict(r)) for r in self.at_risk],
             "generated_examples": list(self.generated_examples)}
+
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any]) -> AtRiskAnalysis:
+    """The analysis whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``,
+    without the per-line scores (``scores`` is empty)."""
+    results.check_fields("AtRiskAnalysis", stored, {
+        "memorised_threshold": float, "sets": dict, "at_risk": list,
+        "generated_examples": list})
+    at_risk = []
+    for line in stored["at_risk"]:
+      results.check_fields("at_risk line", line, {"text": str, "log10_probability": float,
+                                                  "calibrated_loss": float})
+      at_risk.append(lm.ScoredLine(line["text"], float(line["log10_probability"]),
+                                   float(line["calibrated_loss"])))
+    examples = stored["generated_examples"]
+    if not all(isinstance(e, str) for e in examples):
+      raise TypeError(f"the stored generated_examples {examples!r} must be strings")
+    return cls(memorised_threshold=float(stored["memorised_threshold"]),
+               sets={str(k): SetSummary.from_dict(v) for k, v in stored["sets"].items()},
+               at_risk=tuple(at_risk), generated_examples=tuple(examples), scores={})
 
 
 def at_risk_analysis(key: jax.Array, config: LMReconstructionConfig, model: nn.Module,
@@ -503,7 +551,8 @@ class LMReconstructionResult:
     at_risk_analysis: the :class:`AtRiskAnalysis` of the ``analysis_noise_multiplier``
       target.
     analysis_noise_multiplier: that target's :math:`\\sigma`.
-    config: the run's :class:`LMReconstructionConfig` (not in :meth:`to_dict`).
+    config: the run's :class:`LMReconstructionConfig` (not in :meth:`to_dict`; None in a
+      result rebuilt by :meth:`from_dict` without it).
   """
   canary: str
   secret: str
@@ -511,7 +560,7 @@ class LMReconstructionResult:
   secrecy: tuple[SecrecyPoint, ...]
   at_risk_analysis: AtRiskAnalysis
   analysis_noise_multiplier: float
-  config: LMReconstructionConfig
+  config: LMReconstructionConfig | None
 
   def to_dict(self) -> dict[str, Any]:
     """Plain Python values: the result keys of the experiment's ``results.json``."""
@@ -520,31 +569,90 @@ class LMReconstructionResult:
             "at_risk_analysis": self.at_risk_analysis.to_dict(),
             "analysis_noise_multiplier": float(self.analysis_noise_multiplier)}
 
+  @classmethod
+  def from_dict(cls, stored: Mapping[str, Any], config: LMReconstructionConfig | None = None
+                ) -> LMReconstructionResult:
+    """The result whose :meth:`to_dict` (after a strict-JSON round trip) is ``stored``, with
+    ``config`` (not stored) and no per-line scores; the validator of a stored run. Raises
+    KeyError, TypeError or ValueError on a damaged dict."""
+    results.check_fields("LMReconstructionResult", stored, {
+        "canary": str, "secret": str, "vocab_size": int, "secrecy": list,
+        "at_risk_analysis": dict, "analysis_noise_multiplier": float})
+    if config is not None:
+      _check_config(config)
+    canary, secret = stored["canary"], stored["secret"]
+    if not secret or not secret.isdigit() or not canary.endswith(secret):
+      raise ValueError(f"the stored canary {canary!r} does not end in its secret {secret!r}")
+    points = tuple(SecrecyPoint.from_dict(p) for p in stored["secrecy"])
+    sigma = float(stored["analysis_noise_multiplier"])
+    if not points or sigma not in [p.noise_multiplier for p in points]:
+      raise ValueError(f"the stored analysis_noise_multiplier={sigma:g} has no secrecy point")
+    return cls(canary=canary, secret=secret, vocab_size=int(stored["vocab_size"]),
+               secrecy=points,
+               at_risk_analysis=AtRiskAnalysis.from_dict(stored["at_risk_analysis"]),
+               analysis_noise_multiplier=sigma, config=config)
 
-def run(config: LMReconstructionConfig, *, model_dir: str | None = None, resume: bool = True,
-        progress_stream: TextIO | None = None) -> LMReconstructionResult:
+
+def run(key: jax.Array | None, config: LMReconstructionConfig, *,
+        progress: results.Progress | None = None, store: results.CellStore | None = None,
+        model_dir: str | None = None, resume: bool = True) -> LMReconstructionResult:
   """The experiment of Secs. 4.2-4.3 of Stock et al. (see the module docstring).
 
-  Keys: ``dpaudit.prng.make_key(config.seed)`` split six ways (data split, secret, reference
-  model, target models, exposure secrets, generated lines); every target shares its
-  initialisation and sampling key (common random numbers across noise levels). A run is
+  Keys: ``key`` split six ways (data split, secret, reference model, target models, exposure
+  secrets, generated lines); every target shares its initialisation and sampling key (common
+  random numbers across noise levels). The experiment passes
+  ``dpaudit.prng.make_key(config.seed)``, which is also the key of ``key=None``, so
+  ``config.seed`` names the key of a run (it is not used when a key is given). A run is
   reproducible for a given ``jax_enable_x64`` setting; the experiment enables float64 before
   calling this, and a run without it gives different numbers (and data split).
 
   Args:
+    key: PRNG key, or None for ``dpaudit.prng.make_key(config.seed)``.
     config: the settings.
+    progress: optional :class:`dpaudit.results.Progress`; the units are the reference model,
+      each target (with its secrecy) and the at-risk analysis; the training steps of the model
+      in progress are reported between them (its messages name the model and the step).
+    store: optional :class:`dpaudit.results.CellStore`: the result of this key and config
+      (``data_dir`` aside) is reused from it when whole, without the per-line scores (see
+      :class:`AtRiskAnalysis`), else computed and stored.
     model_dir: where trained models are stored and reused (:func:`trained_params`); None
       keeps nothing.
     resume: reuse stored models whose settings match.
-    progress_stream: where progress lines go (default ``sys.stderr``).
 
   Returns:
     The :class:`LMReconstructionResult`.
   """
   _check_config(config)
-  stream = progress_stream or sys.stderr
+  key = prng.make_key(config.seed) if key is None else key
+  _validate.check_key(key)
+  if progress is not None and not callable(progress):
+    raise ValueError("progress must be a function progress(done, total, message)")
+  if store is not None and not isinstance(store, results.CellStore):
+    raise ValueError(f"store must be a dpaudit.results.CellStore, got {type(store).__name__}")
+  compute = lambda: _run(key, config, progress, model_dir, resume)
+  if store is None:
+    return compute()
+  spec = to_plain(dataclasses.asdict(config))
+  del spec["data_dir"]  # where the corpus is read, not what it is
+  computed = []
+  stored, _ = store.get_or_compute(
+      {"key": results.key_data(key), "config": spec},
+      lambda: (computed.append(compute()), computed[0].to_dict())[1], "lm_reconstruction",
+      validate=LMReconstructionResult.from_dict)
+  if computed:
+    return computed[0]  # with its per-line scores
+  total = len(config.noise_multipliers) + 2
+  results.report(progress, total, total, "reused the stored result")
+  return LMReconstructionResult.from_dict(stored, config)
+
+
+def _run(key: jax.Array, config: LMReconstructionConfig, progress: results.Progress | None,
+         model_dir: str | None, resume: bool) -> LMReconstructionResult:
+  """The work of :func:`run` (arguments checked)."""
+  total = len(config.noise_multipliers) + 2
+  during = lambda done: lambda step, steps, message="": results.report(
+      progress, done, total, message)
   with quiet_accountant():
-    key = prng.make_key(config.seed)
     data_key, secret_key, ref_key, model_key, exp_key, gen_key = jax.random.split(key, 6)
     lines = load_lines(data_key, config)
     vocab = ngram.CharVocab.from_texts(lines.all_texts)
@@ -552,27 +660,36 @@ def run(config: LMReconstructionConfig, *, model_dir: str | None = None, resume:
     canary = config.prompt + secret
     target_lines = lm.insert_canary(lines.train, canary, config.canary_repetitions)
     model = ngram.CharNGramLM(vocab.size, config.context_size, config.hidden_size)
-    store = dict(model_dir=model_dir, resume=resume, progress_stream=stream)
+    kept = dict(model_dir=model_dir, resume=resume)
     reference = trained_params(ref_key, "reference", model, lines.reference, vocab,
                                train_config(config, 0.0, len(lines.reference)),
-                               config.max_length, **store)
+                               config.max_length, progress=during(0), **kept)
+    results.report(progress, 1, total, "reference model ready")
     points, targets = [], {}
-    for sigma in config.noise_multipliers:
+    for i, sigma in enumerate(config.noise_multipliers, 2):
       model_config = train_config(config, sigma, len(target_lines))
       params = trained_params(model_key, f"target_sigma_{sigma:g}", model, target_lines, vocab,
-                              model_config, config.max_length, **store)
+                              model_config, config.max_length, progress=during(i - 1), **kept)
       targets[sigma] = params
       point = secrecy_point(exp_key, config, model, params, vocab, secret, model_config)
-      print(f"sigma={sigma:g}: secrecy {point.secrecy_bits:.1f} bits >= bound "
-            f"{point.secrecy_bound_bits:.1f} (prior {point.prior_bits:.1f}); exposure "
-            f"{point.exposure_extrapolated_bits:.1f}", file=stream, flush=True)
+      results.report(progress, i, total,
+                     f"sigma={sigma:g}: secrecy {point.secrecy_bits:.1f} bits >= bound "
+                     f"{point.secrecy_bound_bits:.1f} (prior {point.prior_bits:.1f}); exposure "
+                     f"{point.exposure_extrapolated_bits:.1f}")
       points.append(point)
     analysis = at_risk_analysis(gen_key, config, model, targets[config.analysis_noise_multiplier],
                                 reference, vocab, target_lines, lines.test)
+  results.report(progress, total, total,
+                 f"at-risk analysis of sigma={config.analysis_noise_multiplier:g}: "
+                 f"{len(analysis.at_risk)} lines at risk")
   return LMReconstructionResult(
       canary=canary, secret=secret, vocab_size=vocab.size, secrecy=tuple(points),
       at_risk_analysis=analysis, analysis_noise_multiplier=config.analysis_noise_multiplier,
       config=config)
+
+
+Config = LMReconstructionConfig
+Result = LMReconstructionResult
 
 
 # ---------------------------------------------------------------------------------- report
@@ -581,7 +698,8 @@ def run(config: LMReconstructionConfig, *, model_dir: str | None = None, resume:
 def table(result: LMReconstructionResult) -> str:
   """The human-readable summary: the canary, secrecy per noise level, the lines at risk."""
   analysis = result.at_risk_analysis
-  rows = [f"canary: {result.canary!r} (x{result.config.canary_repetitions})",
+  copies = "" if result.config is None else f" (x{result.config.canary_repetitions})"
+  rows = [f"canary: {result.canary!r}{copies}",
           f"{'sigma':>6} {'eps':>8} {'secrecy':>8} {'bound':>7} {'exposure':>9}"]
   for p in result.secrecy:
     rows.append(f"{p.noise_multiplier:>6g} {p.epsilon:>8.2f} {p.secrecy_bits:>8.1f} "

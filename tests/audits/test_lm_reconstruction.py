@@ -1,5 +1,5 @@
 """The language-model reconstruction experiment as a library call (Secs. 4.2-4.3 of Stock et
-al.): ``run(config)`` end to end on a tiny synthetic corpus, model reuse, the results.json
+al.): ``run(key, config)`` end to end on a tiny synthetic corpus, model reuse, the results.json
 layout of ``to_dict()``, and config validation."""
 
 import dataclasses
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dpaudit import plots
+from dpaudit import prng
 from dpaudit import results
 from dpaudit.audits import lm_reconstruction as lmr
 
@@ -49,8 +50,10 @@ SET_KEYS = ["count", "mean_calibrated_loss", "std_calibrated_loss", "mean_nll_pe
 def test_tiny_run_scores_reuses_models_and_reports(fake_corpus, tmp_path):
   config = lmr.LMReconstructionConfig(**TINY)
   log = io.StringIO()
-  result = lmr.run(config, model_dir=str(tmp_path / "models"), progress_stream=log)
+  progress = lambda done, total, message="": print(f"[{done}/{total}] {message}", file=log)
+  result = lmr.run(None, config, model_dir=str(tmp_path / "models"), progress=progress)
   assert "reference: training" in log.getvalue() and "reused" not in log.getvalue()
+  assert log.getvalue().splitlines()[-1].startswith("[4/4] at-risk analysis")
   assert len(result.secret) == 4 and result.secret.isdigit()
   assert result.canary == "John's number is " + result.secret
 
@@ -97,9 +100,24 @@ def test_tiny_run_scores_reuses_models_and_reports(fake_corpus, tmp_path):
   assert results.read_json(str(tmp_path / "r.json"))["secrecy"][1] == out["secrecy"][1]
 
   log = io.StringIO()
-  again = lmr.run(config, model_dir=str(tmp_path / "models"), progress_stream=log)
+  again = lmr.run(prng.make_key(config.seed), config, model_dir=str(tmp_path / "models"),
+                  progress=progress)
   assert log.getvalue().count("reused") == 3 and "training" not in log.getvalue()
   assert again.to_dict() == out
+
+  # The result round-trips through from_dict (without its per-line scores) and a store.
+  rebuilt = lmr.Result.from_dict(results.loads(results.dumps(out)), config)
+  assert rebuilt.to_dict() == out and rebuilt.config == config
+  assert rebuilt.at_risk_analysis.scores == {}
+  assert lmr.table(rebuilt) == lmr.table(result)
+  for damage in ({"secret": "x1"}, {"secrecy": []}, {"vocab_size": 2.5},
+                 {"at_risk_analysis": {**out["at_risk_analysis"], "at_risk": [{"text": 1}]}}):
+    with pytest.raises((ValueError, TypeError, KeyError)):
+      lmr.Result.from_dict({**out, **damage})
+  store = results.CellStore(str(tmp_path / "cells"))
+  first = lmr.run(None, config, store=store, model_dir=str(tmp_path / "models"))
+  reused = lmr.run(None, config, store=store)  # no models: the stored result
+  assert first.to_dict() == reused.to_dict() == out and reused.config == config
 
   text = lmr.table(result)
   assert text.startswith(f"canary: {result.canary!r} (x2)") and "at-risk training" in text
