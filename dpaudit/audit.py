@@ -462,6 +462,17 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
   bound is held against the accountant's epsilon for the relation the game tests. A game
   reporting its best number of guesses without correction (``correction="none"``) is
   labelled ``"optimistic"``, not a valid lower bound.
+
+  >>> import jax, numpy as np
+  >>> from dpaudit.audits.dpsgd import AuditData, DPSGDAuditConfig
+  >>> rng = np.random.default_rng(0)
+  >>> x, y = rng.normal(size=(96, 4)).astype(np.float32), rng.integers(0, 2, 96)
+  >>> data = AuditData(x[:64], y[:64], x[64:80], y[64:80], x[80:], y[80:], num_classes=2)
+  >>> config = DPSGDAuditConfig(game="one_run", canary="gaussian", num_canaries=16,
+  ...                           epochs=1, batch_size=16, hidden_sizes=(4,), epsilon=8.0)
+  >>> result = dpsgd(jax.random.key(0), data, config)
+  >>> 0.0 <= result.lower_bound <= result.reference, result.quantity
+  (True, 'epsilon')
   """
   from dpaudit.audits import dpsgd as games  # pylint: disable=g-import-not-at-top
   if isinstance(model, str):
