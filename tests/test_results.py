@@ -317,10 +317,9 @@ def _dpsgd_result(**changes):
 
 
 def _grid_cell(**changes):
-  import dataclasses
   from dpaudit.audits import dpsgd
   config = dpsgd.DPSGDAuditConfig(game="one_run", canary="mislabelled")
-  cell = {"status": "done", "config": dataclasses.asdict(config), "result": _dpsgd_result()}
+  cell = {"status": "done", "config": config.to_dict(), "result": _dpsgd_result()}
   return results.loads(results.dumps({**cell, **changes})), config
 
 
