@@ -408,14 +408,6 @@ def lm_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
            f"{point.exposure_extrapolated_bits:.1f} bits")]
 
 
-class _Silent:
-  def write(self, text: str) -> int:
-    return len(text)
-
-  def flush(self) -> None:
-    pass
-
-
 PATE_TEACHERS = 20
 PATE_PROBABILITIES = (0.55, 0.45)  # the teachers' vote shares on the query (a close vote)
 
