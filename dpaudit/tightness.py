@@ -79,8 +79,8 @@ class TightnessConfig:
     families: which of ``FAMILIES`` to run.
     seed, prng_impl: the key of the report (:func:`dpaudit.prng.make_key`).
     significance: beta of every 1 - beta bound.
-    noisy_argmax_sigma: Gaussian noise of noisy argmax on the Fig. 6 histograms.
-    noisy_argmax_trials: Monte Carlo trials per histogram.
+    noisy_argmax_noise_multiplier: Gaussian noise of noisy argmax on the Fig. 6 histograms.
+    noisy_argmax_num_trials: Monte Carlo trials per histogram.
     noisy_argmax_order: the Renyi order alpha at which the cuts are reported (fixed in
       advance: choosing the best order after the fact would void the confidence).
     dataset, data_dir: data of the DP-SGD games (:func:`dpaudit.audits.dpsgd_grid.prepare_data`,
@@ -88,54 +88,54 @@ class TightnessConfig:
     dpsgd_audits: the (game, canary) pairs of the ``dpsgd`` family (default: the four games).
     dpsgd_epsilon: target epsilon the DP-SGD noise is calibrated to.
     dpsgd_delta: delta of the accountant and of the DP-SGD bounds.
-    dpsgd_runs: T, runs per side of the many-run game.
-    dpsgd_canaries: m, canaries of the one-run, UniAud and UniAud++ games (the mislabelled
+    dpsgd_num_runs: T, runs per side of the many-run game.
+    dpsgd_num_canaries: m, canaries of the one-run, UniAud and UniAud++ games (the mislabelled
       canaries come from the held-out pool: at most 721 on digits).
     dpsgd_epochs, dpsgd_batch_size, dpsgd_learning_rate, dpsgd_hidden_sizes: the training.
-    ngram_noise_multiplier, ngram_models, ngram_steps: the n-gram canary experiment.
+    ngram_noise_multiplier, ngram_num_models, ngram_num_steps: the n-gram canary experiment.
     dpsgd_chunk_size, ngram_chunk_size: runs (many-run game) and n-gram models per vmapped
       call (0: all at once); they bound memory, and under ``jax.distributed`` the chunks are
       what the processes share out (:func:`dpaudit.distributed.map_chunks`).
     noisy_argmax_chunk_size: Monte Carlo trials per vmapped chunk of the noisy-argmax cuts
       (memory; under ``jax.distributed`` the processes share out the chunks).
-    lm_noise_multiplier, lm_lines, lm_epochs: the LM reconstruction's one target model.
-    pate_noise_multiplier, pate_trials: PATE's GNMax noise and Monte Carlo trials per side.
-    domias_epsilon, domias_candidates: DP-TVAE's epsilon and the DOMIAS candidates (each a
+    lm_noise_multiplier, lm_num_lines, lm_epochs: the LM reconstruction's one target model.
+    pate_noise_multiplier, pate_num_trials: PATE's GNMax noise and Monte Carlo trials per side.
+    domias_epsilon, domias_num_candidates: DP-TVAE's epsilon and the DOMIAS candidates (each a
       member by a fair coin).
-    panoramia_members: the PANORAMIA target's training records (a third of them audit it).
+    panoramia_num_members: the PANORAMIA target's training records (a third of them audit it).
   """
   families: tuple[str, ...] = FAMILIES
   seed: int = 0
   prng_impl: str = "threefry2x32"
   significance: float = 0.05
-  noisy_argmax_sigma: float = 2.0
-  noisy_argmax_trials: int = 10**6
+  noisy_argmax_noise_multiplier: float = 2.0
+  noisy_argmax_num_trials: int = 10**6
   noisy_argmax_order: float = 2.0
   dataset: str = "digits"
   data_dir: str | None = None
   dpsgd_audits: tuple[tuple[str, str], ...] = DPSGD_AUDITS
   dpsgd_epsilon: float = 8.0
   dpsgd_delta: float = 1e-5
-  dpsgd_runs: int = 250
-  dpsgd_canaries: int = 700
+  dpsgd_num_runs: int = 250
+  dpsgd_num_canaries: int = 700
   dpsgd_epochs: float = 50.0
   dpsgd_batch_size: int = 128
   dpsgd_learning_rate: float = 0.5
   dpsgd_hidden_sizes: tuple[int, ...] = (64,)
   ngram_noise_multiplier: float = 2.0
-  ngram_models: int = 2000
-  ngram_steps: int = 100
+  ngram_num_models: int = 2000
+  ngram_num_steps: int = 100
   dpsgd_chunk_size: int = 0
   ngram_chunk_size: int = 0
   noisy_argmax_chunk_size: int = 2**16
   lm_noise_multiplier: float = 1.0
-  lm_lines: int = 400
+  lm_num_lines: int = 400
   lm_epochs: float = 2.0
   pate_noise_multiplier: float = 2.0
-  pate_trials: int = 200_000
+  pate_num_trials: int = 200_000
   domias_epsilon: float = 4.0
-  domias_candidates: int = 400
-  panoramia_members: int = 500
+  domias_num_candidates: int = 400
+  panoramia_num_members: int = 500
 
   def __post_init__(self):
     object.__setattr__(self, "families", tuple(self.families))
@@ -166,21 +166,22 @@ class TightnessConfig:
       _renamed(self.lm_config, _LM_FIELDS)
     _validate.check_range("pate_noise_multiplier", self.pate_noise_multiplier, 0.0, math.inf,
                           low_open=True, high_open=True)
-    _validate.check_integer("pate_trials", self.pate_trials, 4)
+    _validate.check_integer("pate_num_trials", self.pate_num_trials, 4)
     _validate.check_range("domias_epsilon", self.domias_epsilon, 0.0, math.inf, low_open=True,
                           high_open=True)
-    _validate.check_integer("domias_candidates", self.domias_candidates, 20, 20_000)
-    _validate.check_integer("panoramia_members", self.panoramia_members, 50, 60_000)
+    _validate.check_integer("domias_num_candidates", self.domias_num_candidates, 20, 20_000)
+    _validate.check_integer("panoramia_num_members", self.panoramia_num_members, 50, 60_000)
 
   def noisy_argmax_config(self) -> noisy_argmax.NoisyArgmaxAuditConfig:
     return noisy_argmax.NoisyArgmaxAuditConfig(
-        sigma=self.noisy_argmax_sigma, num_trials=self.noisy_argmax_trials,
+        sigma=self.noisy_argmax_noise_multiplier, num_trials=self.noisy_argmax_num_trials,
         orders=(self.noisy_argmax_order,), significance=self.significance, num_bootstrap=1,
         chunk_size=self.noisy_argmax_chunk_size)
 
   def dpsgd_config(self, game: str, canary: str) -> dpsgd_audit.DPSGDAuditConfig:
     return dpsgd_audit.DPSGDAuditConfig(
-        game=game, canary=canary, num_canaries=self.dpsgd_canaries, num_runs=self.dpsgd_runs,
+        game=game, canary=canary, num_canaries=self.dpsgd_num_canaries,
+        num_runs=self.dpsgd_num_runs,
         epsilon=self.dpsgd_epsilon, delta=self.dpsgd_delta, significance=self.significance,
         epochs=self.dpsgd_epochs, batch_size=self.dpsgd_batch_size,
         learning_rate=self.dpsgd_learning_rate, hidden_sizes=self.dpsgd_hidden_sizes,
@@ -188,33 +189,35 @@ class TightnessConfig:
 
   def ngram_config(self) -> reconstruction.NgramCanaryConfig:
     return reconstruction.NgramCanaryConfig(
-        noise_multipliers=(self.ngram_noise_multiplier,), num_models=self.ngram_models,
-        num_steps=self.ngram_steps, chunk_size=self.ngram_chunk_size)
+        noise_multipliers=(self.ngram_noise_multiplier,), num_models=self.ngram_num_models,
+        num_steps=self.ngram_num_steps, chunk_size=self.ngram_chunk_size)
 
   def lm_config(self) -> lm_reconstruction.LMReconstructionConfig:
     """The LM reconstruction's canary experiment at a small size: one target model."""
     return lm_reconstruction.LMReconstructionConfig(
-        num_train=self.lm_lines, num_reference=1, num_test=2, num_generated=2,
+        num_train=self.lm_num_lines, num_reference=1, num_test=2, num_generated=2,
         noise_multipliers=(self.lm_noise_multiplier,),
         analysis_noise_multiplier=self.lm_noise_multiplier, epochs=self.lm_epochs,
         batch_size=32, secret_digits=6, num_exposure_samples=1000, seed=self.seed)
 
 
-_LM_FIELDS = {"noise_multipliers": "lm_noise_multiplier", "num_train": "lm_lines",
+_LM_FIELDS = {"noise_multipliers": "lm_noise_multiplier", "num_train": "lm_num_lines",
               "epochs": "lm_epochs"}
-_NOISY_ARGMAX_FIELDS = {"sigma": "noisy_argmax_sigma", "num_trials": "noisy_argmax_trials",
+_NOISY_ARGMAX_FIELDS = {"sigma": "noisy_argmax_noise_multiplier",
+                        "num_trials": "noisy_argmax_num_trials",
                         "orders": "noisy_argmax_order", "chunk_size": "noisy_argmax_chunk_size"}
-_DPSGD_FIELDS = {"num_canaries": "dpsgd_canaries", "num_runs": "dpsgd_runs",
+_DPSGD_FIELDS = {"num_canaries": "dpsgd_num_canaries", "num_runs": "dpsgd_num_runs",
                  "epsilon": "dpsgd_epsilon", "delta": "dpsgd_delta", "epochs": "dpsgd_epochs",
                  "batch_size": "dpsgd_batch_size", "learning_rate": "dpsgd_learning_rate",
                  "hidden_sizes": "dpsgd_hidden_sizes", "chunk_size": "dpsgd_chunk_size"}
-_NGRAM_FIELDS = {"noise_multipliers": "ngram_noise_multiplier", "num_models": "ngram_models",
-                 "num_steps": "ngram_steps", "chunk_size": "ngram_chunk_size"}
+_NGRAM_FIELDS = {"noise_multipliers": "ngram_noise_multiplier", "num_models": "ngram_num_models",
+                 "num_steps": "ngram_num_steps", "chunk_size": "ngram_chunk_size"}
 
 
 def _renamed(build: Callable[[], Any], fields: dict[str, str]) -> Any:
   """``build()``, with a ValueError about one of the audit config's fields reworded to name
-  the :class:`TightnessConfig` field it comes from (``num_trials=`` -> ``noisy_argmax_trials=``)."""
+  the :class:`TightnessConfig` field it comes from (``num_trials=`` ->
+  ``noisy_argmax_num_trials=``)."""
   try:
     return build()
   except ValueError as error:
@@ -423,7 +426,8 @@ def private_prediction_rows(key: jax.Array, config: TightnessConfig) -> list[Tig
   model = histograms.pate_model(PATE_PROBABILITIES, (0.0, 1.0), PATE_TEACHERS)
   with jax.enable_x64(True):
     two_cut, k_cut = audit.histogram_model(
-        key, model, noise_multiplier=config.pate_noise_multiplier, num_trials=config.pate_trials,
+        key, model, noise_multiplier=config.pate_noise_multiplier,
+        num_trials=config.pate_num_trials,
         order=2.0, confidence=1 - config.significance, num_histograms=512, num_bootstrap=20)
   seconds = time.perf_counter() - start
   note = (f"{PATE_TEACHERS} teachers, sigma={config.pate_noise_multiplier:g}; model divergence "
@@ -443,7 +447,7 @@ def domias_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   k_rows, k_coins, k_fit, k_sample = jax.random.split(key, 4)
   records = np.asarray(data.load("california_housing").features, np.float64)
   order = np.asarray(jax.random.permutation(k_rows, len(records)))
-  m = config.domias_candidates
+  m = config.domias_num_candidates
   candidates, reference = records[order[:m]], records[order[m:m + 2000]]
   is_member = np.asarray(jax.random.bernoulli(k_coins, 0.5, (m,)))
   with quiet_accountant():
@@ -478,7 +482,7 @@ def _marginals_generator(d_g):
 
 def panoramia_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   """PANORAMIA (Kazmi et al. 2024) on a tabular target: a TabularMLP trained with DP-SGD at
-  ``PANORAMIA_EPSILON`` on ``panoramia_members`` Adult records, audited without retraining
+  ``PANORAMIA_EPSILON`` on ``panoramia_num_members`` Adult records, audited without retraining
   (:func:`dpaudit.audit.panoramia`) with generated non-members from a generator fitted on 2000
   other Adult records (the column marginals: fast; the paper's MST is
   ``python -m experiments.panoramia --modality=tabular``). Its eps~ is a measurement relative
@@ -492,7 +496,7 @@ def panoramia_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow
   k_rows, k_target, k_audit = jax.random.split(key, 3)
   ds = data.load("adult", "train")
   order = np.asarray(jax.random.permutation(k_rows, len(ds.labels)))
-  n = config.panoramia_members
+  n = config.panoramia_num_members
   members = pan.Examples(ds.features[order[:n]], ds.labels[order[:n]])
   d_g = pan.Examples(ds.features[order[n:n + 2000]], ds.labels[order[n:n + 2000]])
   spec = mod.tabular_spec(mod.adult_binnings()[:-1])

@@ -85,16 +85,3 @@ def define_num_repeats_flag(what: str) -> None:
       f"Independent repetitions of {what} (>= 1); tables show the median [min, max] over them "
       "and results.json each repetition and its spread.")
   deprecated_alias("repetitions", "num_repeats")
-
-
-def define_repetitions_flag(what: str) -> None:
-  """The old name of :func:`define_num_repeats_flag` (``--repetitions``), still used by the CLIs
-  that move to the shared vocabulary in a follow-up: N
-  independent repetitions of ``what``, reported as the median and range over them
-  (:func:`dpaudit.results.spread`). Each experiment's help says how repetition i derives its
-  seed; a single run at that seed reproduces it."""
-  flags.DEFINE_integer(
-      "repetitions", 1,
-      f"Independent repetitions of {what} (>= 1); tables show the median [min, max] over them "
-      "and results.json each repetition and its spread.")
-

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 PACKAGES = ("dpaudit.audits", "dpaudit.attacks", "dpaudit.estimators")
-MODULES = ("dpaudit.audit", "dpaudit.tightness")  # public modules outside those packages (the front door)
+# Public modules outside those packages: the front door and the tightness report above it.
+MODULES = ("dpaudit.audit", "dpaudit.tightness")
 
 
 def public_callables() -> dict[str, Any]:
@@ -626,12 +627,13 @@ exempt("the game contract's name for a class listed here (an alias)",
        *_audit("noisy_argmax", "Config", "Result"))
 
 # tightness
-bad(tightness.TightnessConfig, "noisy_argmax_sigma-inf", "sigma", noisy_argmax_sigma=np.inf)
-count_cases(tightness.TightnessConfig, "noisy_argmax_trials", lambda v: ((), {
-    "noisy_argmax_trials": v}), values=BAD_INTEGERS)
-count_cases(tightness.TightnessConfig, "dpsgd_runs", lambda v: ((), {"dpsgd_runs": v}),
+bad(tightness.TightnessConfig, "noisy_argmax_noise_multiplier-inf", "noisy_argmax_noise_multiplier",
+    noisy_argmax_noise_multiplier=np.inf)
+count_cases(tightness.TightnessConfig, "noisy_argmax_num_trials", lambda v: ((), {
+    "noisy_argmax_num_trials": v}), values=BAD_INTEGERS)
+count_cases(tightness.TightnessConfig, "dpsgd_num_runs", lambda v: ((), {"dpsgd_num_runs": v}),
             values=BAD_INTEGERS)
-count_cases(tightness.TightnessConfig, "ngram_models", lambda v: ((), {"ngram_models": v}),
+count_cases(tightness.TightnessConfig, "ngram_num_models", lambda v: ((), {"ngram_num_models": v}),
             values={**BAD_INTEGERS, "huge": 2**62})
 significance_cases(tightness.TightnessConfig, lambda v: ((), {"significance": v}))
 bad(tightness.TightnessConfig, "seed", "seed", seed=1.5)
@@ -646,14 +648,16 @@ bad(tightness.dpsgd_rows, "dpsgd_epochs", "dpsgd_epochs", KEY, dataclasses.repla
 bad(tightness.run, "config", "config", {"seed": 0})
 bad(tightness.TightnessConfig, "pate_noise_multiplier", "pate_noise_multiplier",
     pate_noise_multiplier=0.0)
-bad(tightness.TightnessConfig, "pate_trials", "pate_trials", pate_trials=3)
+bad(tightness.TightnessConfig, "pate_num_trials", "pate_num_trials", pate_num_trials=3)
 bad(tightness.TightnessConfig, "domias_epsilon", "domias_epsilon", domias_epsilon=np.inf)
-bad(tightness.TightnessConfig, "domias_candidates", "domias_candidates", domias_candidates=5)
-bad(tightness.TightnessConfig, "panoramia_members", "panoramia_members", panoramia_members=10)
+bad(tightness.TightnessConfig, "domias_num_candidates", "domias_num_candidates",
+    domias_num_candidates=5)
+bad(tightness.TightnessConfig, "panoramia_num_members", "panoramia_num_members",
+    panoramia_num_members=10)
 bad(tightness.TightnessConfig, "lm_noise_multiplier", "lm_noise_multiplier",
     families=("lm_reconstruction",), lm_noise_multiplier=-1.0)
-bad(tightness.TightnessConfig, "lm_lines", "lm_lines", families=("lm_reconstruction",),
-    lm_lines=0)
+bad(tightness.TightnessConfig, "lm_num_lines", "lm_num_lines", families=("lm_reconstruction",),
+    lm_num_lines=0)
 
 # reconstruction (n-gram canaries)
 _NGRAM = reconstruction.NgramCanaryConfig(noise_multipliers=(1.0,), num_models=4, num_steps=2,

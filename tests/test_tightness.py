@@ -12,8 +12,8 @@ from dpaudit import tightness
 # row, one process against two: tests/launch/test_multihost.py; all four games:
 # tests/experiments/test_dpsgd_audit_cli.py).
 TINY = dict(families=("dpsgd",), dpsgd_audits=(("uniaud", "gaussian"), ("many_run", "dirac")),
-            noisy_argmax_trials=4000, dpsgd_runs=4, dpsgd_canaries=20, dpsgd_epochs=1.0,
-            dpsgd_batch_size=16, dpsgd_hidden_sizes=(4,), ngram_models=64, ngram_steps=5)
+            noisy_argmax_num_trials=4000, dpsgd_num_runs=4, dpsgd_num_canaries=20, dpsgd_epochs=1.0,
+            dpsgd_batch_size=16, dpsgd_hidden_sizes=(4,), ngram_num_models=64, ngram_num_steps=5)
 
 
 def test_tiny_report_rows_json_plot_and_keys(tmp_path):
@@ -40,7 +40,7 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
 
   # strict JSON, table and plot
   back = results.loads(results.dumps(result.to_dict()))
-  assert len(back["rows"]) == 2 and back["config"]["dpsgd_runs"] == 4
+  assert len(back["rows"]) == 2 and back["config"]["dpsgd_num_runs"] == 4
   assert "dpsgd uniaud:gaussian" in tightness.table(result)
   plots.tightness(result, str(tmp_path / "t.png"))
   assert (tmp_path / "t.png").stat().st_size > 10_000
@@ -65,13 +65,14 @@ def dataclass_replace(row, **changes):
     (dict(families=("ngram", "ngram")), "repeated"),
     (dict(significance=1.5), "significance"),
     # The audits' own configs check these; the message names this config's field.
-    (dict(noisy_argmax_trials=2), "^noisy_argmax_trials=2 must be an integer >= 4"),
+    (dict(noisy_argmax_num_trials=2), "^noisy_argmax_num_trials=2 must be an integer >= 4"),
     (dict(noisy_argmax_order=1.0), "^noisy_argmax_order=1.0 .*outside the valid range"),
-    (dict(noisy_argmax_sigma=float("inf")), "^noisy_argmax_sigma=inf is outside"),
-    (dict(dpsgd_runs=1), "^dpsgd_runs=1 must be an integer >= 2"),
+    (dict(noisy_argmax_noise_multiplier=float("inf")),
+     "^noisy_argmax_noise_multiplier=inf is outside"),
+    (dict(dpsgd_num_runs=1), "^dpsgd_num_runs=1 must be an integer >= 2"),
     (dict(dpsgd_epsilon=0.0), "^dpsgd_epsilon=0.0 is outside"),
-    (dict(ngram_models=1), "^ngram_models=1 must be an integer >= 2"),
-    (dict(ngram_models=1.5), "^ngram_models=1.5 must be an integer"),
+    (dict(ngram_num_models=1), "^ngram_num_models=1 must be an integer >= 2"),
+    (dict(ngram_num_models=1.5), "^ngram_num_models=1.5 must be an integer"),
     (dict(dpsgd_audits=(("uniaud", "dirac"),)), "canary='dirac' is not valid"),
     (dict(dpsgd_audits=(("many_run",),)), "pairs"),
     (dict(dpsgd_audits=()), "dpsgd_audits"),
@@ -112,8 +113,8 @@ def test_the_other_families_through_the_front_door_at_a_tiny_size():
   below its reference, and strict JSON."""
   config = tightness.TightnessConfig(
       families=("lm_reconstruction", "private_prediction", "panoramia", "domias"),
-      lm_lines=40, lm_epochs=1.0, pate_trials=4000, domias_candidates=60,
-      panoramia_members=90)
+      lm_num_lines=40, lm_epochs=1.0, pate_num_trials=4000, domias_num_candidates=60,
+      panoramia_num_members=90)
   result = tightness.run(config)
   rows = {row.audit: row for row in result.rows}
   assert list(rows) == ["lm canary reconstruction", "pate 2-cut", "pate k-cut",

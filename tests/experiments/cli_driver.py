@@ -77,7 +77,7 @@ def run_case(entry, argv: list[str], timeout_s: int) -> dict:
 
 def forget_flags(before: set[str]) -> None:
   """Removes every flag defined since the flag names ``before`` were taken (the module's own
-  and those it defined through helpers such as ``common.define_repetitions_flag``), so that the
+  and those it defined through helpers such as ``common.define_num_repeats_flag``), so that the
   next CLI can define flags of the same names (--seed, --num_steps, ...) in this process."""
   from absl import flags
   flags.FLAGS.unparse_flags()

@@ -204,13 +204,13 @@ CASES: dict[str, dict[str, list[str]]] = {
         "absurd_size_3": [f"--max_steps={10**30}"],
     },
     "experiments.tightness": {
-        "not_a_number": ["--noisy_argmax_trials=abc"],
-        "inf": ["--noisy_argmax_sigma=inf"],
+        "not_a_number": ["--noisy_argmax_num_trials=abc"],
+        "inf": ["--noisy_argmax_noise_multiplier=inf"],
         "nan": ["--dpsgd_delta=nan"],
-        "zero": ["--ngram_models=0"],
-        "negative": ["--dpsgd_runs=-1"],
+        "zero": ["--ngram_num_models=0"],
+        "negative": ["--dpsgd_num_runs=-1"],
         "empty_list": ["--families="],
-        "absurd_size": [f"--ngram_models={BIG}"],
+        "absurd_size": [f"--ngram_num_models={BIG}"],
         "absurd_size_2": [f"--noisy_argmax_chunk_size={BIG}"],
         "significance": ["--significance=1.5"],
         "unknown_choice": ["--families=nope"],
@@ -472,8 +472,8 @@ def test_panoramia_zero_canaries_reaches_the_later_checks(tmp_path):
 REAL = [
     ("experiments.noisy_argmax_audit", ["--output_dir={file}"], "is a file"),
     ("experiments.benchmarks.montecarlo", ["--output_dir={file}/sub"], "lies under"),
-    ("experiments.tightness", ["--output_dir={out}", "--noisy_argmax_trials=abc"],
-     "--noisy_argmax_trials=abc"),
+    ("experiments.tightness", ["--output_dir={out}", "--noisy_argmax_num_trials=abc"],
+     "--noisy_argmax_num_trials=abc"),
 ]
 
 

@@ -51,7 +51,7 @@ def test_a_rerun_loads_compiled_programs_from_the_cache(tmp_path):
   compiles in about 0.4 s, under the default 0.5 s threshold, on an idle machine."""
   cache = tmp_path / "cache"
   run = [sys.executable, "-m", "experiments.tightness", f"--output_dir={tmp_path}",
-         "--families=ngram", "--ngram_models=32", "--ngram_steps=3", "--noplot",
+         "--families=ngram", "--ngram_num_models=32", "--ngram_num_steps=3", "--noplot",
          f"--compilation_cache_dir={cache}"]
   env = {**os.environ, "DPAUDIT_COMPILATION_CACHE_MIN_SECS": "0"}
   assert subprocess.run(run, capture_output=True, cwd=ROOT, env=env).returncode == 0

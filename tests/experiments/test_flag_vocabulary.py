@@ -5,8 +5,7 @@
 (a) Each renamed flag, given by its old name with a bad value, is refused exactly as the new
 name is (same error line, naming the new flag: the alias parsed the same value into it), after
 ``warning: --old is deprecated; use --new``; run in one process by the in-process CLI driver.
-(b) No CLI defines a flag by an old name (the source is parsed, nothing is imported), except the
-CLIs in :data:`NOT_YET_RENAMED`.
+(b) No CLI defines a flag by an old name (the source is parsed, nothing is imported).
 """
 
 from __future__ import annotations
@@ -24,15 +23,19 @@ from tests.conftest import ROOT
 
 # Old names no CLI may define (as a flag of its own; as a deprecated alias they are fine).
 OLD_NAMES = frozenset({"sigma", "sigmas", "noise_levels", "target_epsilons", "dp_epsilons",
-                       "repeats", "repetitions", "seeds", "teachers", "rounds"})
+                       "repeats", "repetitions", "seeds", "teachers", "rounds",
+                       "noisy_argmax_sigma", "noisy_argmax_trials", "dpsgd_runs",
+                       "dpsgd_canaries", "ngram_models", "ngram_steps"})
 
-# CLIs renamed in a follow-up (being restructured at the time of the rename); they still
-# define some old names. Remove a file from here once its flags follow the vocabulary.
-NOT_YET_RENAMED = frozenset({
-    "experiments/tightness.py"})
 
 # (module, old flag, new flag, a value the CLI refuses before doing any work).
 RENAMED = [
+    ("experiments.tightness", "noisy_argmax_sigma", "noisy_argmax_noise_multiplier", "-1"),
+    ("experiments.tightness", "noisy_argmax_trials", "noisy_argmax_num_trials", "2"),
+    ("experiments.tightness", "dpsgd_runs", "dpsgd_num_runs", "0"),
+    ("experiments.tightness", "dpsgd_canaries", "dpsgd_num_canaries", "0"),
+    ("experiments.tightness", "ngram_models", "ngram_num_models", "0"),
+    ("experiments.tightness", "ngram_steps", "ngram_num_steps", "0"),
     ("experiments.noisy_argmax_audit", "sigma", "noise_multiplier", "-1"),
     ("experiments.gnmax_worst_case", "sigmas", "noise_multipliers", "4,-1"),
     ("experiments.reconstruction_bounds", "sigmas", "noise_multipliers", "-1"),
@@ -136,8 +139,8 @@ def test_alias_forms_booleans_help_and_one_warning(tmp_path):
 
 
 def _defined_flags(path: str) -> list[str]:
-  """The flag names ``path`` defines by ``flags.DEFINE_*("name", ...)`` or through
-  ``common.define_repetitions_flag`` (aliases are defined by ``deprecated_alias``)."""
+  """The flag names ``path`` defines by ``flags.DEFINE_*("name", ...)`` (aliases are defined by
+  ``deprecated_alias``; ``common.define_num_repeats_flag`` defines ``num_repeats``)."""
   with open(path, encoding="utf-8") as f:
     tree = ast.parse(f.read())
   names = []
@@ -148,8 +151,6 @@ def _defined_flags(path: str) -> list[str]:
     if (func.startswith("DEFINE_") and func not in ("DEFINE_alias", "DEFINE_flag")
         and node.args and isinstance(node.args[0], ast.Constant)):
       names.append(node.args[0].value)
-    elif func == "define_repetitions_flag":
-      names.append("repetitions")
   return names
 
 
@@ -166,9 +167,8 @@ def _cli_files() -> list[str]:
 def test_no_cli_defines_an_old_flag_name():
   files = _cli_files()
   assert "experiments/noisy_argmax_audit.py" in files and len(files) >= 15
-  assert NOT_YET_RENAMED <= set(files)
   bad = {path: sorted(OLD_NAMES.intersection(_defined_flags(os.path.join(ROOT, path))))
-         for path in files if path not in NOT_YET_RENAMED}
+         for path in files}
   assert not {path: names for path, names in bad.items() if names}, (
       "use the shared vocabulary (noise_multiplier(s), epsilons, num_*) and keep the old name "
       "as common.deprecated_alias(old, new)")

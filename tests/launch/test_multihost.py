@@ -22,9 +22,9 @@ def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
   runs chunks 0 and 2, process 1 chunk 1 and a repeat of chunk 2) give the one-process rows.
   The many-run DP-SGD game shares its chunks out through the same
   :func:`dpaudit.distributed.map_chunks`."""
-  flags = ["--families=noisy_argmax,ngram", "--noisy_argmax_trials=40000",
-           "--noisy_argmax_chunk_size=4096", "--ngram_models=24", "--ngram_chunk_size=8",
-           "--ngram_steps=3"]
+  flags = ["--families=noisy_argmax,ngram", "--noisy_argmax_num_trials=40000",
+           "--noisy_argmax_chunk_size=4096", "--ngram_num_models=24", "--ngram_chunk_size=8",
+           "--ngram_num_steps=3"]
   rows, versions = {}, {}
   for name, prefix in (("one", []), ("two", ["-m", "launch.multihost", "--num_processes=2",
                                              "--"])):
@@ -42,7 +42,7 @@ def test_monte_carlo_and_training_runs_spread_over_two_processes(tmp_path):
   assert versions["two"]["devices"] == "cpu:cpu, cpu:cpu"  # both processes' devices
   assert versions["one"]["devices"] == "cpu:cpu"
   assert rows["two"] == rows["one"]
-  assert written["experiment"] == "tightness" and written["config"]["ngram_models"] == 24
+  assert written["experiment"] == "tightness" and written["config"]["ngram_num_models"] == 24
   two_cut, k_cut, ngram = rows["one"]
   assert two_cut["audit"] == "noisy_argmax 2-cut" and k_cut["audit"] == "noisy_argmax k-cut"
   assert two_cut["num_observations"] == 40000
