@@ -380,25 +380,14 @@ def _front_door_row(name: str, result: audit.AuditResult, seconds: float, unit: 
 def lm_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   """The canary's leakage in one DP-SGD-trained character LM (Stock et al., Sec. 4.3): the
   prior secrecy minus the secrecy measured on the trained model, against the RDP leakage bound
-  :math:`L_2(b_0)` (Eq. 3 in bits). One trained model gives one draw of the leakage: a point
-  estimate with no confidence (``confidence`` NaN), not a bound."""
+  :math:`L_2(b_0)` (Eq. 3 in bits), through :func:`dpaudit.audits.lm_reconstruction.run` at a
+  small size. One trained model gives one draw of the leakage: a point estimate with no
+  confidence (``confidence`` NaN), not a bound."""
   _check_call(key, config)
   lm_config = _renamed(config.lm_config, _LM_FIELDS)
   start = time.perf_counter()
-  data_key, secret_key, model_key, exp_key = jax.random.split(key, 4)
   with quiet_accountant():
-    lines = lm_reconstruction.load_lines(data_key, lm_config)
-    vocab = lm_reconstruction.ngram.CharVocab.from_texts(lines.all_texts)
-    secret = lm_reconstruction.lm.random_secret(secret_key, lm_config.secret_digits)
-    target = lm_reconstruction.lm.insert_canary(lines.train, lm_config.prompt + secret,
-                                                lm_config.canary_repetitions)
-    model = lm_reconstruction.ngram.CharNGramLM(vocab.size, lm_config.context_size,
-                                                lm_config.hidden_size)
-    train = lm_reconstruction.train_config(lm_config, config.lm_noise_multiplier, len(target))
-    params = lm_reconstruction.trained_params(model_key, "target", model, target, vocab, train,
-                                              lm_config.max_length)  # no progress: silent
-    point = lm_reconstruction.secrecy_point(exp_key, lm_config, model, params, vocab, secret,
-                                            train)
+    point = lm_reconstruction.run(key, lm_config).secrecy[0]
   return [TightnessRow(
       audit="lm canary reconstruction", quantity="leakage (bits)",
       lower_bound=max(point.prior_bits - point.secrecy_bits, 0.0),

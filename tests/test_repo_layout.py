@@ -1,5 +1,6 @@
 """Keeps the project's promises to a fresh machine: README command == CI, BUILD covers all;
-and its layers: no circle of imports between dpaudit's subpackages, only dpaudit/plots.py draws."""
+and its layers: no circle of imports between dpaudit's subpackages, only dpaudit/plots.py draws,
+experiments stay thin."""
 
 import ast
 import os
@@ -129,3 +130,15 @@ def test_only_dpaudit_plots_draws():
                    if any(name.split(".")[0] == "matplotlib" for name in _imported_modules(
                        ast.parse(_read(path), path))))
   assert drawing == [os.path.join("dpaudit", "plots.py")], drawing
+
+
+def test_experiments_are_thin():
+  """Experiments are flags -> config -> one call -> write and print: at most 200 lines each
+  (benchmarks, which time several implementations side by side, at most 400)."""
+  long = {}
+  for path in _python_files("experiments"):
+    limit = 400 if os.path.dirname(path).endswith("benchmarks") else 200
+    lines = _read(path).count("\n")
+    if lines > limit:
+      long[path] = f"{lines} lines > {limit}"
+  assert not long, long
