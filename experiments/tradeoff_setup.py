@@ -21,7 +21,7 @@ IMAGE_MODELS = ("lenet5", "wrn16_4")
 
 
 @dataclasses.dataclass(frozen=True)
-class TradeoffConfig:
+class TradeoffConfig(dpsgd_spec.DPSGDSettings):
   """Settings of an accuracy-vs-epsilon sweep (``python -m experiments.train_dpsgd --help``
   explains each one; the field names are the flag names).
 
@@ -31,16 +31,13 @@ class TradeoffConfig:
   of the ``repetitions`` runs per target epsilon, the others use ``seed + 1``, ... (the field
   was ``num_seeds``; it is not part of a run's key, so stored runs stay valid); ``clipping``,
   ``physical_batch_size`` and ``data_dir`` change how a run is computed, not its result.
+  ``delta``, ``epochs``, ``batch_size``, ``learning_rate`` and ``l2_clip_norm`` are the fields
+  of :class:`~dpaudit.dpsgd.spec.DPSGDSettings` (keyword-only).
   """
   dataset: str = "digits"
   model: str = "mlp"
   target_epsilons: tuple[float, ...] = (1.0, 4.0, 8.0, math.inf)
-  delta: float = 1e-5
-  epochs: float = 30.0
-  batch_size: int = 64
-  learning_rate: float = 3e-3
   optimizer: str = "adam"
-  l2_clip_norm: float = 1.0
   accountant: str = "rdp"
   test_fraction: float = 0.2
   validation_fraction: float = 0.0
@@ -51,6 +48,10 @@ class TradeoffConfig:
   physical_batch_size: int = 128
   data_dir: str | None = None
   prng_impl: str = "threefry2x32"
+  _: dataclasses.KW_ONLY
+  epochs: float = 30.0
+  batch_size: int = 64
+  learning_rate: float = 3e-3
 
   def __post_init__(self):
     _validate.check_choice("dataset", self.dataset, data.DATASETS)
@@ -60,14 +61,8 @@ class TradeoffConfig:
     _validate.check_range("target_epsilons", self.target_epsilons, 0.0, None, low_open=True)
     if len(set(self.target_epsilons)) != len(self.target_epsilons):
       raise ValueError(f"target_epsilons={list(self.target_epsilons)} has repeated values")
-    _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-    _validate.check_range("epochs", self.epochs, 0.0, math.inf, low_open=True, high_open=True)
-    _validate.check_integer("batch_size", self.batch_size, 1)
-    _validate.check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True,
-                          high_open=True)
+    super().__post_init__()  # delta, epochs, batch_size, learning_rate, l2_clip_norm
     _validate.check_choice("optimizer", self.optimizer, OPTIMIZERS)
-    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, math.inf, low_open=True,
-                          high_open=True)
     _validate.check_choice("accountant", self.accountant, ACCOUNTANTS)
     _validate.check_range("test_fraction", self.test_fraction, 0.0, 1.0, low_open=True,
                           high_open=True)

@@ -56,7 +56,7 @@ from dpaudit import models
 from dpaudit import results
 from dpaudit.results import to_plain
 from dpaudit.dpsgd import clipping, training
-from dpaudit.dpsgd.spec import DPSGDSpec
+from dpaudit.dpsgd.spec import DPSGDSettings, DPSGDSpec
 
 GAMES = ("many_run", "one_run", "uniaud", "uniaud_plus")
 CANARY_TYPES = ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "trigger")
@@ -73,12 +73,13 @@ SCORE_METHODS = ("split", "bonferroni")
 # its key in a cell store) leaves them out at these defaults, so earlier records stay valid.
 LATER_OPTIONS = {"model": "mlp", "canary_dim": 0, "num_canary_classes": 0,
                  "canaries_only": False}
-# The order of a record's keys (that of the configuration before AuditSettings existed).
-_RECORD_ORDER = ("game", "canary", "num_canaries", "num_runs", "epsilon", "delta",
-                 "significance", "epochs", "batch_size", "learning_rate", "optimizer",
-                 "l2_clip_norm", "physical_batch_size", "hidden_sizes", "include_data", "sigma0",
-                 "num_tags", "num_tag_bits", "tag_weight", "patch_size", "correction", "method",
-                 "chunk_size", *LATER_OPTIONS)
+# The order of a record's keys (that of the configuration before AuditSettings existed; the
+# grid's SHARED_FIELDS keep it too).
+RECORD_ORDER = ("game", "canary", "num_canaries", "num_runs", "epsilon", "delta",
+                "significance", "epochs", "batch_size", "learning_rate", "optimizer",
+                "l2_clip_norm", "physical_batch_size", "hidden_sizes", "include_data", "sigma0",
+                "num_tags", "num_tag_bits", "tag_weight", "patch_size", "correction", "method",
+                "chunk_size", *LATER_OPTIONS)
 
 
 def settings_record(settings: Any, names: Sequence[str]) -> dict[str, Any]:
@@ -90,19 +91,16 @@ def settings_record(settings: Any, names: Sequence[str]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass(frozen=True)
-class AuditSettings:
+class AuditSettings(DPSGDSettings):
   """The settings of a DP-SGD audit that a grid of audits shares (every field of
   :class:`DPSGDAuditConfig` but the grid's axes game, canary, epsilon, m and lambda); the
   grid (:class:`dpaudit.audits.dpsgd_grid.DPSGDGridConfig`) and one audit both take them from
-  here. :class:`DPSGDAuditConfig` documents and validates them."""
+  here, the DP-SGD ones (epochs, batch_size, learning_rate, l2_clip_norm, delta) from
+  :class:`~dpaudit.dpsgd.spec.DPSGDSettings`. :class:`DPSGDAuditConfig` documents and
+  validates them."""
   num_runs: int = 500
-  delta: float = 1e-5
   significance: float = 0.05
-  epochs: float = 10.0
-  batch_size: int = 128
-  learning_rate: float = 0.1
   optimizer: str = "sgd"
-  l2_clip_norm: float = 1.0
   physical_batch_size: int = 256
   hidden_sizes: tuple[int, ...] = (256,)
   include_data: bool = False
@@ -176,8 +174,8 @@ class DPSGDAuditConfig(AuditSettings):
     if self.canary not in GAME_CANARIES[self.game]:
       raise ValueError(f"canary={self.canary!r} is not valid for game={self.game!r}; choose "
                        f"one of {', '.join(GAME_CANARIES[self.game])}")
-    for name, low in (("num_canaries", 1), ("num_runs", 2), ("batch_size", 1),
-                      ("physical_batch_size", 1), ("num_tags", 2), ("num_tag_bits", 1),
+    for name, low in (("num_canaries", 1), ("num_runs", 2), ("physical_batch_size", 1),
+                      ("num_tags", 2), ("num_tag_bits", 1),
                       ("patch_size", 1), ("chunk_size", 0)):
       _validate.check_integer(name, getattr(self, name), low)
     # Held at once whatever the data: a key, masks and scores per run (2T runs), and a few
@@ -187,14 +185,9 @@ class DPSGDAuditConfig(AuditSettings):
     if not isinstance(self.include_data, (bool, np.bool_)):
       raise ValueError(f"include_data={self.include_data!r} must be True or False")
     _validate.check_range("epsilon", self.epsilon, 0.0, low_open=True)
-    _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+    super().__post_init__()  # epochs, batch_size, learning_rate, l2_clip_norm, delta
     _validate.check_significance(self.significance)
-    _validate.check_range("epochs", self.epochs, 0.0, math.inf, low_open=True, high_open=True)
-    _validate.check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True,
-                          high_open=True)
     _validate.check_choice("optimizer", self.optimizer, training.OPTIMIZERS)
-    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, math.inf, low_open=True,
-                          high_open=True)
     if any(isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1
            for w in self.hidden_sizes):
       raise ValueError(f"hidden_sizes={self.hidden_sizes!r} must be integers >= 1")
@@ -271,17 +264,22 @@ class DPSGDAuditConfig(AuditSettings):
     """Case I of UniAud (m = n): the training set is the canaries alone."""
     return self.canaries_only or (self.game == "uniaud" and not self.include_data)
 
-  def dpsgd_spec(self) -> DPSGDSpec:
-    """The DP-SGD of this audit (noise calibrated to ``epsilon`` by the RDP accountant)."""
-    return DPSGDSpec(epochs=self.epochs, batch_size=self.batch_size, epsilon=self.epsilon,
-                     delta=self.delta, l2_clip_norm=self.l2_clip_norm, optimizer=self.optimizer,
-                     learning_rate=self.learning_rate,
-                     physical_batch_size=self.physical_batch_size)
+  def dpsgd_spec(self, *, epsilon: float | None = None, noise_multiplier: float | None = None,
+                 **overrides: Any) -> DPSGDSpec:
+    """The DP-SGD of this audit: noise calibrated to its ``epsilon`` (unless another
+    ``epsilon`` or a ``noise_multiplier`` is given) by the RDP accountant, with its optimizer
+    and physical batch size (:meth:`dpaudit.dpsgd.spec.DPSGDSettings.dpsgd_spec`)."""
+    if epsilon is None and noise_multiplier is None:
+      epsilon = self.epsilon
+    return super().dpsgd_spec(
+        epsilon=epsilon, noise_multiplier=noise_multiplier,
+        **{"optimizer": self.optimizer, "physical_batch_size": self.physical_batch_size,
+           **overrides})
 
   def to_dict(self) -> dict[str, Any]:
     """The record of this audit (a grid cell's ``config``): every field, less the
     :data:`LATER_OPTIONS` at their defaults."""
-    return settings_record(self, _RECORD_ORDER)
+    return settings_record(self, RECORD_ORDER)
 
 
 class AuditData(NamedTuple):

@@ -52,8 +52,10 @@ from dpaudit import results
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.audits import dpsgd as audit
 
-# Settings of DPSGDAuditConfig that every cell of a grid shares (the others are grid axes).
-SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(audit.AuditSettings))
+# Settings of DPSGDAuditConfig that every cell of a grid shares (the others are grid axes), in
+# the order of an audit's record.
+_SETTINGS = {f.name for f in dataclasses.fields(audit.AuditSettings)}
+SHARED_FIELDS = tuple(name for name in audit.RECORD_ORDER if name in _SETTINGS)
 # Settings of the data split that every cell's result depends on.
 DATA_FIELDS = ("dataset", "test_fraction", "pool_fraction", "seed", "prng_impl")
 _FLOAT_FIELDS = ("delta", "significance", "epochs", "learning_rate", "l2_clip_norm", "sigma0",
@@ -91,14 +93,15 @@ class DPSGDGridConfig(audit.AuditSettings):
   tag_weights: tuple[float, ...] = (1.0,)
   dataset: str = "digits"
   num_runs: int = 200
-  epochs: float = 30.0
-  learning_rate: float = 0.5
   test_fraction: float = 0.2
   pool_fraction: float = 0.5
   seed: int = 0
   prng_impl: str = "threefry2x32"
   data_dir: str | None = None
   repetitions: int = 1
+  _: dataclasses.KW_ONLY
+  epochs: float = 30.0
+  learning_rate: float = 0.5
 
   def __post_init__(self):
     set_ = functools.partial(object.__setattr__, self)  # the dataclass is frozen
@@ -124,6 +127,7 @@ class DPSGDGridConfig(audit.AuditSettings):
                        "valid range: the seeds seed, ..., seed + repetitions - 1 must lie in "
                        "[0, 2^63)")
     _validate.check_choice("prng_impl", self.prng_impl, prng.PRNG_IMPLS)
+    super().__post_init__()  # epochs, batch_size, learning_rate, l2_clip_norm, delta
     self.cell_configs()  # validates every cell's settings
     _validate.check_range("test_fraction", self.test_fraction, 0.0, 1.0, low_open=True,
                           high_open=True)

@@ -67,7 +67,7 @@ from dpaudit.attacks import reconstruction as attack
 from dpaudit.audits import language_model as lm
 from dpaudit.results import to_plain
 from dpaudit.dpsgd import training
-from dpaudit.dpsgd.spec import DPSGDSpec
+from dpaudit.dpsgd.spec import DPSGDSettings
 from dpaudit.models import ngram
 
 DEFAULT_PROMPT = "John Doe's credit card number is "
@@ -101,7 +101,7 @@ def _joined(values: Sequence[float]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class LMReconstructionConfig:
+class LMReconstructionConfig(DPSGDSettings):
   """Settings of :func:`run` (the field names are the flags of ``python -m
   experiments.lm_reconstruction``, whose ``--help`` explains each one).
 
@@ -119,7 +119,8 @@ class LMReconstructionConfig:
     analysis_noise_multiplier: the target of the at-risk analysis, one of
       ``noise_multipliers``.
     batch_size, epochs, learning_rate, l2_clip_norm: DP-SGD with Poisson sampling rate
-      ``batch_size / N`` for ``ceil(epochs / q)`` steps and Adam (:func:`train_config`).
+      ``batch_size / N`` for ``ceil(epochs / q)`` steps and Adam (:func:`train_config`; the
+      fields of :class:`~dpaudit.dpsgd.spec.DPSGDSettings`).
     delta: the :math:`\\delta` of the reported :math:`(\\varepsilon, \\delta)`, in (0, 1).
     top_k, temperature: the sampling attack (``top_k=0``: no truncation).
     num_exposure_samples: random secrets of the exposure estimate (>= 2).
@@ -142,11 +143,6 @@ class LMReconstructionConfig:
   canary_repetitions: int = 4
   noise_multipliers: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0)
   analysis_noise_multiplier: float = 0.0
-  batch_size: int = 128
-  epochs: float = 5.0
-  learning_rate: float = 0.01
-  l2_clip_norm: float = 1.0
-  delta: float = 1e-5
   top_k: int = 40
   temperature: float = 1.0
   num_exposure_samples: int = 10_000
@@ -154,13 +150,16 @@ class LMReconstructionConfig:
   num_at_risk: int = 10
   seed: int = 0
   data_dir: str | None = None
+  _: dataclasses.KW_ONLY
+  epochs: float = 5.0
+  learning_rate: float = 0.01
 
   def __post_init__(self):
     for name, low in (("num_train", 1), ("num_reference", 1), ("num_test", 2),
                       ("num_generated", 2), ("context_size", 1), ("hidden_size", 1),
                       ("max_length", 2), ("secret_digits", 1), ("canary_repetitions", 0),
-                      ("batch_size", 1), ("top_k", 0), ("num_exposure_samples", 2),
-                      ("num_at_risk", 1), ("seed", 0)):
+                      ("top_k", 0), ("num_exposure_samples", 2), ("num_at_risk", 1),
+                      ("seed", 0)):
       _validate.check_integer(name, getattr(self, name), low)
     if self.seed >= 2**63:
       raise ValueError(f"seed={self.seed} is outside the valid range [0, 2^63)")
@@ -170,9 +169,8 @@ class LMReconstructionConfig:
                                128 + 16 * self.secret_digits, what="secret")
     _validate.check_allocation("num_generated", self.num_generated,
                                8 * self.max_length * (2 + self.context_size) + 2048, what="line")
-    for name in ("epochs", "learning_rate", "l2_clip_norm", "temperature"):
-      _check_positive_finite(name, getattr(self, name))
-    _check_open_unit("delta", self.delta)
+    super().__post_init__()  # epochs, batch_size, learning_rate, l2_clip_norm, delta
+    _check_positive_finite("temperature", self.temperature)
     _check_open_unit("memorised_quantile", self.memorised_quantile)
     sigmas = _validate.float_tuple("noise_multipliers", self.noise_multipliers)
     if not sigmas or any(not 0 <= s < math.inf for s in sigmas):
@@ -238,10 +236,10 @@ def train_config(config: LMReconstructionConfig, noise_multiplier: float,
   _check_config(config)
   _validate.check_range("noise_multiplier", noise_multiplier, 0.0, finite=True)
   _validate.check_integer("num_examples", num_examples, 1)
-  resolved = DPSGDSpec(
-      epochs=config.epochs, batch_size=config.batch_size, noise_multiplier=noise_multiplier,
+  resolved = config.dpsgd_spec(
+      noise_multiplier=noise_multiplier, optimizer="adam",
       l2_clip_norm=config.l2_clip_norm if noise_multiplier > 0 else math.inf,
-      learning_rate=config.learning_rate, optimizer="adam").resolve(num_examples)
+  ).resolve(num_examples)
   mean = resolved.sampling_rate * num_examples
   physical = int(mean + 4 * math.sqrt(mean) + 8)
   return dataclasses.replace(resolved.train_config,

@@ -39,7 +39,7 @@ from dpaudit.attacks import panoramia as classifiers
 from dpaudit.audits.panoramia import Examples, LossFn, Modality, Sampler
 from dpaudit.data import sources
 from dpaudit.dpsgd import clipping, training
-from dpaudit.dpsgd.spec import DPSGDSpec
+from dpaudit.dpsgd.spec import DPSGDSettings
 from dpaudit.mechanisms import mst
 from dpaudit.models import classifiers as models
 from dpaudit.models import ngram
@@ -49,7 +49,7 @@ MODALITIES = ("image", "tabular", "text")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainSpec:
+class TrainSpec(DPSGDSettings):
   """How a target or helper model is trained.
 
   Attributes:
@@ -60,30 +60,25 @@ class TrainSpec:
       inf trains without clipping or noise.
     delta: the DP target delta, in (0, 1).
     l2_clip_norm: the clipping norm C of a DP run.
+
+  All but ``epsilon`` are the fields of :class:`~dpaudit.dpsgd.spec.DPSGDSettings`.
   """
+  epsilon: float = math.inf
+  _: dataclasses.KW_ONLY
   epochs: float = 20.0
   batch_size: int = 64
   learning_rate: float = 1e-3
-  epsilon: float = math.inf
-  delta: float = 1e-5
-  l2_clip_norm: float = 1.0
 
   def __post_init__(self):
-    _validate.check_range("epochs", self.epochs, 0.0, None, low_open=True, finite=True)
-    _validate.check_integer("batch_size", self.batch_size, 1)
-    _validate.check_range("learning_rate", self.learning_rate, 0.0, None, low_open=True,
-                          finite=True)
+    super().__post_init__()  # epochs, batch_size, learning_rate, l2_clip_norm, delta
     _validate.check_range("epsilon", self.epsilon, 0.0, None, low_open=True)
-    _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-    _validate.check_range("l2_clip_norm", self.l2_clip_norm, 0.0, None, low_open=True,
-                          finite=True)
 
   def train_config(self, num_examples: int) -> training.TrainConfig:
     """The engine's :class:`~dpaudit.dpsgd.training.TrainConfig` for ``num_examples``."""
-    return DPSGDSpec(epochs=self.epochs, batch_size=self.batch_size, epsilon=self.epsilon,
-                     delta=self.delta, optimizer="adam", learning_rate=self.learning_rate,
-                     l2_clip_norm=math.inf if math.isinf(self.epsilon) else self.l2_clip_norm,
-                     ).resolve(num_examples).train_config
+    return self.dpsgd_spec(
+        epsilon=self.epsilon, optimizer="adam",
+        l2_clip_norm=math.inf if math.isinf(self.epsilon) else self.l2_clip_norm,
+    ).resolve(num_examples).train_config
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """One DP-SGD specification for every user of DP-SGD: the schedule (epochs -> steps) and the
-noise (target epsilon -> noise multiplier) are computed here and nowhere else.
+noise (target epsilon -> noise multiplier) are computed here and nowhere else, and the settings
+every DP-SGD configuration carries (:class:`DPSGDSettings`) are declared and validated here once.
 
 Every DP-SGD run of the project (the DP-SGD audits, the accuracy/epsilon trade-off, the
 PANORAMIA targets, DP-TVAE, the language-model reconstruction) draws Poisson batches at rate
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+import numbers
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from dpaudit import _validate
 from dpaudit.accounting import dpsgd as accounting
@@ -59,6 +63,22 @@ def noise_multiplier(epsilon: float, sampling_rate: float, num_steps: int, delta
   with accounting.quiet_accountant():
     return float(accounting.calibrate_noise_multiplier(epsilon, sampling_rate, num_steps, delta,
                                                        accountant=accountant))
+
+
+def _check_positive_finite(name: str, value: Any) -> None:
+  if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    raise ValueError(f"{name}={_validate.describe(value)} must be a real number in the valid "
+                     "range (0, inf)")
+  if not 0 < value < math.inf:
+    raise ValueError(f"{name}={np.asarray(value).item()} must be > 0 and finite, in the valid "
+                     "range (0, inf)")
+
+
+def _check_delta(delta: Any) -> None:
+  if isinstance(delta, (bool, np.bool_)) or not isinstance(delta, numbers.Real):
+    raise ValueError(f"delta={_validate.describe(delta)} must be a real number in the valid "
+                     "range (0, 1)")
+  _validate.check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
 
 
 class ResolvedDPSGD(NamedTuple):
@@ -146,3 +166,55 @@ class DPSGDSpec:
         optimizer=self.optimizer,
         physical_batch_size=self.physical_batch_size or 2 * self.batch_size)
     return ResolvedDPSGD(q, steps, sigma, config)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DPSGDSettings:
+  """The DP-SGD settings that every DP-SGD configuration of the project carries (the DP-SGD
+  audits and their grid, the accuracy/epsilon trade-off, the PANORAMIA targets, DP-TVAE, the
+  language-model reconstruction), declared and validated once; :meth:`dpsgd_spec` makes them
+  a :class:`DPSGDSpec`.
+
+  A configuration inherits them and re-declares only a field whose default differs, after a
+  ``dataclasses.KW_ONLY`` marker (they are keyword-only, so a subclass may add fields without
+  defaults); its ``__post_init__`` calls this one.
+
+  Attributes:
+    epochs: expected passes over the training set (:func:`schedule`), > 0 and finite.
+    batch_size: expected Poisson batch size qN, an integer >= 1.
+    learning_rate: the optimizer's step size, > 0 and finite.
+    l2_clip_norm: per-example clipping norm C, > 0 and finite.
+    delta: the delta of the accountant, in (0, 1).
+
+  >>> settings = DPSGDSettings(epochs=2, batch_size=100)
+  >>> settings.dpsgd_spec(epsilon=8.0).resolve(1000).num_steps
+  20
+  >>> DPSGDSettings(delta=1.0)
+  Traceback (most recent call last):
+  ...
+  ValueError: delta=1.0 is outside the valid range (0, 1)
+  """
+  epochs: float = 10.0
+  batch_size: int = 128
+  learning_rate: float = 0.1
+  l2_clip_norm: float = 1.0
+  delta: float = 1e-5
+
+  def __post_init__(self):
+    _check_positive_finite("epochs", self.epochs)
+    _validate.check_integer("batch_size", self.batch_size, 1)
+    _check_positive_finite("learning_rate", self.learning_rate)
+    _check_positive_finite("l2_clip_norm", self.l2_clip_norm)
+    _check_delta(self.delta)
+
+  def dpsgd_spec(self, *, epsilon: float | None = None, noise_multiplier: float | None = None,
+                 **overrides: Any) -> DPSGDSpec:
+    """The :class:`DPSGDSpec` of these settings with noise calibrated to ``epsilon`` or the
+    given ``noise_multiplier`` (exactly one); ``overrides`` sets its other fields
+    (``optimizer``, ``physical_batch_size``, ``accountant``, or ``l2_clip_norm=inf`` for a run
+    without clipping)."""
+    fields = dict(epochs=self.epochs, batch_size=self.batch_size,
+                  learning_rate=self.learning_rate, l2_clip_norm=self.l2_clip_norm,
+                  delta=self.delta)
+    return DPSGDSpec(**{**fields, **overrides}, epsilon=epsilon,
+                     noise_multiplier=noise_multiplier)

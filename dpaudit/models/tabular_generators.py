@@ -67,7 +67,7 @@ from dpaudit import accounting
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.dpsgd import clipping
 from dpaudit.dpsgd import training
-from dpaudit.dpsgd.spec import DPSGDSpec
+from dpaudit.dpsgd.spec import DPSGDSettings
 
 PyTree = Any
 DISCRETE_MAX_CATEGORIES = 20
@@ -706,7 +706,7 @@ def sample_tvae(key: jax.Array, model: Any, n: int) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class DpTvaeConfig:
+class DpTvaeConfig(DPSGDSettings):
   r"""DP-SGD training of TVAE (:func:`fit_dp_tvae`).
 
   Poisson sampling at rate :math:`q = \min(1, \text{batch\_size} / n)` for
@@ -727,13 +727,11 @@ class DpTvaeConfig:
     clipping: the engine's strategy, "auto" (ghost norms: every parameter is in a dense
       layer), "ghost" or "vmap".
     accountant: "rdp" or "pld" (:func:`dpaudit.accounting.calibrate_noise_multiplier`).
+
+  ``delta``, ``epochs``, ``batch_size``, ``l2_clip_norm`` and ``learning_rate`` are the fields
+  of :class:`~dpaudit.dpsgd.spec.DPSGDSettings` (keyword-only).
   """
   epsilon: float
-  delta: float = 1e-5
-  epochs: float = 300.0
-  batch_size: int = 500
-  l2_clip_norm: float = 1.0
-  learning_rate: float = 1e-3
   latent_dim: int = 128
   hidden: tuple[int, ...] = (128, 128)
   loss_factor: float = 2.0
@@ -742,16 +740,14 @@ class DpTvaeConfig:
   physical_batch_size: int = 256
   clipping: str = "auto"
   accountant: str = "rdp"
+  _: dataclasses.KW_ONLY
+  epochs: float = 300.0
+  batch_size: int = 500
+  learning_rate: float = 1e-3
 
   def __post_init__(self):
     _check_positive("epsilon", self.epsilon)
-    if isinstance(self.delta, bool) or not isinstance(self.delta, numbers.Real):
-      raise ValueError(f"delta={self.delta!r} must be a real number")
-    _validate.check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-    _check_positive("epochs", self.epochs)
-    _validate.check_integer("batch_size", self.batch_size, 1)
-    _check_positive("l2_clip_norm", self.l2_clip_norm)
-    _check_positive("learning_rate", self.learning_rate)
+    super().__post_init__()  # delta, epochs, batch_size, l2_clip_norm, learning_rate
     _validate.check_integer("physical_batch_size", self.physical_batch_size, 1)
     _validate.check_choice("clipping", self.clipping, clipping.STRATEGIES)
     _validate.check_choice("accountant", self.accountant, ACCOUNTANTS)
@@ -768,8 +764,7 @@ class DpTvaeConfig:
 
   def _resolve(self, num_rows: int):
     num_rows = _validate.check_integer("num_rows", num_rows, 1)
-    return DPSGDSpec(epochs=self.epochs, batch_size=self.batch_size, epsilon=self.epsilon,
-                     delta=self.delta, accountant=self.accountant).resolve(num_rows)
+    return self.dpsgd_spec(epsilon=self.epsilon, accountant=self.accountant).resolve(num_rows)
 
 
 class DpTvaeResult(NamedTuple):
