@@ -21,7 +21,8 @@ IMAGE_MODELS = ("lenet5", "wrn16_4")
 
 
 @dataclasses.dataclass(frozen=True)
-class TradeoffConfig(dpsgd_spec.DPSGDSettings):
+class TradeoffConfig(dpsgd_spec.DPSGDSettings, epochs=30.0, batch_size=64,
+                     learning_rate=3e-3):
   """Settings of an accuracy-vs-epsilon sweep (``python -m experiments.train_dpsgd --help``
   explains each one; the field names are the flag names).
 
@@ -48,10 +49,6 @@ class TradeoffConfig(dpsgd_spec.DPSGDSettings):
   physical_batch_size: int = 128
   data_dir: str | None = None
   prng_impl: str = "threefry2x32"
-  _: dataclasses.KW_ONLY
-  epochs: float = 30.0
-  batch_size: int = 64
-  learning_rate: float = 3e-3
 
   def __post_init__(self):
     _validate.check_choice("dataset", self.dataset, data.DATASETS)

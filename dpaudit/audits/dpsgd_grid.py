@@ -63,7 +63,7 @@ _FLOAT_FIELDS = ("delta", "significance", "epochs", "learning_rate", "l2_clip_no
 
 
 @dataclasses.dataclass(frozen=True)
-class DPSGDGridConfig(audit.AuditSettings):
+class DPSGDGridConfig(audit.AuditSettings, epochs=30.0, learning_rate=0.5):
   """A grid of DP-SGD audits (``python -m experiments.dpsgd_audit --help`` explains each
   setting; the field names are the flag names, the defaults the flags' defaults).
 
@@ -99,9 +99,6 @@ class DPSGDGridConfig(audit.AuditSettings):
   prng_impl: str = "threefry2x32"
   data_dir: str | None = None
   repetitions: int = 1
-  _: dataclasses.KW_ONLY
-  epochs: float = 30.0
-  learning_rate: float = 0.5
 
   def __post_init__(self):
     set_ = functools.partial(object.__setattr__, self)  # the dataclass is frozen

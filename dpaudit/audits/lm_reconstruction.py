@@ -101,7 +101,7 @@ def _joined(values: Sequence[float]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class LMReconstructionConfig(DPSGDSettings):
+class LMReconstructionConfig(DPSGDSettings, epochs=5.0, learning_rate=0.01):
   """Settings of :func:`run` (the field names are the flags of ``python -m
   experiments.lm_reconstruction``, whose ``--help`` explains each one).
 
@@ -150,9 +150,6 @@ class LMReconstructionConfig(DPSGDSettings):
   num_at_risk: int = 10
   seed: int = 0
   data_dir: str | None = None
-  _: dataclasses.KW_ONLY
-  epochs: float = 5.0
-  learning_rate: float = 0.01
 
   def __post_init__(self):
     for name, low in (("num_train", 1), ("num_reference", 1), ("num_test", 2),

@@ -49,7 +49,7 @@ MODALITIES = ("image", "tabular", "text")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainSpec(DPSGDSettings):
+class TrainSpec(DPSGDSettings, epochs=20.0, batch_size=64, learning_rate=1e-3):
   """How a target or helper model is trained.
 
   Attributes:
@@ -64,10 +64,6 @@ class TrainSpec(DPSGDSettings):
   All but ``epsilon`` are the fields of :class:`~dpaudit.dpsgd.spec.DPSGDSettings`.
   """
   epsilon: float = math.inf
-  _: dataclasses.KW_ONLY
-  epochs: float = 20.0
-  batch_size: int = 64
-  learning_rate: float = 1e-3
 
   def __post_init__(self):
     super().__post_init__()  # epochs, batch_size, learning_rate, l2_clip_norm, delta

@@ -175,9 +175,10 @@ class DPSGDSettings:
   language-model reconstruction), declared and validated once; :meth:`dpsgd_spec` makes them
   a :class:`DPSGDSpec`.
 
-  A configuration inherits them and re-declares only a field whose default differs, after a
-  ``dataclasses.KW_ONLY`` marker (they are keyword-only, so a subclass may add fields without
-  defaults); its ``__post_init__`` calls this one.
+  A configuration inherits them, giving the defaults that differ as class keywords
+  (``class Config(DPSGDSettings, epochs=30.0):``, see :meth:`__init_subclass__`); the fields
+  are keyword-only, so a subclass may add fields without defaults; its ``__post_init__`` calls
+  this one.
 
   Attributes:
     epochs: expected passes over the training set (:func:`schedule`), > 0 and finite.
@@ -193,12 +194,32 @@ class DPSGDSettings:
   Traceback (most recent call last):
   ...
   ValueError: delta=1.0 is outside the valid range (0, 1)
+  >>> @dataclasses.dataclass(frozen=True)
+  ... class Sweep(DPSGDSettings, epochs=30.0):
+  ...   seed: int = 0
+  >>> Sweep().epochs, Sweep(epochs=2.0).epochs
+  (30.0, 2.0)
   """
   epochs: float = 10.0
   batch_size: int = 128
   learning_rate: float = 0.1
   l2_clip_norm: float = 1.0
   delta: float = 1e-5
+
+  def __init_subclass__(cls, **defaults: Any):
+    """Gives the subclass's own defaults of these fields (``class C(DPSGDSettings,
+    epochs=30.0)``): each is re-declared on ``cls``, keyword-only, before ``cls`` is made a
+    dataclass; a name that is not one of these fields is a TypeError."""
+    super().__init_subclass__()
+    annotations = cls.__dict__.get("__annotations__")
+    if annotations is None:
+      annotations = cls.__annotations__ = {}
+    for name, default in defaults.items():
+      if name not in DPSGDSettings.__annotations__:
+        raise TypeError(f"{cls.__name__}: {name}={default!r} is not a field of DPSGDSettings "
+                        f"({', '.join(DPSGDSettings.__annotations__)})")
+      annotations[name] = DPSGDSettings.__annotations__[name]
+      setattr(cls, name, dataclasses.field(default=default, kw_only=True))
 
   def __post_init__(self):
     _check_positive_finite("epochs", self.epochs)

@@ -706,7 +706,7 @@ def sample_tvae(key: jax.Array, model: Any, n: int) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class DpTvaeConfig(DPSGDSettings):
+class DpTvaeConfig(DPSGDSettings, epochs=300.0, batch_size=500, learning_rate=1e-3):
   r"""DP-SGD training of TVAE (:func:`fit_dp_tvae`).
 
   Poisson sampling at rate :math:`q = \min(1, \text{batch\_size} / n)` for
@@ -740,10 +740,6 @@ class DpTvaeConfig(DPSGDSettings):
   physical_batch_size: int = 256
   clipping: str = "auto"
   accountant: str = "rdp"
-  _: dataclasses.KW_ONLY
-  epochs: float = 300.0
-  batch_size: int = 500
-  learning_rate: float = 1e-3
 
   def __post_init__(self):
     _check_positive("epsilon", self.epsilon)
