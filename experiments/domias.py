@@ -39,7 +39,7 @@ import sys
 
 from absl import flags
 
-from dpaudit.audits.domias_studies import STUDIES, check_game_cell  # noqa: F401 (tests use it)
+from dpaudit.audits.domias_studies import STUDIES
 from experiments import common
 
 FLAGS = flags.FLAGS

@@ -11,6 +11,7 @@ same settings give the same steps and, through one accountant call, the same noi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from typing import Any, NamedTuple
@@ -49,7 +50,9 @@ def noise_multiplier(epsilon: float, sampling_rate: float, num_steps: int, delta
   """The smallest noise multiplier sigma that makes ``num_steps`` Poisson-sampled steps at
   ``sampling_rate`` (epsilon, delta)-DP (add-or-remove adjacency) by ``accountant``
   (:func:`dpaudit.accounting.calibrate_noise_multiplier`, its warnings silenced); 0 for
-  ``epsilon = inf`` (no noise). The one calibration of every DP-SGD run (:meth:`DPSGDSpec.resolve`).
+  ``epsilon = inf`` (no noise). The one calibration of every DP-SGD run
+  (:meth:`DPSGDSpec.resolve`); each setting is calibrated once per process (a grid, a sweep or
+  a test that asks again gets the cached value).
 
   >>> round(noise_multiplier(8.0, 0.1, 20, 1e-5), 3)
   0.734
@@ -60,6 +63,13 @@ def noise_multiplier(epsilon: float, sampling_rate: float, num_steps: int, delta
   _validate.check_choice("accountant", accountant, ACCOUNTANTS)
   if math.isinf(epsilon):
     return 0.0
+  num_steps = _validate.check_integer("num_steps", num_steps, 1)
+  return _calibrated(float(epsilon), float(sampling_rate), num_steps, float(delta), accountant)
+
+
+@functools.lru_cache(maxsize=1024)
+def _calibrated(epsilon: float, sampling_rate: float, num_steps: int, delta: float,
+                accountant: str) -> float:
   with accounting.quiet_accountant():
     return float(accounting.calibrate_noise_multiplier(epsilon, sampling_rate, num_steps, delta,
                                                        accountant=accountant))
