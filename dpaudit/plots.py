@@ -35,6 +35,14 @@ def _pyplot():
   return plt
 
 
+def _save(fig, path, dpi: int = 120) -> None:
+  """Lays out ``fig``, writes it as a PNG at ``path`` and closes it."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig.tight_layout()
+  fig.savefig(os.fspath(path), dpi=dpi)
+  plt.close(fig)
+
+
 def dpsgd_grid(result: DPSGDGridResult, path: str) -> None:
   """Writes a PNG: the lower bounds (solid) and ceilings (dotted) of the finished grid points
   against the target epsilon (``inf`` drawn right of the largest finite one), and the bounds
@@ -84,9 +92,7 @@ def dpsgd_grid(result: DPSGDGridResult, path: str) -> None:
   for ax in (ax_eps, ax_acc):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, path)
 
 
 def tightness(result: TightnessResult, path: str) -> None:
@@ -116,9 +122,7 @@ def tightness(result: TightnessResult, path: str) -> None:
   ax_ratio.set_xlabel("tightness = lower / reference")
   ax_ratio.grid(True, axis="x", alpha=0.3)
   fig.suptitle("How tight is each audit?")
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, path)
 
 
 def lm_at_risk(result: LMReconstructionResult, path: str) -> None:
@@ -147,9 +151,7 @@ def lm_at_risk(result: LMReconstructionResult, path: str) -> None:
   ax2.set_xlabel(r"$\log_{10}$ probability of being generated")
   ax2.set_ylabel("calibrated loss (nats)")
   ax2.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, path)
 
 
 def lm_secrecy(result: LMReconstructionResult, path: str) -> None:
@@ -169,9 +171,7 @@ def lm_secrecy(result: LMReconstructionResult, path: str) -> None:
   ax.set_xlabel(r"noise multiplier $\sigma$ (0: non-private)")
   ax.set_ylabel("bits")
   ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, path)
 
 
 def save_image_grid(path: str | os.PathLike, images: Any, columns: int) -> None:
@@ -208,9 +208,7 @@ def panoramia_precision_recall(cells: Any, path: str | os.PathLike) -> None:
   axes[1].set(xlabel="recall", ylabel="lower bound", xscale="log")
   for ax in axes:
     ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.fspath(path), dpi=120)
-  plt.close(fig)
+  _save(fig, path)
 
 
 def panoramia_samples(preview: Any, vocab: Any, output_dir: str | os.PathLike,
@@ -354,9 +352,7 @@ def private_prediction_audit(cells: Any, orders: Any, path: str | os.PathLike) -
     ax.set_xlabel(r"order $\alpha$")
   axes[0][0].set_ylabel("RDP of one query (the worst)")
   axes[0][0].legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(os.fspath(path), dpi=110)
-  plt.close(fig)
+  _save(fig, path, dpi=110)
 
 
 
@@ -393,6 +389,4 @@ def private_prediction_leakage(cells: Any, orders: Any, delta: float,
                "images of lower-bound curves, not lower bounds)\ncomposition assumes freshly "
                "trained teachers per query; one trained ensemble's joint leakage is capped by "
                "its training phase's", fontsize=8)
-  fig.tight_layout()
-  fig.savefig(os.fspath(path), dpi=110)
-  plt.close(fig)
+  _save(fig, path, dpi=110)
