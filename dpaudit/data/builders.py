@@ -43,6 +43,7 @@ import abc
 import contextlib
 import os
 import pathlib
+import sys
 from typing import Iterator
 
 import numpy as np
@@ -342,5 +343,8 @@ def prepare(name: str, data_dir: str | os.PathLike | None = None) -> _LocalBuild
     local = builder(name, data_dir)  # another process may have prepared it meanwhile
     if not local.is_prepared():
       config = tfds.download.DownloadConfig(try_download_gcs=False)  # never look online
-      local.download_and_prepare(download_config=config, file_format=FILE_FORMAT)
+      # tfds says "Downloading and preparing dataset ..." on stdout; nothing is downloaded
+      # (the files come from the installed packages) and stdout is the experiments' results.
+      with contextlib.redirect_stdout(sys.stderr):
+        local.download_and_prepare(download_config=config, file_format=FILE_FORMAT)
   return local

@@ -84,3 +84,11 @@ def test_data_dir_resolution(monkeypatch, tmp_path):
     builders.resolve_data_dir("")
   with pytest.raises(ValueError, match="name='iris' is not one of"):
     builders.builder("iris", tmp_path)
+
+
+def test_preparing_a_dataset_prints_nothing_on_stdout(tmp_path, capsys):
+  """tfds' "Downloading and preparing dataset ..." lines go to stderr: stdout is the
+  experiments' results, and nothing is downloaded."""
+  builders.prepare("wine", tmp_path)
+  out, err = capsys.readouterr()
+  assert out == "" and "preparing dataset" in err
