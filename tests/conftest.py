@@ -73,10 +73,16 @@ SLOW_FIRST = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
 def pytest_collection_modifyitems(config, items):
-  """Moves the tests of :data:`SLOW_FIRST` to the front, keeping every other order."""
+  """Marks the tests of :data:`SLOW_FIRST` ``slow`` (``pytest -m "not slow"`` leaves them out:
+  the quick local loop; CI runs everything) and moves them to the front, keeping every other
+  order."""
   del config
   rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+  for item in items:
+    if item.nodeid.split("::")[0] in rank:
+      item.add_marker(pytest.mark.slow)
   key = lambda item: rank.get(item.nodeid.split("::")[0], len(rank))  # noqa: E731
   items.sort(key=key)  # stable: the rest keep their collection order
 
