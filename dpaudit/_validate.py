@@ -1,7 +1,7 @@
 """Argument validation shared by every dpaudit layer.
 
 Public functions call these helpers before doing any work so that bad input fails with a
-``ValueError`` naming the argument, the offending value and the valid range (DESIGN.md,
+``ValueError`` naming the argument, the offending value and the valid range (docs/design.md,
 convention 6). Value checks only run on concrete inputs: inside ``jit``/``vmap`` the values
 are abstract tracers, so only shapes can be checked there, and the caller is expected to have
 validated at the boundary.

@@ -119,7 +119,7 @@ PRNG_IMPLS = ("threefry_unrolled", "threefry2x32", "rbg", "unsafe_rbg")
 
 def make_key(seed: int, impl: str = "threefry_unrolled") -> jax.Array:
   """A PRNG key from a seed: the one way experiments and sweeps turn seed flags into keys
-  (DESIGN.md, convention 1).
+  (docs/design.md, convention 1).
 
   ``threefry_unrolled`` (default) is JAX's Threefry-2x32 generator with a lowering XLA can fuse
   (:mod:`dpaudit.prng`; bit-identical to ``threefry2x32`` without partitionable mode, and

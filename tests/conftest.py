@@ -70,6 +70,7 @@ SLOW_FIRST = (
     "tests/launch/test_xm.py",
     "tests/launch/test_local.py",
     "tests/test_tightness.py",
+    "tests/test_docs.py",
 )
 
 
