@@ -138,3 +138,13 @@ def test_readme_python_snippets_run():
                        capture_output=True, cwd=ROOT, env=env, timeout=240, check=False)
   assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
   assert run.stdout.count("lower bound") >= len(snippets), run.stdout
+
+
+def test_relative_links_point_at_files_that_exist():
+  broken = []
+  for path in DOCS:
+    for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", _read(path)):
+      target = os.path.normpath(os.path.join(os.path.dirname(path), link))
+      if "://" not in link and not os.path.exists(target):
+        broken.append(f"{_rel(path)}: {link}")
+  assert not broken, "broken links:\n" + "\n".join(broken)
