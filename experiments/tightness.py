@@ -125,11 +125,7 @@ def check_sizes() -> None:
 
 def config_from_flags() -> tightness.TightnessConfig:
   check_sizes()
-  try:
-    hidden = tuple(int(w) for w in FLAGS.dpsgd_hidden_sizes)
-  except ValueError:
-    raise ValueError(f"--dpsgd_hidden_sizes={','.join(FLAGS.dpsgd_hidden_sizes)} must be a "
-                     "comma-separated list of integers") from None
+  hidden = common.parse_ints("dpsgd_hidden_sizes", FLAGS.dpsgd_hidden_sizes)
   pairs = tuple(tuple(pair.split(":")) for pair in FLAGS.dpsgd_audits)
   if any(len(pair) != 2 for pair in pairs):
     raise ValueError(f"--dpsgd_audits={','.join(FLAGS.dpsgd_audits)} must be game:canary pairs")
