@@ -13,8 +13,8 @@ import functools
 import math
 import numbers
 import os
-
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import jax
 import numpy as np

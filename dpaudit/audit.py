@@ -28,7 +28,8 @@ stated confidence, labelled with what kind of bound it is and what it could at m
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -77,8 +78,9 @@ class AuditResult:
     """One line: the bound, what it is, and what it is held against.
 
     >>> AuditResult("epsilon", 1.25, 0.95, FINITE_SAMPLE, "scores", 2000, ceiling=6.1,
-    ...             delta=1e-5).summary()
-    'epsilon >= 1.25 at delta = 1e-05 (95% finite-sample lower bound; 2000 observations; ceiling 6.1; scores)'
+    ...             delta=1e-5).summary()  # doctest: +NORMALIZE_WHITESPACE
+    'epsilon >= 1.25 at delta = 1e-05 (95% finite-sample lower bound; 2000 observations;
+     ceiling 6.1; scores)'
     """
     at = (f" at delta = {self.delta:g}" if self.delta is not None else
           f" at order {self.order:g}" if self.order is not None else "")
@@ -130,7 +132,8 @@ def from_scores(in_scores, out_scores, *, delta: float = 0.0, confidence: float 
   membership; its error rates' Clopper-Pearson bounds give epsilon (Eq. (1) of Chadha et al.),
   with the threshold chosen honestly: ``"split"`` chooses it on half of each list and
   evaluates it on the other half, ``"bonferroni"`` takes the best over all thresholds at
-  ``(1 - confidence) / (number of thresholds)``. Calls :func:`dpaudit.estimators.epsilon_from_scores`.
+  ``(1 - confidence) / (number of thresholds)``. Calls
+  :func:`dpaudit.estimators.epsilon_from_scores`.
 
   >>> import numpy as np
   >>> rng = np.random.default_rng(0)
@@ -416,7 +419,8 @@ def domias(synthetic: Any, reference_data: Any, candidates: Any, is_member: Any,
   >>> result.lower_bound > 0.5, result.kind
   (True, 'finite-sample')
   """
-  from dpaudit.attacks import density, domias as scores_of  # pylint: disable=g-import-not-at-top
+  from dpaudit.attacks import density  # pylint: disable=g-import-not-at-top
+  from dpaudit.attacks import domias as scores_of
   if membership not in ("bernoulli", "fixed"):
     raise ValueError(f"membership must be 'bernoulli' or 'fixed', got {membership!r}")
   candidates = scores_of.check_rows("candidates", candidates)
@@ -586,9 +590,10 @@ def panoramia(key: jax.Array, loss_fn: Callable[[Any], Any], members: Any, *,
   >>> result.kind, result.lower_bound > 1.0, result.details["beyond_null"]
   ('measurement', True, True)
   """
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+
   from dpaudit.attacks import panoramia as attacks  # pylint: disable=g-import-not-at-top
   from dpaudit.audits import panoramia as pan  # pylint: disable=g-import-not-at-top
-  import flax.linen as nn  # pylint: disable=g-import-not-at-top
   _validate.check_key(key)
   if not callable(loss_fn):
     raise ValueError(f"loss_fn must be a function of Examples to per-example losses, got "

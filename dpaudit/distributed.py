@@ -9,7 +9,8 @@ every process ends with the same outputs, in the same order, as a one-process lo
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np

@@ -24,15 +24,15 @@ import json
 import math
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dpaudit import _validate
-from dpaudit import results
+from dpaudit import _validate, results
 
 SampleFn = Callable[..., jax.Array]
 ProgressFn = Callable[[int, int], None]

@@ -179,6 +179,7 @@ def save_image_grid(path: str | os.PathLike, images: Any, columns: int) -> None:
   one file pixel per image pixel; grayscale grids are stored with equal red, green and blue
   values (exactly the grid's, which a colour map would round differently)."""
   import matplotlib.image  # pylint: disable=g-import-not-at-top
+
   from dpaudit.models import vae  # pylint: disable=g-import-not-at-top
   grid = vae.image_grid(images, columns)
   if grid.ndim == 2:
@@ -360,8 +361,8 @@ def private_prediction_leakage(cells: Any, orders: Any, delta: float,
                                path: str | os.PathLike) -> None:
   """Analogues of Figs. 3-5 of Chadha et al.: epsilon against the number of queries
   (:func:`dpaudit.audits.private_prediction_study.leakage_vs_queries`), one panel per cell."""
-  from dpaudit.audits.private_prediction_study import (  # pylint: disable=g-import-not-at-top
-      CURVE_LABELS as LABELS, leakage_vs_queries)
+  from dpaudit.audits.private_prediction_study import CURVE_LABELS as LABELS  # pylint: disable=g-import-not-at-top
+  from dpaudit.audits.private_prediction_study import leakage_vs_queries
   plt = _pyplot()
   names = list(cells)
   algorithms = list(dict.fromkeys(n.split("/")[0] for n in names))

@@ -44,7 +44,8 @@ import tempfile
 import warnings
 import zipfile
 import zlib
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 

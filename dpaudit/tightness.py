@@ -44,22 +44,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
+import numpy as np
 from scipy import stats
 
-from dpaudit import _validate
-from dpaudit import prng
+from dpaudit import _validate, audit, prng
 from dpaudit.accounting.dpsgd import quiet_accountant
-import numpy as np
-
-from dpaudit import audit
 from dpaudit.audits import dpsgd as dpsgd_audit
-from dpaudit.audits import dpsgd_grid
-from dpaudit.audits import lm_reconstruction
-from dpaudit.audits import noisy_argmax
-from dpaudit.audits import reconstruction
+from dpaudit.audits import dpsgd_grid, lm_reconstruction, noisy_argmax, reconstruction
 
 FAMILIES = ("noisy_argmax", "dpsgd", "ngram", "lm_reconstruction", "private_prediction",
             "panoramia", "domias")

@@ -58,6 +58,7 @@ def study(key, probs_p, probs_q, num_trials: int, orders, config) -> dict:
   import jax
   import jax.numpy as jnp
   import numpy as np
+
   from dpaudit import estimators
 
   key_p, key_q, key_k, key_two = jax.random.split(key, 4)
@@ -137,6 +138,7 @@ def main(argv):
   common.enable_x64()
   import jax
   import jax.numpy as jnp
+
   from dpaudit import accounting
   from dpaudit.results import to_plain
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 MAX_COUNT = 2**40
 """Largest count (trials, runs, models, resamples...) any experiment accepts: about 1.1e12, a

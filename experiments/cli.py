@@ -9,13 +9,19 @@ import functools
 import os
 import shutil
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from absl import flags
 
 from experiments import runtime
-from experiments.errors import (EXIT_INTERRUPTED, describe_os_error, fail, is_out_of_memory,
-                                out_of_memory_message)
+from experiments.errors import (
+  EXIT_INTERRUPTED,
+  describe_os_error,
+  fail,
+  is_out_of_memory,
+  out_of_memory_message,
+)
 
 SHARED_FLAGS = ("compilation_cache_dir", "distributed")
 """Flags every CLI has (defined in :mod:`experiments.common`); :func:`run` makes them key flags

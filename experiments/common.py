@@ -43,21 +43,57 @@ from absl import flags
 # The parts, re-exported so that every ``common.X`` of the experiments keeps working.
 from dpaudit.accounting.dpsgd import quiet_accountant  # noqa: F401
 from dpaudit.prng import PRNG_IMPLS, make_key  # noqa: F401
-from experiments.checks import (MAX_COUNT, check_count, check_counts, check_delta,  # noqa: F401
-                                check_float, check_floats, check_memory, check_seed,
-                                check_significance, check_widths, parse_floats, parse_ints,
-                                physical_memory_bytes, repetition_seeds)
-from experiments.cli import (DEPRECATED_ALIASES, SHARED_FLAGS, claim_output_dir,  # noqa: F401
-                             cli, deprecated_alias, parse_flags, run)
-from experiments.errors import (EXIT_INTERRUPTED, EXIT_USER_ERROR,  # noqa: F401
-                                MAX_MESSAGE_CHARS, describe_os_error, fail, is_out_of_memory,
-                                one_line, out_of_memory_message, size_flags)
-from experiments.runtime import (DISTRIBUTED_ENV, JAX_BACKEND_COMPILE_EVENT,  # noqa: F401
-                                 JAX_COMPILE_EVENTS, Timer, enable_compilation_cache,
-                                 enable_x64, initialize_distributed, is_main_process,
-                                 quiet_logging, start_float64_experiment, versions,
-                                 write_results)
 from experiments import runtime
+from experiments.checks import (  # noqa: F401
+  MAX_COUNT,
+  check_count,
+  check_counts,
+  check_delta,
+  check_float,
+  check_floats,
+  check_memory,
+  check_seed,
+  check_significance,
+  check_widths,
+  parse_floats,
+  parse_ints,
+  physical_memory_bytes,
+  repetition_seeds,
+)
+from experiments.cli import (  # noqa: F401
+  DEPRECATED_ALIASES,
+  SHARED_FLAGS,
+  claim_output_dir,
+  cli,
+  deprecated_alias,
+  parse_flags,
+  run,
+)
+from experiments.errors import (  # noqa: F401
+  EXIT_INTERRUPTED,
+  EXIT_USER_ERROR,
+  MAX_MESSAGE_CHARS,
+  describe_os_error,
+  fail,
+  is_out_of_memory,
+  one_line,
+  out_of_memory_message,
+  size_flags,
+)
+from experiments.runtime import (  # noqa: F401
+  DISTRIBUTED_ENV,
+  JAX_BACKEND_COMPILE_EVENT,
+  JAX_COMPILE_EVENTS,
+  Timer,
+  enable_compilation_cache,
+  enable_x64,
+  initialize_distributed,
+  is_main_process,
+  quiet_logging,
+  start_float64_experiment,
+  versions,
+  write_results,
+)
 
 # The shared flags (experiments.cli.SHARED_FLAGS), defined once here: every CLI imports this
 # module, and experiments.cli.run lists them in the CLI's --help.

@@ -5,7 +5,8 @@ r"""Auditing DP-SGD: many-run, one-run, UniAud and UniAud++ games on offline rea
   python -m experiments.dpsgd_audit --game=many_run --canary=dirac --num_runs=500
 
 Runs the games of :mod:`dpaudit.audits.dpsgd` over a grid (:func:`dpaudit.audits.dpsgd_grid.run`,
-which a library user calls with a key and a ``DPSGDGridConfig``; here the key of ``--seed``): every audit of ``--audits`` (pairs
+which a library user calls with a key and a ``DPSGDGridConfig``; here the key of ``--seed``): every
+audit of ``--audits`` (pairs
 ``game:canary``; default the single ``--game``/``--canary``) x every target epsilon of
 ``--epsilons`` x every ``--num_canaries`` (O(1) games) x every ``--tag_weights`` (UniAud++).
 Each cell reports the epsilon lower bound (1 - ``--significance`` confidence), the ceiling
@@ -45,9 +46,7 @@ import sys
 
 from absl import flags
 
-from dpaudit import models
-from dpaudit import plots
-from dpaudit import results
+from dpaudit import models, plots, results
 from dpaudit.audits import dpsgd_grid as grid
 from experiments import common
 

@@ -32,9 +32,7 @@ import os
 
 from absl import flags
 
-from dpaudit import plots
-from dpaudit import prng
-from dpaudit import results
+from dpaudit import plots, prng, results
 from dpaudit.audits import lm_reconstruction as lmr
 from experiments import common
 

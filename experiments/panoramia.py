@@ -10,7 +10,8 @@ training set with probability 1/2 (the O(1) audit with real members and real non
 RM/RN); every other example is a member. :func:`dpaudit.audits.panoramia.prepare_audit` runs
 Alg. 1 up to the MIA once (generator on D_G, helpers, the baselines of Table 3: helper trained
 on generated data, on real data, none); then each target of ``--target`` is trained and
-audited (:mod:`dpaudit.audits.panoramia_study`, which runs the study): c_lb of the strongest baseline
+audited (:mod:`dpaudit.audits.panoramia_study`, which runs the study): c_lb of the strongest
+baseline
 (Bonferroni over the baselines), {c+eps}_lb, eps~ with its null reference (the eps~ of
 ``--null_samples`` audits of a target that leaks nothing, and the p-value of the measured one),
 O(1) RM/GN and RM/RN, and for DP targets the accountant's epsilon. Targets: ``eN`` trains N

@@ -100,6 +100,7 @@ def study(key, setting: dict, config: dict) -> dict:
   and the rates the module docstring lists."""
   import jax
   import numpy as np
+
   from dpaudit import estimators
   from dpaudit.estimators import panoramia
 

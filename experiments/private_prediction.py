@@ -112,7 +112,8 @@ def check_flags() -> None:
 def config_from_flags():
   """The flags, checked, as the run's StudyConfig (at --seed)."""
   from dpaudit import models, teachers
-  from dpaudit.audits import noisy_argmax, private_prediction as pp, private_prediction_study
+  from dpaudit.audits import noisy_argmax, private_prediction_study
+  from dpaudit.audits import private_prediction as pp
   from dpaudit.data import text_classification
   check_flags()
   for name, values, valid in (("algorithms", FLAGS.algorithms, ALGORITHMS),
@@ -146,8 +147,7 @@ def config_from_flags():
       sampling_rate=FLAGS.sampling_rate if alg.startswith("private_knn") else None)
       for alg in FLAGS.algorithms if alg != "promptpate"}
   if "promptpate" in FLAGS.algorithms:
-    audits["promptpate"] = noisy_argmax.NoisyArgmaxAuditConfig(num_bootstrap=100,
-                                                               **common_audit)
+    audits["promptpate"] = noisy_argmax.NoisyArgmaxAuditConfig(num_bootstrap=100, **common_audit)
   report_orders(orders)  # a bad --report_orders or --num_repeats fails before any work
   common.repetition_seeds(FLAGS.seed, FLAGS.num_repeats, flag="num_repeats")
   same = ("dataset", "public_fraction", "test_fraction", "text_dataset", "llm_gguf",

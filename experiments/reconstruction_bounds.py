@@ -11,7 +11,8 @@ whose :func:`~dpaudit.audits.reconstruction_bounds.run` does the work.
 
 Fig. 1: both bounds and the total leakage y = b against b for each noise multiplier in
 ``--noise_multipliers``, in the setting of Sec. 4.3 (q = 2.81e-4, 186k steps); the titles give
-epsilon at ``--delta`` from the RDP accountant with the conversion of Balle et al. (2020), as the paper
+epsilon at ``--delta`` from the RDP accountant with the conversion of Balle et al. (2020), as the
+paper
 (the PLD accountant's tighter epsilon is also written to ``results.json``). Fig. 2: both
 bounds at ``--fig2_bits`` bits and ``--fig2_sigma`` against the number of steps (log grid).
 
@@ -25,10 +26,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from absl import flags
 import numpy as np
+from absl import flags
 
 from experiments import common
 

@@ -28,8 +28,7 @@ import sys
 
 from absl import flags
 
-from dpaudit import plots
-from dpaudit import tightness
+from dpaudit import plots, tightness
 from experiments import common
 
 _D = tightness.TightnessConfig  # the defaults live in the config, not here

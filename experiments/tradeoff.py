@@ -31,11 +31,25 @@ import time
 
 from dpaudit import results
 from experiments.tradeoff_runs import (  # noqa: F401  (re-exported: the sweep's one namespace)
-    LOSS_CURVE_POINTS, NUM_PROGRESS_LINES, ProgressPrinter, RunResult, run_from_dict, run_label,
-    run_spec, train_one)
+  LOSS_CURVE_POINTS,
+  NUM_PROGRESS_LINES,
+  ProgressPrinter,
+  RunResult,
+  run_from_dict,
+  run_label,
+  run_spec,
+  train_one,
+)
 from experiments.tradeoff_setup import (  # noqa: F401
-    IMAGE_MODELS, Accounting, PreparedData, TradeoffConfig, account, make_model, prepare_data,
-    schedule)
+  IMAGE_MODELS,
+  Accounting,
+  PreparedData,
+  TradeoffConfig,
+  account,
+  make_model,
+  prepare_data,
+  schedule,
+)
 from experiments.tradeoff_summary import EpsilonSummary, TradeoffResult, table  # noqa: F401
 
 

@@ -8,13 +8,12 @@ import dataclasses
 import math
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from dpaudit import dpsgd
-from dpaudit import prng
-from dpaudit import results
+from dpaudit import dpsgd, prng, results
 from experiments.tradeoff_setup import Accounting, PreparedData, TradeoffConfig
 
 NUM_PROGRESS_LINES = 10

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from dpaudit import _validate
-from dpaudit import accounting
-from dpaudit import data
-from dpaudit import models
-from dpaudit import prng
+from dpaudit import _validate, accounting, data, models, prng
 from dpaudit.accounting.dpsgd import ACCOUNTANTS, quiet_accountant
 from dpaudit.dpsgd import clipping
 from dpaudit.dpsgd import spec as dpsgd_spec

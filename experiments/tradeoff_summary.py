@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class EpsilonSummary:
 
   @classmethod
   def of(cls, runs: Sequence[RunResult]) -> EpsilonSummary:
-  
+
     def mean_std(values):
       values = np.asarray(values, np.float64)
       return float(values.mean()), (float(values.std(ddof=1)) if values.size > 1 else None)

@@ -33,8 +33,7 @@ import sys
 
 from absl import flags
 
-from experiments import common
-from experiments import tradeoff
+from experiments import common, tradeoff
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("dataset", "digits", ["digits", "breast_cancer", "wine", "mnist_subset",

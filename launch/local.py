@@ -41,14 +41,13 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from launch import job as job_lib
-from launch import processes
-from launch import summary
+from launch import processes, summary
 from launch import sweep as sweep_lib
 
 FLAGS = flags.FLAGS

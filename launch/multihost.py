@@ -28,10 +28,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-from typing import Sequence
+from collections.abc import Sequence
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from launch import processes
 

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -27,7 +27,8 @@ import json
 import os
 import re
 import traceback
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 Grid = tuple[dict[str, Any], ...]
 
@@ -106,7 +107,7 @@ def mark_finished(output_dir: str, module: str, flags: Mapping[str, str], second
                "module": module, "flags": dict(flags)}, f, indent=2)
 
 
-def is_finished(job: "Job") -> bool:
+def is_finished(job: Job) -> bool:
   """True when ``job`` (same module and flags) finished in an earlier run."""
   try:
     with open(os.path.join(job.output_dir, MARKER)) as f:

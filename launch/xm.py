@@ -28,17 +28,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
-from launch import processes
-from launch import summary
+from launch import processes, summary, xm_jobs
 from launch import sweep as sweep_lib
-from launch import xm_jobs
 from launch.xm_jobs import EXECUTORS
-
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("sweep", None, "A sweep file, or the name of one in launch/sweeps/.")

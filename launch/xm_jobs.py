@@ -26,8 +26,7 @@ def job_args(job: sweep_lib.Job) -> dict[str, str]:
 
 
 def make_executor(name: str, accelerator: str = "none", count: int = 1):
-  from xmanager import xm
-  from xmanager import xm_local
+  from xmanager import xm, xm_local
   if name not in EXECUTORS:
     raise ValueError(f"executor={name!r} is not one of {', '.join(EXECUTORS)}")
   if name == "local":
@@ -48,8 +47,7 @@ def make_executor(name: str, accelerator: str = "none", count: int = 1):
 
 def make_packageable(name: str, base_image: str = "python:3.11"):
   """The program every job runs: ``python -m launch.job`` here, or in a container."""
-  from xmanager import xm
-  from xmanager import xm_local
+  from xmanager import xm, xm_local
   if name == "local":
     return xm.binary(executor_spec=xm_local.Local.Spec(), path=sys.executable,
                      args=["-m", "launch.job"])
@@ -73,8 +71,7 @@ def plan(sweep: sweep_lib.Sweep, executor: str, root: str, resume: bool = True,
 def submit(p: Plan, title: str) -> int:
   """Packages the program and adds every job to one xmanager experiment; with the local
   executor, returns when the jobs have ended. Returns the experiment id."""
-  from xmanager import xm
-  from xmanager import xm_local
+  from xmanager import xm, xm_local
   with xm_local.create_experiment(experiment_title=title) as experiment:
     if p.jobs:
       [executable] = experiment.package([p.packageable])
@@ -94,6 +91,7 @@ def cluster_request(executor) -> dict[str, Any]:
   (machine type, accelerator type and count) or the Kubernetes resource limits and node
   selector. Empty for the local executor."""
   import types
+
   from xmanager import xm_local
   if isinstance(executor, xm_local.Vertex):
     from xmanager.cloud import vertex

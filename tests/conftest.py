@@ -38,10 +38,10 @@ for _flag in TEST_XLA_FLAGS:
   if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
-import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
-import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+import jax  # noqa: E402  # after XLA_FLAGS
+import pytest  # noqa: E402  # after XLA_FLAGS
 
-from experiments import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments import common  # noqa: E402  # after XLA_FLAGS
 
 jax.config.update("jax_enable_x64", True)
 common.enable_compilation_cache()

@@ -19,11 +19,51 @@ import dataclasses
 import importlib
 import pkgutil
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
 import pytest
+
+from dpaudit import audit as front
+from dpaudit import tightness
+from dpaudit.attacks import density
+from dpaudit.attacks import domias as domias_attacks
+from dpaudit.attacks import panoramia as panoramia_attacks
+from dpaudit.attacks import reconstruction as lazy
+from dpaudit.audits import domias as domias_audit
+from dpaudit.audits import (
+  domias_studies,
+  dpsgd_grid,
+  language_model,
+  lm_reconstruction,
+  panoramia_study,
+  private_prediction,
+  reconstruction,
+  reconstruction_bounds,
+)
+from dpaudit.audits import dpsgd as dpsgd_audit
+from dpaudit.audits import noisy_argmax as argmax_audit
+from dpaudit.audits import panoramia as panoramia_audit
+from dpaudit.audits import panoramia_modalities as modalities
+from dpaudit.audits import private_prediction_study as pp_study
+from dpaudit.dpsgd import training as _training
+from dpaudit.estimators import (
+  approx_dp,
+  binomial,
+  exposure,
+  mia_metrics,
+  multinomial,
+  one_run,
+  rdp,
+  renyi_cuts,
+)
+from dpaudit.estimators import panoramia as panoramia_est
+from dpaudit.estimators import reconstruction as reconstruction_est
+from dpaudit.mechanisms import mst as _mst
+from dpaudit.models import ngram as _ngram
+from dpaudit.models import vae as _vae
 
 PACKAGES = ("dpaudit.audits", "dpaudit.attacks", "dpaudit.estimators")
 # Public modules outside those packages: the front door and the tightness report above it.
@@ -139,9 +179,6 @@ def exempt(reason: str, *names: str) -> None:
 # ----------------------------------------------------------------------------------------------
 # dpaudit.estimators
 # ----------------------------------------------------------------------------------------------
-from dpaudit.estimators import approx_dp, binomial, exposure, mia_metrics  # noqa: E402
-from dpaudit.estimators import multinomial, one_run, panoramia as panoramia_est  # noqa: E402
-from dpaudit.estimators import rdp, reconstruction as reconstruction_est, renyi_cuts  # noqa: E402
 
 exempt(CONTAINER, *(f"dpaudit.estimators.{n}" for n in (
     "approx_dp.ThresholdCounts", "approx_dp.ScoreEpsilon", "binomial.BetaTails",
@@ -357,8 +394,6 @@ count_cases(panoramia_est.panoramia_bounds, "min_predictions",
 # ----------------------------------------------------------------------------------------------
 # dpaudit.attacks
 # ----------------------------------------------------------------------------------------------
-from dpaudit.attacks import density, domias as domias_attacks  # noqa: E402
-from dpaudit.attacks import panoramia as panoramia_attacks, reconstruction as lazy  # noqa: E402
 
 exempt(CONTAINER, "dpaudit.attacks.density.KdeModel", "dpaudit.attacks.density.FlowModel",
        "dpaudit.attacks.panoramia.FittedClassifier",
@@ -527,16 +562,6 @@ bad(lazy.sample_lines, "temperature-nan", "temperature", KEY, Tripwire(), 2, 5, 
 # dpaudit.audits (functions that train or run Monte Carlo are driven with bad settings only; the
 # data they would use is a Tripwire, so validating after any work fails the case)
 # ----------------------------------------------------------------------------------------------
-from dpaudit.audits import domias as domias_audit, dpsgd as dpsgd_audit  # noqa: E402
-from dpaudit.audits import dpsgd_grid, language_model, lm_reconstruction  # noqa: E402
-from dpaudit.audits import noisy_argmax as argmax_audit, panoramia as panoramia_audit  # noqa: E402
-from dpaudit.audits import panoramia_modalities as modalities  # noqa: E402
-from dpaudit.audits import private_prediction, reconstruction  # noqa: E402
-from dpaudit.audits import reconstruction_bounds  # noqa: E402
-from dpaudit import tightness  # noqa: E402
-from dpaudit.dpsgd import training as _training  # noqa: E402
-from dpaudit.mechanisms import mst as _mst  # noqa: E402
-from dpaudit.models import ngram as _ngram, vae as _vae  # noqa: E402
 
 
 def _audit(prefix: str, *names: str) -> tuple[str, ...]:
@@ -1168,7 +1193,6 @@ bad(panoramia_est.smoothed_bootstrap, "is_member-shape", "is_member", KEY, GOOD_
     MEMBERS[:3], np.zeros((2, 4), int))
 
 # domias_studies (the DOMIAS studies of experiments.domias)
-from dpaudit.audits import domias_studies  # noqa: E402
 
 exempt(CONTAINER, "dpaudit.audits.domias_studies.StudyResult")
 exempt("validates a stored cell (KeyError/TypeError/ValueError by dpaudit.results' convention)",
@@ -1188,7 +1212,6 @@ bad(domias_studies.run, "config", "config", KEY, {"studies": ("members",)})
 bad(domias_studies.summarise, "metric", "metric", [], metric="nope")
 bad(domias_studies.tables, "studies", "studies", {"nope": []})
 # private_prediction_study (the run of experiments.private_prediction)
-from dpaudit.audits import private_prediction_study as pp_study  # noqa: E402
 
 exempt(CONTAINER, "dpaudit.audits.private_prediction_study.StudyResult")
 exempt(OUTPUT, *_audit("private_prediction_study", "quantities", "spreads", "cells_orders",
@@ -1475,7 +1498,6 @@ ABORTS: dict[str, str] = {}
 # ----------------------------------------------------------------------------------------------
 # dpaudit.audit (the front door)
 # ----------------------------------------------------------------------------------------------
-from dpaudit import audit as front  # noqa: E402
 
 exempt(CONTAINER, "dpaudit.audit.AuditResult")
 for _fn in (front.from_scores, front.one_run_from_scores):
@@ -1612,7 +1634,6 @@ def test_bad_input_raises_value_error_naming_the_argument(case):
 # ----------------------------------------------------------------------------------------------
 # panoramia_study and the front door's panoramia (issue 40)
 # ----------------------------------------------------------------------------------------------
-from dpaudit.audits import panoramia_study  # noqa: E402
 
 exempt(CONTAINER, "dpaudit.audits.panoramia_study.StudyResult",
        "dpaudit.audits.panoramia_study.StudyData")

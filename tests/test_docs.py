@@ -18,7 +18,8 @@ MAX_README_LINES = 260
 
 # Run-by-run history belongs in commit messages, not in the docs.
 HISTORY = [
-    (re.compile(r"`(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}`"), "commit hash in backticks"),
+    (re.compile(r"`(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}`"),
+     "commit hash in backticks"),
     (re.compile(r"\bcommits?\s+`?[0-9a-f]{7,40}\b", re.I), "commit hash"),
     (re.compile(r"\bruns?\s+[A-Z][0-9]\b"), "run label"),
     (re.compile(r"\b[A-Z][0-9]\s*(?:-|/|and)\s*[A-Z][0-9]\b"), "run labels"),

@@ -279,6 +279,7 @@ def test_monte_carlo_ignores_a_damaged_or_inconsistent_checkpoint(tmp_path):
   """montecarlo.count_outcomes through a checkpoint that was truncated, or whose counts do not
   add up to its finished chunks, gives the counts of an uninterrupted run."""
   import jax
+
   from dpaudit import montecarlo
   from dpaudit.mechanisms import noisy_argmax
   key, path = jax.random.key(5), str(tmp_path / "mc.npz")
@@ -325,6 +326,7 @@ def _grid_cell(**changes):
 
 def _tradeoff_run(**changes):
   import dataclasses
+
   from experiments import tradeoff
   run = tradeoff.RunResult(
       target_epsilon=8.0, seed=0, noise_multiplier=0.9, l2_clip_norm=1.0, epsilon_rdp=7.9,
@@ -368,9 +370,8 @@ def _domias_cell(**changes):
 
 
 def _validators():
-  from dpaudit.audits import dpsgd
-  from dpaudit.audits import reconstruction
   from dpaudit.accounting import gnmax_worst_case
+  from dpaudit.audits import dpsgd, reconstruction
   from experiments import tradeoff
 
   def grid(changes):
@@ -424,7 +425,7 @@ BROKEN = [  # (validator, changes to a whole result, what breaks)
 
 
 def test_validators_accept_whole_results():
-  for name, validate in _validators().items():
+  for validate in _validators().values():
     validate({})  # raises if the whole result is refused
 
 
@@ -468,7 +469,8 @@ def test_an_experiment_recomputes_edited_cells(tmp_path):
   """The issue's case: a stored GNMax cell whose divergence was edited above its own bound
   (digest updated to match) and one emptied to {} are recomputed by a rerun, one warning line
   each, and results.json is that of the first run (the cells' timings aside)."""
-  flags = [f"--output_dir={tmp_path}", "--num_teachers=4", "--num_classes=3", "--noise_multipliers=1,2",
+  flags = [f"--output_dir={tmp_path}", "--num_teachers=4", "--num_classes=3",
+           "--noise_multipliers=1,2",
            "--orders=2", "--max_steps=2", "--num_random_starts=0", "--noplot"]
 
   def run():

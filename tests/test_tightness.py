@@ -4,9 +4,7 @@ import math
 
 import pytest
 
-from dpaudit import plots
-from dpaudit import results
-from dpaudit import tightness
+from dpaudit import plots, results, tightness
 
 # Two DP-SGD games, a replace-one one and the many-run one (the noisy-argmax cuts and the n-gram
 # row, one process against two: tests/launch/test_multihost.py; all four games:

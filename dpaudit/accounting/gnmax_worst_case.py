@@ -43,16 +43,15 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import results
+from dpaudit import _validate, results
 from dpaudit.accounting import noisy_argmax
-
 
 # A move counts as an improvement only above quadrature rounding (~1e-14 relative): flat
 # ridges (classes far below the top two barely matter) must not send the search wandering.

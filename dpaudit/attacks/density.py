@@ -25,7 +25,8 @@ import concurrent.futures
 import dataclasses
 import functools
 import math
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax

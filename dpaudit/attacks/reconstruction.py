@@ -23,7 +23,8 @@ the top-k (e.g. to the ten digits of a secret number).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -42,15 +42,14 @@ import dataclasses
 import hashlib
 import math
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import numpy as np
 from scipy import optimize
 
-from dpaudit import _validate
-from dpaudit import estimators
-from dpaudit import results
+from dpaudit import _validate, estimators, results
 from dpaudit.attacks import density
 from dpaudit.attacks import domias as attacks
 from dpaudit.models import tabular_generators
@@ -346,7 +345,7 @@ class DomiasResult:
     return dataclasses.asdict(self)
 
   @classmethod
-  def from_dict(cls, value: Mapping[str, Any]) -> "DomiasResult":
+  def from_dict(cls, value: Mapping[str, Any]) -> DomiasResult:
     """Rebuilds the result from :meth:`to_dict`'s output (a stored cell); a damaged dict is a
     KeyError, TypeError or ValueError naming the field."""
     results.check_fields("DOMIAS result", value, {

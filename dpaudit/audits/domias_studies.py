@@ -29,7 +29,8 @@ import dataclasses
 import hashlib
 import math
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -274,7 +275,7 @@ class StudyResult:
     return {"studies": results.to_plain(self.studies)}
 
   @classmethod
-  def from_dict(cls, value: Mapping[str, Any]) -> "StudyResult":
+  def from_dict(cls, value: Mapping[str, Any]) -> StudyResult:
     return cls(studies=dict(value["studies"]))
 
 
@@ -293,7 +294,7 @@ def _study_rows(key, config, study, values, dataset, fingerprint, groups, progre
                      "groups": config.minority_column if groups else None}
       name = f"{study} / {label} / game {game}"
 
-      def compute(game_config=game_config, game=game, done=len(cells)):
+      def compute(game_config=game_config, game=game, done=len(cells)):  # noqa: B008  # bound now
         start = time.perf_counter()
         result = domias.run(
             jax.random.fold_in(key, game), game_config, data=values, groups=groups,

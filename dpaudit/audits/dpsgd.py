@@ -39,7 +39,8 @@ import dataclasses
 import hashlib
 import math
 import time
-from typing import Any, Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -47,16 +48,11 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
+from dpaudit import _validate, accounting, distributed, estimators, models, results
 from dpaudit import data as data_lib
-from dpaudit import distributed
-from dpaudit import estimators
-from dpaudit import models
-from dpaudit import results
-from dpaudit.results import to_plain
 from dpaudit.dpsgd import clipping, training
 from dpaudit.dpsgd.spec import DPSGDSettings, DPSGDSpec
+from dpaudit.results import to_plain
 
 GAMES = ("many_run", "one_run", "uniaud", "uniaud_plus")
 CANARY_TYPES = ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "trigger")

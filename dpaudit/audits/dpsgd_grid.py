@@ -23,7 +23,8 @@ A cell is stored in a :class:`dpaudit.results.CellStore` as soon as it finishes,
 interrupted grid loses only the cell in progress and a rerun reuses the finished ones; its key
 holds the seed but not ``repetitions``, so repetition i reuses the cells of an earlier run at
 ``seed + i`` and vice versa. Played with the seed's key, a cell keeps the name it always had
-(result directories of earlier runs resume); another key adds its data to the name. A cell the data cannot support (e.g. more real canaries than the
+(result directories of earlier runs resume); another key adds its data to the name. A cell the data
+cannot support (e.g. more real canaries than the
 held-out pool holds) is recorded as ``skipped`` with the reason instead of stopping the grid.
 
 Data (:func:`prepare_data`): the data set is split (stratified, ``seed``) into a test set
@@ -40,15 +41,14 @@ import dataclasses
 import functools
 import math
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import jax
 import numpy as np
 
-from dpaudit import _validate
+from dpaudit import _validate, prng, results
 from dpaudit import data as data_lib
-from dpaudit import prng
-from dpaudit import results
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.audits import dpsgd as audit
 

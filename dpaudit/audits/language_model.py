@@ -22,15 +22,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
+from dpaudit import _validate, accounting
 from dpaudit.attacks import reconstruction as attack
 from dpaudit.dpsgd import training
 from dpaudit.estimators import reconstruction as bounds

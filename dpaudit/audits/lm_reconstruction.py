@@ -49,26 +49,22 @@ import json
 import math
 import numbers
 import os
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import flax.serialization
 import jax
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
-from dpaudit import data
-from dpaudit import estimators
-from dpaudit import prng
-from dpaudit import results
+from dpaudit import _validate, accounting, data, estimators, prng, results
 from dpaudit.accounting.dpsgd import quiet_accountant
 from dpaudit.attacks import reconstruction as attack
 from dpaudit.audits import language_model as lm
-from dpaudit.results import to_plain
 from dpaudit.dpsgd import training
 from dpaudit.dpsgd.spec import DPSGDSettings
 from dpaudit.models import ngram
+from dpaudit.results import to_plain
 
 DEFAULT_PROMPT = "John Doe's credit card number is "
 

@@ -26,20 +26,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
-from dpaudit import montecarlo
-from dpaudit import results
-from dpaudit.results import to_plain
+from dpaudit import _validate, accounting, montecarlo, results
 from dpaudit.estimators import rdp as rdp_lib
 from dpaudit.estimators import renyi_cuts
 from dpaudit.mechanisms import noisy_argmax
+from dpaudit.results import to_plain
 
 DEFAULT_ORDERS = (1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0,
                   20.0, 24.0, 32.0, 48.0, 64.0)

@@ -35,15 +35,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import estimators
-from dpaudit import results
+from dpaudit import _validate, estimators, results
 from dpaudit.attacks import panoramia as classifiers
 from dpaudit.estimators import panoramia as panoramia_estimators
 
@@ -59,7 +58,7 @@ class Examples(NamedTuple):
   def __len__(self) -> int:  # pylint: disable=invalid-length-returned
     return int(np.shape(self.labels)[0])
 
-  def take(self, indices: Any) -> "Examples":
+  def take(self, indices: Any) -> Examples:
     indices = np.asarray(indices)
     return Examples(np.asarray(self.inputs)[indices], np.asarray(self.labels)[indices])
 
@@ -236,7 +235,7 @@ class PanoramiaResult:
     return out
 
   @classmethod
-  def from_dict(cls, values: dict[str, Any]) -> "PanoramiaResult":
+  def from_dict(cls, values: dict[str, Any]) -> PanoramiaResult:
     """The result :meth:`to_dict` wrote (after a strict-JSON round trip), checked whole:
     every field present, the curves of matching lengths, every bound finite and >= 0,
     eps~ = max(0, {c+eps}_lb - c_lb), c_lb the strongest baseline's. ValueError otherwise

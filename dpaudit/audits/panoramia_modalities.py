@@ -27,7 +27,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -42,8 +43,7 @@ from dpaudit.dpsgd import clipping, training
 from dpaudit.dpsgd.spec import DPSGDSettings
 from dpaudit.mechanisms import mst
 from dpaudit.models import classifiers as models
-from dpaudit.models import ngram
-from dpaudit.models import vae
+from dpaudit.models import ngram, vae
 
 MODALITIES = ("image", "tabular", "text")
 

@@ -235,7 +235,7 @@ class StudyResult:
 
   @classmethod
   def from_dict(cls, values: dict[str, Any], config: dict[str, Any] | None = None
-                ) -> "StudyResult":
+                ) -> StudyResult:
     """The result :meth:`to_dict` wrote, every cell checked (:func:`check_cell`)."""
     for repetition in values["repetitions"]:
       for cell in repetition["cells"].values():

@@ -44,18 +44,15 @@ import dataclasses
 import hashlib
 import math
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
-from dpaudit import montecarlo
-from dpaudit import results
-from dpaudit import teachers
+from dpaudit import _validate, accounting, montecarlo, results, teachers
 from dpaudit.audits import noisy_argmax as noisy_argmax_audit
 from dpaudit.estimators import renyi_cuts
 from dpaudit.mechanisms import histograms
@@ -438,7 +435,7 @@ class PredictionAuditResult:
             "model_divergence_replicates": results.to_plain(self.model_divergence_replicates)}
 
   @classmethod
-  def from_dict(cls, value: Mapping[str, Any]) -> "PredictionAuditResult":
+  def from_dict(cls, value: Mapping[str, Any]) -> PredictionAuditResult:
     """Rebuilds the result (its numpy arrays included) from :meth:`to_dict`'s output; a
     damaged dict is a KeyError, TypeError or ValueError (:func:`check_cell` and the shapes)."""
     check_cell(value)
@@ -1342,7 +1339,8 @@ def text_knn_audit(key: jax.Array, llm, train, test, knn: KnnAuditConfig,
 
 def _check_llm(llm: Any) -> None:
   if not isinstance(llm, (tuple, list)) or len(llm) != 3:
-    raise ValueError(f"llm must be a (params, config, tokenizer) triple, got {_validate.describe(llm)}")
+    raise ValueError("llm must be a (params, config, tokenizer) triple, got "
+                     f"{_validate.describe(llm)}")
 
 
 # ------------------------------------------------------- Rao-Blackwellised 2-cut (beyond [A])
@@ -1430,7 +1428,8 @@ def all_same_prompt(task, target: int, query: str) -> str:
 def mapping_description(task, mapping: Sequence[int]) -> str:
   """Pois-MINQ (Mapping), App. E.2: the task described with a wrong class-to-answer mapping."""
   if isinstance(mapping, (str, bytes)) or not hasattr(mapping, "__len__"):
-    raise ValueError(f"mapping must be a sequence of class indices, got {_validate.describe(mapping)}")
+    raise ValueError("mapping must be a sequence of class indices, got "
+                     f"{_validate.describe(mapping)}")
   mapping = [_validate.check_integer(f"mapping[{i}]", m, 0) for i, m in enumerate(mapping)]
   num_classes = _check_task(task)
   if len(mapping) != num_classes:

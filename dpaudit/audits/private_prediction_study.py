@@ -52,7 +52,8 @@ import dataclasses
 import functools
 import os
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -160,7 +161,7 @@ class StudyResult:
     return {"cells": results.to_plain(self.cells)}
 
   @classmethod
-  def from_dict(cls, value: Mapping[str, Any]) -> "StudyResult":
+  def from_dict(cls, value: Mapping[str, Any]) -> StudyResult:
     return cls(cells=dict(value["cells"]))
 
 
@@ -297,7 +298,7 @@ def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | Non
       knn, signature, label = config.knns[adv], _signature(config, alg, adv, seed), f"{alg}_{adv}"
 
       def compute(alg=alg, adv=adv, audit=audit, ensemble=ensemble, knn=knn,
-                  signature=signature, label=label, done=len(cells)):
+                  signature=signature, label=label, done=len(cells)):  # noqa: B008  # bound now
         cell_key = jax.random.fold_in(key, pp.ADVERSARIES.index(adv))
         # teachers' votes and finished queries survive an interruption
         scratch = None if store is None else store.scratch_dir(signature, label)

@@ -24,20 +24,18 @@ import dataclasses
 import functools
 import math
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
-from dpaudit import distributed
-from dpaudit import results
-from dpaudit.results import to_plain
+from dpaudit import _validate, accounting, distributed, results
 from dpaudit.dpsgd import training
 from dpaudit.estimators import reconstruction as bounds
 from dpaudit.models import ngram
+from dpaudit.results import to_plain
 
 DEFAULT_ORDERS = tuple(np.round(np.concatenate([np.linspace(1.01, 2.0, 100),
                                                 np.linspace(2.02, 63.0, 600)]), 6))

@@ -36,16 +36,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from dpaudit import _validate
-from dpaudit import accounting
-from dpaudit import results
+from dpaudit import _validate, accounting, results
 from dpaudit.accounting.dpsgd import quiet_accountant
-from dpaudit.results import to_plain
 from dpaudit.estimators import reconstruction
+from dpaudit.results import to_plain
 
 # Secret lengths of the summary table; log2(1e16) = 53.15 is a 16-digit secret (credit card).
 TABLE_BITS = (16.0, 40.0, math.log2(1e16))

@@ -23,21 +23,50 @@ UniAud's synthetic Gaussian / orthogonal canaries (Alg. 1), the UniAud++ multi-t
 (Alg. 3, Eq. 12), a white-box Dirac gradient canary and the one-run inclusion mask.
 """
 
-from dpaudit.data.canaries import (SYNTHETIC_MODES, Canaries, MultiTaskDataset,
-                                   dirac_gradient_canary, in_distribution_canaries,
-                                   include_mask, mislabelled_canaries, multi_task_loss,
-                                   orthogonal_cosine_bound, synthetic_canaries,
-                                   uniaud_plus_plus_dataset)
 from dpaudit.data.builders import DATA_DIR_ENV, default_data_dir
-from dpaudit.data.loading import (CATALOG_DATASETS, DATASETS, LOCAL_DATASETS, TEXT_DATASETS,
-                                  Dataset, TextCorpus, load, load_text, preparation_command)
-from dpaudit.data.preprocessing import (Standardization, fit_standardization, split_indices,
-                                        standardize, train_test_split)
-from dpaudit.data.sources import (ADULT_COLUMNS, CALIFORNIA_FEATURES, HEART_FAILURE_COLUMNS,
-                                  SHAKESPEARE_TEST_PLAYS, SOURCES, Column)
+from dpaudit.data.canaries import (
+                                   SYNTHETIC_MODES,
+                                   Canaries,
+                                   MultiTaskDataset,
+                                   dirac_gradient_canary,
+                                   in_distribution_canaries,
+                                   include_mask,
+                                   mislabelled_canaries,
+                                   multi_task_loss,
+                                   orthogonal_cosine_bound,
+                                   synthetic_canaries,
+                                   uniaud_plus_plus_dataset,
+)
+from dpaudit.data.loading import (
+                                   CATALOG_DATASETS,
+                                   DATASETS,
+                                   LOCAL_DATASETS,
+                                   TEXT_DATASETS,
+                                   Dataset,
+                                   TextCorpus,
+                                   load,
+                                   load_text,
+                                   preparation_command,
+)
+from dpaudit.data.preprocessing import (
+                                   Standardization,
+                                   fit_standardization,
+                                   split_indices,
+                                   standardize,
+                                   train_test_split,
+)
+from dpaudit.data.sources import (
+                                   ADULT_COLUMNS,
+                                   CALIFORNIA_FEATURES,
+                                   HEART_FAILURE_COLUMNS,
+                                   SHAKESPEARE_TEST_PLAYS,
+                                   SOURCES,
+                                   Column,
+)
 
 __all__ = [
-    "ADULT_COLUMNS", "CALIFORNIA_FEATURES", "HEART_FAILURE_COLUMNS", "CATALOG_DATASETS", "Column", "DATASETS", "DATA_DIR_ENV", "Dataset", "LOCAL_DATASETS",
+    "ADULT_COLUMNS", "CALIFORNIA_FEATURES", "HEART_FAILURE_COLUMNS", "CATALOG_DATASETS", "Column",
+    "DATASETS", "DATA_DIR_ENV", "Dataset", "LOCAL_DATASETS",
     "SHAKESPEARE_TEST_PLAYS", "SOURCES", "Standardization", "TEXT_DATASETS", "TextCorpus",
     "default_data_dir", "fit_standardization", "load", "load_text", "preparation_command",
     "split_indices", "standardize", "train_test_split",

@@ -44,7 +44,7 @@ import contextlib
 import os
 import pathlib
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import tensorflow_datasets as tfds

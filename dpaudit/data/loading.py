@@ -32,14 +32,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
 
 from dpaudit import _validate
-from dpaudit.data import builders
-from dpaudit.data import sources
+from dpaudit.data import builders, sources
 
 LOCAL_DATASETS = ("digits", "breast_cancer", "wine", "mnist_subset", "adult",
                   "california_housing", "heart_failure")

@@ -20,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.data import builders
-from dpaudit.data import loading
+from dpaudit.data import builders, loading
 
 
 class _Catalog(NamedTuple):
@@ -109,7 +109,7 @@ class TextClassification:
   def num_classes(self) -> int:
     return len(self.class_names)
 
-  def take(self, indices: Sequence[int], split: str | None = None) -> "TextClassification":
+  def take(self, indices: Sequence[int], split: str | None = None) -> TextClassification:
     idx = np.asarray(indices, np.int64)
     return dataclasses.replace(self, split=self.split if split is None else split,
                                texts=tuple(self.texts[i] for i in idx),

@@ -27,7 +27,8 @@ import functools
 import json
 import math
 import os
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import flax.serialization

@@ -53,7 +53,8 @@ Measured the same way on 2026-11-24 (a second session, a busier machine), four r
 
 So ``clopper_pearson`` takes the loop emitters below :data:`LARGE_BATCH` pairs, where a call
 takes at most tens of milliseconds either way (still 1.65-7.8x faster than scipy up to 1e5 pairs
-in the day's full benchmark runs, whose target is 1x), and the fusion emitters from there on, where calls are 2-2.5x faster (a
+in the day's full benchmark runs, whose target is 1x), and the fusion emitters from there on, where
+calls are 2-2.5x faster (a
 million pairs, whose target is 10x scipy: 5.4-7.5x with the loop emitters). The 2-cut and
 PANORAMIA bounds take the loop emitters from :data:`LARGE_BATCH` elements on, where they stay
 1.8-1.9x (PANORAMIA) and 5-7x (2-cut) faster than scipy, and the fusion emitters below (PANORAMIA
@@ -100,7 +101,8 @@ from __future__ import annotations
 import functools
 import math
 import os
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp

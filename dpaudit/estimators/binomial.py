@@ -562,7 +562,8 @@ def _adaptive_continued_fraction(o: _Oriented, active: jax.Array, max_steps: int
 
 
 def _uniform_series(zeta, omega, inv_r):
-  r"""``S`` with :math:`I_x(a, b) = \frac{\Gamma^*(a+b)}{\Gamma^*(a)\Gamma^*(b)}\frac{S}{\sqrt{2\pi}}`.
+  r"""``S`` with :math:`I_x(a, b) =
+  \frac{\Gamma^*(a+b)}{\Gamma^*(a)\Gamma^*(b)}\frac{S}{\sqrt{2\pi}}`.
 
   With the substitution of :func:`_series_coefficients` and
   :math:`\zeta = \eta\sqrt{a+b}`,

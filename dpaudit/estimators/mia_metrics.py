@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpaudit import _validate
 from dpaudit.estimators import _compile

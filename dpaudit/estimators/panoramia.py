@@ -35,8 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.estimators import _compile
-from dpaudit.estimators import binomial
+from dpaudit.estimators import _compile, binomial
 from dpaudit.estimators._sorting import descending_cumulative
 
 TAILS = ("binomial", "hoeffding")

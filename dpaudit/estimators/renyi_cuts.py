@@ -14,18 +14,16 @@ All bounds are stated for orders alpha > 1, broadcast over counts, and return
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import NamedTuple
-
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.estimators import _compile
-from dpaudit.estimators import binomial, multinomial
+from dpaudit.estimators import _compile, binomial, multinomial
 
 
 def _float(x):

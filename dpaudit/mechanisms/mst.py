@@ -27,7 +27,7 @@ import dataclasses
 import importlib
 import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp

@@ -1,10 +1,11 @@
-"""Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4, ResNet-18 and UniAud++'s two-head MLP;
+"""Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4, ResNet-18 and
+UniAud++'s two-head MLP;
 the reconstruction audits' lazy and neural character n-gram language models; PANORAMIA's
 class-conditional convolutional VAE image generator."""
 
 from dpaudit.models.classifiers import (
-    MODEL_NAMES,
     MLP,
+    MODEL_NAMES,
     LeNet5,
     ResNet18,
     TwoHeadMLP,

@@ -19,7 +19,7 @@ every model here.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import flax.linen as nn
 import jax

@@ -35,8 +35,8 @@ import dataclasses
 import functools
 import importlib.util
 import os
-
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -21,7 +21,7 @@ targets, with negative targets marking padding.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
@@ -117,7 +117,7 @@ class CharVocab:
       raise ValueError("chars must be a non-empty string of distinct characters")
 
   @classmethod
-  def from_texts(cls, texts: Sequence[str], extra: str = "0123456789") -> "CharVocab":
+  def from_texts(cls, texts: Sequence[str], extra: str = "0123456789") -> CharVocab:
     """Every character of ``texts`` plus ``extra`` (the digits of canary secrets), sorted."""
     return cls("".join(sorted(set("".join(texts)) | set(extra))))
 

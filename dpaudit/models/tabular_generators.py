@@ -54,7 +54,8 @@ import dataclasses
 import functools
 import math
 import numbers
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -62,11 +63,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dpaudit import _validate
-from dpaudit import accounting
+from dpaudit import _validate, accounting
 from dpaudit.accounting.dpsgd import quiet_accountant
-from dpaudit.dpsgd import clipping
-from dpaudit.dpsgd import training
+from dpaudit.dpsgd import clipping, training
 from dpaudit.dpsgd.spec import DPSGDSettings
 
 PyTree = Any
@@ -155,7 +154,8 @@ class TabularTransform(NamedTuple):
   :math:`\\mu` and standard deviation :math:`s` (``ddof=0``), then one one-hot block per
   discrete column, its entries in the order of ``categories``. Decoding inverts this
   (:math:`\\mu + s \\sinh(\\cdot)`) after clipping each encoded value to the training data's
-  encoded range widened by 1 on each side, so a generator's outputs map to finite values. (A documented simplification of TVAE's mode-specific
+  encoded range widened by 1 on each side, so a generator's outputs map to finite values. (A
+  documented simplification of TVAE's mode-specific
   normalisation; see the module docstring.) Build it with :func:`fit_transform`.
 
   Attributes:

@@ -15,7 +15,8 @@ better) with the median of timed calls after a first call that compiles.
 A workload that fails is reported with its error and the others still run; workloads not
 started within ``--budget_s`` seconds are skipped, and a running one leaves out its optional
 parts; the report lists both. ``results.json`` and ``results.md`` (one table) in
-``--output_dir`` are rewritten after every workload, so a run cut short keeps what it finished. Progress goes to stderr; the exit status is 1 when a workload
+``--output_dir`` are rewritten after every workload, so a run cut short keeps what it finished.
+Progress goes to stderr; the exit status is 1 when a workload
 failed or was skipped.
 """
 

@@ -10,8 +10,7 @@ import numpy as np
 
 from dpaudit.prng import make_key
 from experiments.benchmarks import hot_paths
-from experiments.benchmarks.accelerator_context import (Context, both, max_rel_err, row, timed,
-                                                        x64)
+from experiments.benchmarks.accelerator_context import Context, both, max_rel_err, row, timed, x64
 from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
 
 NOISY_ARGMAX_TARGET = 1e9
@@ -25,9 +24,10 @@ def montecarlo(ctx: Context) -> list[dict]:
   """Noisy-argmax trials (C = 10, sigma = 2, as ``benchmarks.montecarlo``) and PATE trials
   (k = 250 votes, C = 10, sigma = 40, Dirichlet profile, as ``benchmarks.private_prediction``)
   through :func:`dpaudit.montecarlo.count_outcomes`, against NumPy on the host."""
+  import scipy.stats
+
   from dpaudit import montecarlo as mc
   from dpaudit.mechanisms import histograms, noisy_argmax
-  import scipy.stats
   classes, sigma = 10, 2.0
   histogram = np.arange(classes, dtype=np.float32)
   p = hot_paths.pate_profiles(classes)["dirichlet"]

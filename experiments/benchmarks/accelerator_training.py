@@ -11,7 +11,6 @@ from experiments.benchmarks import hot_paths
 from experiments.benchmarks import timing as run_timing
 from experiments.benchmarks.accelerator_context import Context, both, row, timed, x64
 
-
 # ----------------------------------------------------------------------------- DP-SGD
 
 

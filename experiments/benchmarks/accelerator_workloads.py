@@ -16,14 +16,23 @@ and :mod:`~experiments.benchmarks.accelerator_training` (DP-SGD, many-run, n-gra
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from experiments.benchmarks.accelerator_context import (  # noqa: F401  (the suite's namespace)
-    Context, both, judge, max_rel_err, row, timed, x64)
+  Context,
+  both,
+  judge,
+  max_rel_err,
+  row,
+  timed,
+  x64,
+)
 from experiments.benchmarks.accelerator_statistics import (  # noqa: F401
-    NOISY_ARGMAX_TARGET, estimators, montecarlo)
-from experiments.benchmarks.accelerator_training import (domias, dpsgd_steps, many_run,
-                                                         ngram)
+  NOISY_ARGMAX_TARGET,
+  estimators,
+  montecarlo,
+)
+from experiments.benchmarks.accelerator_training import domias, dpsgd_steps, many_run, ngram
 
 WORKLOADS: dict[str, Callable[[Context], list[dict]]] = {
     "montecarlo": montecarlo, "dpsgd": dpsgd_steps, "many_run": many_run, "ngram": ngram,

@@ -32,9 +32,9 @@ import os
 import sys
 import time
 
-from absl import flags
 import jax
 import numpy as np
+from absl import flags
 
 from dpaudit import results
 from experiments import common

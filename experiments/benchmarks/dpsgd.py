@@ -27,12 +27,11 @@ import subprocess
 import sys
 import time
 
-from absl import flags
 import jax
 import jax.numpy as jnp
+from absl import flags
 
-from dpaudit import models
-from dpaudit import results
+from dpaudit import models, results
 from experiments import common
 from experiments.benchmarks import hot_paths
 

@@ -33,13 +33,15 @@ baseline as optional.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import platform
 import statistics
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from absl import flags
 
@@ -247,8 +249,8 @@ def run_benchmark() -> dict[str, Any]:
 def _missing_backend() -> str | None:
   """Why torch or opacus cannot be imported, or None when both can."""
   try:
-    import opacus  # pylint: disable=unused-import
-    import torch  # pylint: disable=unused-import
+    importlib.import_module("torch")
+    importlib.import_module("opacus")
   except Exception as e:  # pylint: disable=broad-except  # Anything that stops the import.
     return f"{type(e).__name__}: {e}"
   return None

@@ -1,4 +1,5 @@
-"""Sizes and random inputs shared by the estimator benchmarks (``experiments.benchmarks.estimators``,
+"""Sizes and random inputs shared by the estimator benchmarks
+(``experiments.benchmarks.estimators``,
 ``experiments.benchmarks.first_calls``)."""
 
 from __future__ import annotations

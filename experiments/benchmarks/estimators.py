@@ -37,9 +37,14 @@ from experiments.benchmarks import estimators_counts as counts
 from experiments.benchmarks import estimators_renyi as renyi
 from experiments.benchmarks import estimators_scores as scores
 from experiments.benchmarks.estimator_inputs import scaled_size
-from experiments.benchmarks.estimators_timing import (CALIBRATION_PROGRAM, COMPILE_TARGET_S,
-                                                       PRECISIONS, CompileCounter, Settings,
-                                                       calibration_compile_s)
+from experiments.benchmarks.estimators_timing import (
+  CALIBRATION_PROGRAM,
+  COMPILE_TARGET_S,
+  PRECISIONS,
+  CompileCounter,
+  Settings,
+  calibration_compile_s,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_repeats", 3, "Timed calls per measurement (median reported).")

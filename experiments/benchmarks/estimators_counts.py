@@ -5,8 +5,13 @@ against scipy."""
 from __future__ import annotations
 
 from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
-from experiments.benchmarks.estimators_timing import (Settings, max_rel_diff, record,
-                                                       time_dpaudit, time_peer)
+from experiments.benchmarks.estimators_timing import (
+  Settings,
+  max_rel_diff,
+  record,
+  time_dpaudit,
+  time_peer,
+)
 
 
 def scipy_clopper_pearson(k, n, beta):
@@ -20,6 +25,7 @@ def scipy_clopper_pearson(k, n, beta):
 def bench_cp(results, settings: Settings):
   import jax.numpy as jnp
   import numpy as np
+
   from dpaudit import estimators
   cases = [(1e5, 1e3, 1.0), (1e4, 1e6, 1.0), (1e3, 1e9, 1.0),
            (1e6, 1e3, 10.0), (1e6, 1e6, 10.0), (1e6, 1e9, 10.0)]
@@ -44,6 +50,7 @@ def bench_binomial(results, settings: Settings):
   import jax.numpy as jnp
   import numpy as np
   from scipy import stats
+
   from dpaudit import estimators
   for pairs, max_n, target in [(1e5, 1e3, 1.0), (1e4, 1e6, 1.0), (1e3, 1e9, 1.0),
                                (1e6, 1e9, 10.0)]:
@@ -85,6 +92,7 @@ def scipy_error_count_epsilon(fp, neg, fn, pos, delta, beta):
 def bench_error_counts(results, settings: Settings):
   import jax.numpy as jnp
   import numpy as np
+
   from dpaudit import estimators
   for count in (1e4, 1e6):
     size = settings.size(count)

@@ -10,8 +10,14 @@ import time
 
 from experiments.benchmarks.estimator_inputs import count_pairs, tail_probabilities
 from experiments.benchmarks.estimators_counts import scipy_clopper_pearson
-from experiments.benchmarks.estimators_timing import (AFTER_PEERS, Settings, max_rel_diff, record,
-                                                       time_dpaudit, time_peer)
+from experiments.benchmarks.estimators_timing import (
+  AFTER_PEERS,
+  Settings,
+  max_rel_diff,
+  record,
+  time_dpaudit,
+  time_peer,
+)
 
 
 def statsmodels_rows(counts, method, rows_timed):
@@ -25,6 +31,7 @@ def statsmodels_rows(counts, method, rows_timed):
 def bench_renyi(results, settings: Settings):
   import jax.numpy as jnp
   import numpy as np
+
   from dpaudit import estimators
   orders = np.array([1.5, 2.0, 4.0, 8.0, 16.0])
   for count in (1e4, 1e6):
@@ -95,6 +102,7 @@ def bench_throughput(results, settings: Settings):
   import jax
   import numpy as np
   from scipy import stats
+
   from dpaudit import estimators
   calls = {"clopper_pearson": lambda k, n, p: estimators.clopper_pearson(k, n, 0.05),
            "binomial_sf": lambda k, n, p: estimators.binomial_sf(k, n, p)}

@@ -4,10 +4,16 @@ scores (``scores``, against scipy, jax-privacy and tf-privacy), PANORAMIA's boun
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from experiments.benchmarks.estimators_timing import (Settings, max_rel_diff, record,
-                                                       time_dpaudit, time_peer)
+from experiments.benchmarks.estimators_timing import (
+  Settings,
+  max_rel_diff,
+  record,
+  time_dpaudit,
+  time_peer,
+)
 
 
 def _score_peers(ins, outs, method: str) -> dict[str, Callable[[], Any]]:
@@ -39,6 +45,7 @@ def draw_scores(seed: int, size: int):
 
 def bench_scores(results, settings: Settings):
   import jax.numpy as jnp
+
   from dpaudit import estimators
   for count in (1e4, 1e6):
     size = settings.size(count)
@@ -84,6 +91,7 @@ def scipy_panoramia(baseline, mia, member, significance):
 def bench_panoramia(results, settings: Settings):
   import jax.numpy as jnp
   import numpy as np
+
   from dpaudit import estimators
   for count in (1e4, 1e6):
     size = settings.size(count)
@@ -108,6 +116,7 @@ def bench_panoramia(results, settings: Settings):
 def bench_one_run(results, settings: Settings):
   import jax.numpy as jnp
   import numpy as np
+
   from dpaudit import estimators
   for count in (1e4, 1e6):
     size = settings.size(count)

@@ -9,7 +9,8 @@ import dataclasses
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from experiments import runtime
 from experiments.benchmarks.estimator_inputs import scaled_size

@@ -28,13 +28,13 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from absl import flags
 
 from experiments import common
-from experiments.benchmarks.estimator_inputs import (count_pairs, scaled_size,
-                                                     tail_probabilities)
+from experiments.benchmarks.estimator_inputs import count_pairs, scaled_size, tail_probabilities
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_rounds", 3, "Fresh processes per workload (median and range reported).")
@@ -59,6 +59,7 @@ def _size(count: float) -> int:
 def _workloads() -> dict[str, Callable[[Any], Callable[[], Any]]]:
   """Name -> ``build(rng)``, which draws the inputs and returns the call to time."""
   import numpy as np
+
   from dpaudit import estimators
 
   def clopper_pearson(count, max_trials):

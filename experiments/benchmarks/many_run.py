@@ -38,14 +38,13 @@ import os
 import sys
 import time
 
-from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
-from dpaudit import data, models
+from dpaudit import data, models, results
 from dpaudit.dpsgd import clipping, training
-from dpaudit import results
 from experiments import common
 from experiments.benchmarks import hot_paths, timing
 

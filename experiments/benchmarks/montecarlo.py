@@ -56,6 +56,7 @@ def _peak_rss_mb() -> float:
 def _engine_worker(num_trials, repeats):
   import jax
   import jax.numpy as jnp
+
   from dpaudit import montecarlo
   from dpaudit.mechanisms import noisy_argmax
 
@@ -79,6 +80,7 @@ def _engine_worker(num_trials, repeats):
 
 def _numpy_worker(num_trials, repeats, dtype_name):
   import numpy as np
+
   from experiments.benchmarks import hot_paths
   hist = _histogram(FLAGS.num_classes)
 

@@ -28,13 +28,13 @@ import os
 import sys
 import time
 
-from absl import flags
 import jax
 import jax.numpy as jnp
+from absl import flags
 
+from dpaudit import results
 from dpaudit.audits import reconstruction
 from dpaudit.models import ngram
-from dpaudit import results
 from experiments import common
 from experiments.benchmarks import hot_paths, timing
 

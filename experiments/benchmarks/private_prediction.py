@@ -63,6 +63,7 @@ def _median_rate(fn, num_trials, repeats):
 def measure(name, p, p_neighbor, neighbor, config):
   import numpy as np
   import scipy.stats
+
   from dpaudit import montecarlo
   from dpaudit.mechanisms import histograms
   k, sigma = config["num_teachers"], config["sigma"]
@@ -107,6 +108,7 @@ def measure_teachers(config, architecture: str):
   timed after compiling; same keys, so the same parameters)."""
   import jax
   import numpy as np
+
   from dpaudit import data, models, teachers
   ds = data.load("digits")
   x, y = jax.numpy.asarray(ds.features[:1200]), jax.numpy.asarray(ds.labels[:1200])

@@ -18,7 +18,11 @@ def _naive_lambda(logits, target, top_k, beta, allowed=None):
   f = f / f.sum()
   ok = np.ones_like(f, bool) if allowed is None else np.asarray(allowed)
   ranked = sorted(np.flatnonzero(ok), key=lambda i: -f[i])
-  keep = ranked if not top_k else [i for i in ranked if f[i] >= f[ranked[min(top_k, len(ranked)) - 1]]]
+  if top_k:
+    cutoff = f[ranked[min(top_k, len(ranked)) - 1]]
+    keep = [i for i in ranked if f[i] >= cutoff]
+  else:
+    keep = ranked
   if target not in keep:
     return 0.0
   return f[target]**(1 / beta) / sum(f[i]**(1 / beta) for i in keep)

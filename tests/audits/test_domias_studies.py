@@ -4,7 +4,8 @@ study, the data readers, the summaries. The games run in tests/experiments/test_
 import numpy as np
 import pytest
 
-from dpaudit.audits import domias, domias_studies as studies
+from dpaudit.audits import domias
+from dpaudit.audits import domias_studies as studies
 
 
 def test_study_cells_are_the_paper_grids():
@@ -59,6 +60,7 @@ def test_a_tiny_study_result_round_trips(tmp_path):
   """One additive-noise game on a small CSV: ``Result.from_dict(to_dict())`` after strict JSON,
   and the game rows carry the game's fields."""
   import jax
+
   from dpaudit import results
   rng = np.random.default_rng(0)
   path = tmp_path / "rows.csv"

@@ -17,11 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpaudit import accounting
-from dpaudit import data
-from dpaudit import estimators
-from dpaudit import models
-from dpaudit import results
+from dpaudit import accounting, data, estimators, models, results
 from dpaudit.audits import dpsgd as audit
 from dpaudit.dpsgd import clipping, training
 
@@ -261,9 +257,9 @@ def test_one_run_game_handles_significance_on_a_known_epsilon():
 
 
 def test_result_fields(open_results, noisy_results, digits):
-  for results in (open_results, noisy_results):
-    for name, r in results.items():
-      cfg = _config(**(OPEN if results is open_results else NOISY)[name])
+  for runs in (open_results, noisy_results):
+    for name, r in runs.items():
+      cfg = _config(**(OPEN if runs is open_results else NOISY)[name])
       assert r.game == cfg.game and r.canary == cfg.canary and r.adjacency == cfg.adjacency
       assert 0.0 <= r.test_accuracy <= 1.0
       assert r.num_steps == max(1, math.ceil(cfg.epochs * r.num_training_examples

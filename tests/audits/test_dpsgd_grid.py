@@ -10,8 +10,7 @@ import os
 import jax
 import pytest
 
-from dpaudit import plots
-from dpaudit import results
+from dpaudit import plots, results
 from dpaudit.audits import dpsgd as audit
 from dpaudit.audits import dpsgd_grid as grid
 

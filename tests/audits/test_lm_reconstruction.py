@@ -10,9 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from dpaudit import plots
-from dpaudit import prng
-from dpaudit import results
+from dpaudit import plots, prng, results
 from dpaudit.audits import lm_reconstruction as lmr
 
 WORDS = ("to", "be", "or", "not", "that", "is", "the", "question", "my", "lord", "sweet",

@@ -142,8 +142,8 @@ def test_a_curve_of_zero_reads_no_leakage_measured():
   """Thm. 1 never reaches 0 (its floor is 0.138 at delta = 1e-6 over orders up to 64), but a
   curve that is 0 at every order is no leakage: 0.0 in results, "0 (no leakage measured)" in
   displays."""
-  from dpaudit.audits import noisy_argmax as na
   from dpaudit import results
+  from dpaudit.audits import noisy_argmax as na
   orders = (2.0, 8.0, 64.0)
   eps, order = na.thm1_epsilon(np.zeros(3), orders, 1e-6)
   assert eps == 0.0 and np.isnan(order)

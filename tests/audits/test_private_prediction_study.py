@@ -4,7 +4,8 @@ tests/experiments/test_private_prediction_cli.py."""
 
 import pytest
 
-from dpaudit.audits import noisy_argmax, private_prediction as pp
+from dpaudit.audits import noisy_argmax
+from dpaudit.audits import private_prediction as pp
 from dpaudit.audits import private_prediction_study as study
 
 
@@ -47,6 +48,7 @@ def test_run_config_and_cell_signatures():
 def test_study_result_round_trips_a_real_cell():
   """A cell made of a tiny real audit (no teachers): ``Result.from_dict(to_dict())``."""
   import jax
+
   from dpaudit import results
   from dpaudit.mechanisms import histograms
   model = histograms.pate_model([0.9, 0.1], [0.0, 1.0], num_teachers=10)

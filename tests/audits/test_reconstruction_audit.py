@@ -16,7 +16,6 @@ from dpaudit.audits import reconstruction as rec
 from dpaudit.dpsgd import training
 from dpaudit.models import ngram
 
-
 # ------------------------------------------------------------------------------ _log_mean_exp
 
 def test_log_mean_exp_against_scipy_and_formulas():

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from dpaudit.data import builders
-from dpaudit.data import sources
+from dpaudit.data import builders, sources
 
 EXPECTED = {  # name: ({split: num_examples}, num_classes or None)
     "digits": ({"train": 1797}, 10),

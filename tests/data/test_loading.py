@@ -9,9 +9,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from dpaudit import data
-from dpaudit.data import builders
-from dpaudit.data import loading
-from dpaudit.data import sources
+from dpaudit.data import builders, loading, sources
 
 SHAPES = {"digits": (1797, 8, 8, 1), "breast_cancer": (569, 30), "wine": (178, 13),
           "mnist_subset": (5000, 28, 28, 1), "adult": (32561, 14), "california_housing": (20640, 8),

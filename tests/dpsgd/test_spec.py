@@ -8,8 +8,7 @@ import pytest
 
 from dpaudit.accounting import dpsgd as accounting
 from dpaudit.audits import dpsgd as dpsgd_audit
-from dpaudit.audits import dpsgd_grid
-from dpaudit.audits import lm_reconstruction, panoramia_modalities
+from dpaudit.audits import dpsgd_grid, lm_reconstruction, panoramia_modalities
 from dpaudit.dpsgd import spec
 from dpaudit.models import tabular_generators
 from experiments import tradeoff

@@ -37,7 +37,7 @@ def _flat(params):
   return np.asarray(jax.flatten_util.ravel_pytree(params)[0])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jitted_run(config, num_examples, coordinates):
   run = train.make_run(_model(), config, num_examples, jnp.zeros((1, D), jnp.float32),
                        dirac_coordinates=None if coordinates is None else np.array(coordinates))
@@ -47,8 +47,9 @@ def _jitted_run(config, num_examples, coordinates):
 def _make_and_run(config, features, labels, example_mask=None, dirac_mask=None, key=3,
                   dirac_coordinates=None):
   coordinates = None if dirac_coordinates is None else tuple(int(c) for c in dirac_coordinates)
-  return _jitted_run(config, features.shape[0], coordinates)(jax.random.key(key), jnp.asarray(features), jnp.asarray(labels),
-                      example_mask, dirac_mask)
+  run = _jitted_run(config, features.shape[0], coordinates)
+  return run(jax.random.key(key), jnp.asarray(features), jnp.asarray(labels), example_mask,
+             dirac_mask)
 
 
 def test_masked_rows_never_contribute():

@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 from dpaudit import estimators
-from dpaudit.estimators import (_compile, approx_dp, binomial, multinomial, one_run, panoramia,
-                                renyi_cuts)
+from dpaudit.estimators import (
+  _compile,
+  approx_dp,
+  binomial,
+  multinomial,
+  one_run,
+  panoramia,
+  renyi_cuts,
+)
 
 
 def test_cpu_options_leave_the_values_unchanged():

@@ -93,8 +93,7 @@ def main() -> None:
   from experiments import common
   signal.signal(signal.SIGALRM, _alarm)
   out = []
-  from absl import app
-  from absl import flags
+  from absl import app, flags
   app.define_help_flags()  # absl's own flags exist before the first CLI, and are kept
   for item in plan:
     module_name = item["module"]

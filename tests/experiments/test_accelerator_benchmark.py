@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dpaudit.results import read_json
+
 # Only the flag-free module: importing the CLI would define its absl flags in this process,
 # where other tests import other CLIs.
 from experiments.benchmarks import accelerator_workloads as w

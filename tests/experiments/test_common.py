@@ -203,6 +203,7 @@ def test_every_cli_help_lists_the_shared_flags():
   --distributed beside its own flags: all CLIs in one subprocess, as tests/experiments/
   cli_driver.py runs them."""
   import json
+
   from tests.experiments.test_cli_bad_inputs import cli_modules
   modules = cli_modules()
   out = subprocess.run([sys.executable, "-c", _HELP, json.dumps(modules)], capture_output=True,

@@ -1,6 +1,6 @@
 """Smoke test of `python -m experiments.benchmarks.dpsgd` (tiny sizes) and its error path."""
 
-from dpaudit.results import read_json, loads
+from dpaudit.results import loads, read_json
 from tests.conftest import run_module
 
 
@@ -15,7 +15,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   printed = loads(out.stdout)
   written = read_json(tmp_path / "results.json")
   assert printed["models"].keys() == written["models"].keys() == {"mlp", "lenet5"}
-  for name, report in written["models"].items():
+  for report in written["models"].values():
     for method in ("nonprivate", "dp_ghost", "dp_vmap"):
       timing = report["jax"][method]
       assert 0 < timing["min_ms"] <= timing["median_ms"] <= timing["max_ms"]

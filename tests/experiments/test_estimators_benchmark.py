@@ -1,6 +1,6 @@
 """Smoke test of `python -m experiments.benchmarks.estimators` (tiny sizes) and its errors."""
 
-from dpaudit.results import read_json, loads
+from dpaudit.results import loads, read_json
 from tests.conftest import run_module
 
 

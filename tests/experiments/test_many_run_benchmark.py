@@ -1,6 +1,6 @@
 """Smoke test of `python -m experiments.benchmarks.many_run` (tiny sizes) and its error path."""
 
-from dpaudit.results import read_json, loads
+from dpaudit.results import loads, read_json
 from tests.conftest import run_module
 
 

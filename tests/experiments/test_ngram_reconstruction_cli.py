@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dpaudit.results import read_json, loads
+from dpaudit.results import loads, read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

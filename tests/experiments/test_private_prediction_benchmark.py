@@ -1,4 +1,5 @@
-"""Smoke test of `python -m experiments.benchmarks.private_prediction` (tiny sizes) and its errors."""
+"""Smoke test of `python -m experiments.benchmarks.private_prediction` (tiny sizes) and its
+errors."""
 
 import os
 import subprocess

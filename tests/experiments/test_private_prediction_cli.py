@@ -33,7 +33,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   written = read_json(tmp_path / "results.json")
   cells = written["cells"]
   assert sorted(cells) == ["pate/pois_miaq", "promptpate/pois_miaq"]
-  for cell_name, cell in cells.items():
+  for cell in cells.values():
     pp.check_cell(cell)
     assert cell["num_queries"] == 2 and 0 <= cell["teacher_accuracy"] <= 1
     worst = cell["worst_query"]

@@ -2,6 +2,7 @@
 tests/launch/test_multihost.py, one process against two)."""
 
 import pytest
+
 from tests.conftest import run_module
 
 

@@ -9,8 +9,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from dpaudit import data
-from dpaudit import plots
+from dpaudit import data, plots
 from dpaudit.models import vae
 
 PER_CLASS = 100  # 1,000 training images
