@@ -4,6 +4,7 @@ exists, and the README's Python snippets run as written."""
 import glob
 import importlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -149,3 +150,71 @@ def test_relative_links_point_at_files_that_exist():
       if "://" not in link and not os.path.exists(target):
         broken.append(f"{_rel(path)}: {link}")
   assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+# A command the docs show: `python -m experiments.NAME --flag=value ...` (in a fenced block or
+# an inline code span), up to the end of the line or span, a `&&`, a `|` or a comment.
+COMMAND = re.compile(r"python -m ((?:experiments|launch)(?:\.\w+)+)([^`\n&|#]*)")
+FLAG = re.compile(r"(?<![\w-])--(\w+)")
+PIP_FILE = re.compile(r"pip install [^`\n&]*?-r ([\w.-]+\.txt)")
+
+# Imports each module in turn and prints the absl flags it accepts; the flags a module defined
+# are deleted (and its modules forgotten) before the next, so each import defines its own.
+FLAG_PROBE = r"""
+import importlib, json, sys
+from absl import flags
+accepted = {}
+for name in json.loads(sys.stdin.read()):
+  before, modules = set(flags.FLAGS), set(sys.modules)
+  try:
+    importlib.import_module(name)
+  except Exception as e:
+    accepted[name] = f"{type(e).__name__}: {e}"
+    continue
+  accepted[name] = sorted(flags.FLAGS)
+  for flag in set(flags.FLAGS) - before:
+    delattr(flags.FLAGS, flag)
+  for module in set(sys.modules) - modules:
+    if module.startswith(("experiments.", "launch.")) and module != "experiments.common":
+      del sys.modules[module]
+print(json.dumps(accepted))
+"""
+
+
+def _commands():
+  """(page, module, flags) for every ``python -m`` command of an experiment the docs show."""
+  out = []
+  for path in DOCS:
+    for module, args in COMMAND.findall(_read(path)):
+      if module.split(".")[-1].isupper():  # a placeholder: python -m experiments.NAME
+        continue
+      args, _, inner = args.partition(" -- ")  # launch.multihost -- MODULE --its_flags
+      out.append((_rel(path), module.rstrip("."), FLAG.findall(args)))
+      if inner.split():
+        out.append((_rel(path), inner.split()[0], FLAG.findall(inner)))
+  return out
+
+
+def test_command_blocks_name_modules_and_flags_that_exist():
+  commands = _commands()
+  assert len(commands) >= 30 and any(m == "experiments.tightness" for _, m, _ in commands)
+  modules = sorted({m for _, m, _ in commands})
+  run = subprocess.run([sys.executable, "-c", FLAG_PROBE], input=json.dumps(modules), text=True,
+                       capture_output=True, cwd=ROOT, timeout=240, check=False)
+  assert run.returncode == 0, run.stderr[-4000:]
+  accepted = json.loads(run.stdout.splitlines()[-1])
+  bad = []
+  for page, module, names in commands:
+    if isinstance(accepted[module], str):
+      bad.append(f"{page}: python -m {module} does not import ({accepted[module]})")
+      continue
+    valid = set(accepted[module])
+    bad += [f"{page}: python -m {module} has no flag --{n}" for n in names
+            if n not in valid and not (n.startswith("no") and n[2:] in valid)]
+  assert not bad, "\n".join(bad)
+
+
+def test_pip_requirement_files_exist():
+  named = {f for path in DOCS for f in PIP_FILE.findall(_read(path))}
+  assert "requirements-dev.txt" in named
+  assert all(os.path.exists(os.path.join(ROOT, f)) for f in named), named

@@ -37,8 +37,9 @@ def test_readme_first_screen_has_exactly_two_setup_commands():
 
 def test_build_lists_every_module_test_and_experiment():
   build = _read("BUILD")
-  sources = set(re.findall(r'"((?:dpaudit|experiments|launch|tests)/[\w/]+\.py)"', build))
-  wanted = {f for top in ("dpaudit", "experiments") for f in _python_files(top)}
+  sources = set(re.findall(r'"((?:dpaudit|examples|experiments|launch|tests)/[\w/]+\.py)"',
+                          build))
+  wanted = {f for top in ("dpaudit", "examples", "experiments") for f in _python_files(top)}
   wanted |= {f for f in _python_files("launch") if "/sweeps/" not in f}
   wanted |= {f for f in _python_files("tests") if os.path.basename(f).startswith("test_")}
   missing = sorted(wanted - sources - {"tests/conftest.py"})
