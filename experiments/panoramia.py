@@ -11,16 +11,15 @@ RM/RN); every other example is a member. :func:`dpaudit.audits.panoramia.prepare
 Alg. 1 up to the MIA once (generator on D_G, helpers, the baselines of Table 3: helper trained
 on generated data, on real data, none); then each target of ``--target`` is trained and
 audited (:mod:`dpaudit.audits.panoramia_study`, which runs the study): c_lb of the strongest
-baseline
-(Bonferroni over the baselines), {c+eps}_lb, eps~ with its null reference (the eps~ of
-``--null_samples`` audits of a target that leaks nothing, and the p-value of the measured one),
-O(1) RM/GN and RM/RN, and for DP targets the accountant's epsilon. Targets: ``eN`` trains N
-epochs without privacy (Table 4's E20/E50/E100), ``dpX`` trains ``--dp_epochs`` epochs with
-DP-SGD at epsilon X (``dpinf``: the same schedule without clipping or noise; Tables 5, 7, 8).
+baseline (Bonferroni over the baselines), {c+eps}_lb, eps~ with its null reference (the eps~ of
+``--null_samples`` audits of a target that leaks nothing, and the p-value of the measured one), O(1)
+RM/GN and RM/RN, and for DP targets the accountant's epsilon. Targets: ``eN`` trains N epochs
+without privacy (Table 4's E20/E50/E100), ``dpX`` trains ``--dp_epochs`` epochs with DP-SGD at
+epsilon X (``dpinf``: the same schedule without clipping or noise; Tables 5, 7, 8).
 ``--target_model`` and ``--helper_model`` choose the image classifiers (LeNet-5 by default;
-ResNet-18 or WRN-16-4 for Tables 5, 7 and 8).
-``--num_repeats=N`` repeats the whole audit at seeds ``--seed``, ``--seed + 1``, ...; the tables
-show the median [min, max] over them and how many repetitions measured an eps~ beyond the null.
+ResNet-18 or WRN-16-4 for Tables 5, 7 and 8). ``--num_repeats=N`` repeats the whole audit at seeds
+``--seed``, ``--seed + 1``, ...; the tables show the median [min, max] over them and how many
+repetitions measured an eps~ beyond the null.
 
 Writes ``results.json``, ``precision_recall.png`` (Fig. 3: precision and the per-threshold
 bound against recall, MIA of each target and the baseline), the generator's samples

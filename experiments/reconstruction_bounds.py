@@ -12,8 +12,7 @@ whose :func:`~dpaudit.audits.reconstruction_bounds.run` does the work.
 Fig. 1: both bounds and the total leakage y = b against b for each noise multiplier in
 ``--noise_multipliers``, in the setting of Sec. 4.3 (q = 2.81e-4, 186k steps); the titles give
 epsilon at ``--delta`` from the RDP accountant with the conversion of Balle et al. (2020), as the
-paper
-(the PLD accountant's tighter epsilon is also written to ``results.json``). Fig. 2: both
+paper (the PLD accountant's tighter epsilon is also written to ``results.json``). Fig. 2: both
 bounds at ``--fig2_bits`` bits and ``--fig2_sigma`` against the number of steps (log grid).
 
 Orders: by default a dense grid on [1.01, 256] that contains every integer order 2..64

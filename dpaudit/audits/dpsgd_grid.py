@@ -24,8 +24,8 @@ interrupted grid loses only the cell in progress and a rerun reuses the finished
 holds the seed but not ``repetitions``, so repetition i reuses the cells of an earlier run at
 ``seed + i`` and vice versa. Played with the seed's key, a cell keeps the name it always had
 (result directories of earlier runs resume); another key adds its data to the name. A cell the data
-cannot support (e.g. more real canaries than the
-held-out pool holds) is recorded as ``skipped`` with the reason instead of stopping the grid.
+cannot support (e.g. more real canaries than the held-out pool holds) is recorded as ``skipped``
+with the reason instead of stopping the grid.
 
 Data (:func:`prepare_data`): the data set is split (stratified, ``seed``) into a test set
 (``test_fraction``) and the rest, which is split (``seed + 1``) into the training set D and a

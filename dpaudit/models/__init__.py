@@ -1,7 +1,6 @@
 """Flax models: the DP-SGD audits' MLP, LeNet-5-style CNN, Wide-ResNet-16-4, ResNet-18 and
-UniAud++'s two-head MLP;
-the reconstruction audits' lazy and neural character n-gram language models; PANORAMIA's
-class-conditional convolutional VAE image generator."""
+UniAud++'s two-head MLP; the reconstruction audits' lazy and neural character n-gram language
+models; PANORAMIA's class-conditional convolutional VAE image generator."""
 
 from dpaudit.models.classifiers import (
     MLP,

@@ -155,8 +155,8 @@ class TabularTransform(NamedTuple):
   discrete column, its entries in the order of ``categories``. Decoding inverts this
   (:math:`\\mu + s \\sinh(\\cdot)`) after clipping each encoded value to the training data's
   encoded range widened by 1 on each side, so a generator's outputs map to finite values. (A
-  documented simplification of TVAE's mode-specific
-  normalisation; see the module docstring.) Build it with :func:`fit_transform`.
+  documented simplification of TVAE's mode-specific normalisation; see the module docstring.) Build
+  it with :func:`fit_transform`.
 
   Attributes:
     num_columns: ``d``.

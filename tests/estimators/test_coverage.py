@@ -521,9 +521,8 @@ def test_k_cut_coverage():
 
   The k-cut is only asymptotically valid and has no closed-form size; its violation rate is
   enumerated exactly from the intervals instead (about 0.47% at order 16). It is sharpest at a
-  large order with Q known more precisely than P: at order 2 it is below 1e-13, where no Monte
-  Carlo test can
-  see a factor of 2. Two cells keep the enumeration small (k cells need a (k-1)-dimensional
+  large order with Q known more precisely than P: at order 2 it is below 1e-13, where no Monte Carlo
+  test can see a factor of 2. Two cells keep the enumeration small (k cells need a (k-1)-dimensional
   grid per sample); the significance handling does not depend on k.
   """
   exact = _k_cut_exact_violation(K_CUT_BETA)
