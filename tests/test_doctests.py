@@ -1,7 +1,9 @@
-"""The ``>>>`` examples in dpaudit's docstrings run as written (every module that has one)."""
+"""The ``>>>`` examples in dpaudit's docstrings run as written (every module that has one),
+and every public estimator and front-door function has one."""
 
 import doctest
 import importlib
+import inspect
 import os
 
 import pytest
@@ -23,6 +25,27 @@ def modules_with_examples() -> list[str]:
 
 def test_some_modules_have_examples():
   assert {"dpaudit.results", "dpaudit.estimators.panoramia"} <= set(modules_with_examples())
+
+
+def public_api() -> dict[str, object]:
+  """The callables a user is pointed to: everything ``dpaudit.estimators`` exports (its
+  ``__all__``) and the public functions defined in ``dpaudit.audit``, by dotted name."""
+  from dpaudit import audit, estimators
+  api = {f"dpaudit.estimators.{name}": getattr(estimators, name) for name in estimators.__all__
+         if callable(getattr(estimators, name))}
+  api.update({f"dpaudit.audit.{name}": obj for name, obj in vars(audit).items()
+              if inspect.isfunction(obj) and obj.__module__ == audit.__name__
+              and not name.startswith("_")})
+  return api
+
+
+def test_public_api_has_examples():
+  """Every estimator and front-door function shows its typical call as a ``>>>`` example (run
+  by :func:`test_examples_run`)."""
+  api = public_api()
+  assert len(api) >= 40  # the lists were found
+  missing = sorted(name for name, obj in api.items() if ">>>" not in (inspect.getdoc(obj) or ""))
+  assert not missing, f"docstrings without a >>> example: {', '.join(missing)}"
 
 
 @pytest.mark.parametrize("name", modules_with_examples())

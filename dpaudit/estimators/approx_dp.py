@@ -68,6 +68,11 @@ def epsilon_from_error_counts(false_positives, negatives, false_negatives, posit
 
   Returns:
     The epsilon lower bound (>= 0) with the broadcast shape of the counts.
+
+  >>> round(float(epsilon_from_error_counts(10, 1000, 300, 1000)), 4)  # FPR 1%, FNR 30%
+  3.6005
+  >>> round(float(epsilon_from_error_counts(0, 1000, 0, 1000)), 4)  # no errors: the ceiling
+  5.6006
   """
   _validate.check_significance(significance)
   _validate.check_delta(delta)
@@ -387,6 +392,12 @@ def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance:
 
   Returns:
     :class:`ScoreEpsilon` with the bound, the chosen threshold and the evaluation counts.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> result = epsilon_from_scores(rng.normal(2.0, 1.0, 200), rng.normal(0.0, 1.0, 200))
+  >>> round(float(result.epsilon), 4), int(result.false_positives), int(result.false_negatives)
+  (1.8058, 57, 1)
   """
   _validate.check_choice("method", method, METHODS)
   _validate.check_significance(significance)

@@ -726,6 +726,10 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
   costs one test when the batch has none. Requires ``a, b > 0``; ``x`` is clipped to
   ``[0, 1]``. ``y = 1 - x`` may be passed separately so that tiny ``1 - x`` keeps its relative
   accuracy.
+
+  >>> tails = incomplete_beta_tails(2.0, 3.0, 0.4)  # I_x(2, 3) = 6x^2 - 8x^3 + 3x^4
+  >>> round(float(tails.lower), 4), round(float(tails.upper), 4)
+  (0.5248, 0.4752)
   """
   _check_positive(a=a, b=b)
   for name, value in (("x", x), ("y", y)):
@@ -771,6 +775,10 @@ def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   relative terms in the upper tail. Both binomial tails are :func:`log_binomial_tails`
   exponentiated: shapes ``k, n - k + 1 >= 1``, so the fixed-cost series and fraction serve every
   element (no adaptive loop in the program).
+
+  >>> from scipy.stats import binom
+  >>> round(float(binomial_sf(3, 10, 0.2)), 4), round(float(binom.sf(2, 10, 0.2)), 4)
+  (0.3222, 0.3222)
   """
   _check_binomial(k, n, p)
   return _binomial_sf(*_compile.float_arguments(k, n, p))
@@ -778,7 +786,11 @@ def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
 
 def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   r""":math:`\Pr[\mathrm{Bin}(n, p) \le k] = \Pr[\mathrm{Bin}(n, p) < k + 1]`, accurate in
-  relative terms in the lower tail (see :func:`binomial_sf`)."""
+  relative terms in the lower tail (see :func:`binomial_sf`).
+
+  >>> round(float(binomial_cdf(2, 10, 0.2)), 4)  # 1 - binomial_sf(3, 10, 0.2)
+  0.6778
+  """
   _check_binomial(k, n, p)
   return _binomial_cdf(*_compile.float_arguments(k, n, p))
 
@@ -879,6 +891,9 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
   """``log Pr[Bin(n, p) = k]`` by Loader's saddle-point formula (no lgamma cancellation).
 
   ``q = 1 - p`` may be passed when it is known more accurately than ``1 - p`` (p near 1).
+
+  >>> round(float(binomial_logpmf(3, 10, 0.2)), 4)  # log(120 * 0.2**3 * 0.8**7)
+  -1.6028
   """
   _check_binomial(k, n, p, q)
   k, n, p = _as_float(k, n, p)
@@ -1263,6 +1278,10 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
 
   Returns:
     ``Interval(lower, upper)`` with the broadcast shape of the inputs.
+
+  >>> interval = clopper_pearson(7, 10)  # 7 successes in 10 trials, 95% two-sided
+  >>> round(float(interval.lower), 4), round(float(interval.upper), 4)
+  (0.3475, 0.9333)
   """
   _validate.check_choice("alternative", alternative, ALTERNATIVES)
   _validate.check_significance(significance)

@@ -89,6 +89,9 @@ def exposure_exact(canary_log_prob, candidate_log_probs) -> jax.Array:
 
   Returns:
     Exposure in bits, in :math:`[0, \log_2 N]`, with the broadcast batch shape.
+
+  >>> float(exposure_exact(-1.0, [-1.0, -2.0, -0.5, -3.0]))  # rank 2 of 4: log2(4) - log2(2)
+  1.0
   """
   _check_log_probs("canary_log_prob", canary_log_prob)
   _check_log_probs("candidate_log_probs", candidate_log_probs, need_axis=True)
@@ -126,6 +129,12 @@ class Exposure(NamedTuple):
       :math:`\log_2 M` (computed with ``log_ndtr``), but is only as good as the Gaussian
       model of the tail. With :math:`\hat s = 0` it is ``inf`` above :math:`\hat\mu`, else 0.
     count: :math:`c`, the number of samples with log-probability :math:`\ge \ell^\ast`.
+
+  >>> e = exposure_sampled(-0.5, [-2.1, -0.3, -1.7, -2.8, -1.2, -3.5, -2.4, -1.9])
+  >>> e._fields
+  ('rank_estimate', 'lower_bound', 'extrapolated', 'count')
+  >>> int(e.count), round(float(e.rank_estimate), 4)  # one sample of 8 above: log2(9 / 2)
+  (1, 2.1699)
   """
   rank_estimate: jax.Array
   lower_bound: jax.Array
@@ -155,6 +164,11 @@ def exposure_sampled(canary_log_prob, sample_log_probs, significance: float = 0.
 
   Returns:
     :class:`Exposure` of arrays with the broadcast batch shape.
+
+  >>> samples = [-2.1, -0.3, -1.7, -2.8, -1.2, -3.5, -2.4, -1.9]  # 8 uniform candidates
+  >>> e = exposure_sampled(-0.5, samples)
+  >>> int(e.count), [round(float(v), 4) for v in (e.rank_estimate, e.lower_bound, e.extrapolated)]
+  (1, [2.1699, 1.0872, 3.9649])
   """
   _check_log_probs("canary_log_prob", canary_log_prob)
   _check_log_probs("sample_log_probs", sample_log_probs, allow_neg_inf=False, need_axis=True)

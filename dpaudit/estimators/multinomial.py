@@ -431,6 +431,10 @@ def goodman_intervals(counts, significance=0.05) -> Interval:
 
   Returns:
     ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
+
+  >>> interval = goodman_intervals([30, 50, 20])  # 95% for all three proportions at once
+  >>> [round(float(v), 4) for v in interval.lower], [round(float(v), 4) for v in interval.upper]
+  ([0.2036, 0.3836, 0.1217], [0.4181, 0.6164, 0.3108])
   """
   return _validated_call(_goodman_core, counts, significance)
 
@@ -595,6 +599,10 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
 
   Returns:
     ``Interval(lower, upper)``, each of shape ``counts.shape`` and within [0, 1].
+
+  >>> interval = sison_glaz_intervals([30, 50, 20])  # 95% for all three proportions at once
+  >>> [round(float(v), 4) for v in interval.lower], [round(float(v), 4) for v in interval.upper]
+  ([0.2, 0.4, 0.1], [0.4028, 0.6028, 0.3028])
   """
   return _validated_call(_sison_glaz_core, counts, significance)
 

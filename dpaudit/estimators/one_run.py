@@ -338,6 +338,11 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
 
   Returns:
     The p-value, with the broadcast shape of the inputs.
+
+  >>> round(float(one_run_p_value(100, 20, 18, 1.0)), 4)  # Pr[Bin(20, sigmoid(1)) >= 18]
+  0.0648
+  >>> round(float(one_run_p_value(100, 20, 18, 1.0, delta=1e-3)), 4)
+  0.0977
   """
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_range("epsilon", epsilon, 0.0)
@@ -382,6 +387,11 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
 
   Returns:
     The lower bound on epsilon, with the broadcast shape of the inputs.
+
+  >>> round(float(one_run_epsilon(100, 20, 18)), 4)  # 18 of 20 guesses right, 100 canaries
+  0.9315
+  >>> round(float(one_run_epsilon(100, 20, 18, delta=1e-3)), 4)
+  0.7473
   """
   _check_count_args(num_examples, num_guesses, num_correct)
   _validate.check_delta(delta)
@@ -397,6 +407,9 @@ def one_run_epsilon_ceiling(num_examples, num_guesses, delta=0.0,
   :math:`\epsilon_O` of Liu & Xiong, UniAud (Sec. III-B/C): :func:`one_run_epsilon` with every
   guess correct (v = r). With delta = 0 it has the closed form
   :math:`\epsilon_O = \mathrm{logit}(\beta^{1/r})`, since :math:`\Pr[\check W \ge r] = q^r`.
+
+  >>> round(float(one_run_epsilon_ceiling(100, 20)), 4)  # logit(0.05 ** (1 / 20))
+  1.8227
   """
   _check_count_args(num_examples, num_guesses)
   return one_run_epsilon(num_examples, num_guesses, num_guesses, delta, significance)
@@ -513,6 +526,14 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
 
   Returns:
     :class:`OneRunResult`.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> member = rng.random(200) < 0.5
+  >>> result = one_run_epsilon_from_scores(rng.normal(2.0 * member, 1.0), member,
+  ...                                      num_guesses=[20, 50, 100])
+  >>> round(float(result.epsilon), 4), int(result.num_guesses), int(result.num_correct)
+  (1.7724, 100, 93)
   """
   _validate.check_choice("mode", mode, MODES)
   _validate.check_choice("correction", correction, CORRECTIONS)

@@ -59,6 +59,11 @@ def compose_rdp(rdp, num_compositions=1, axis: int | None = 0) -> jax.Array:
 
   Returns:
     The composed curve: ``rdp`` with ``axis`` removed, times ``num_compositions``.
+
+  >>> [float(v) for v in compose_rdp([[0.5, 1.0, 2.0], [0.25, 0.5, 1.0]])]  # two mechanisms
+  [0.75, 1.5, 3.0]
+  >>> [float(v) for v in compose_rdp([0.5, 1.0, 2.0], num_compositions=10, axis=None)]
+  [5.0, 10.0, 20.0]
   """
   _validate.check_range("rdp", rdp, 0.0)
   _validate.check_integer_valued("num_compositions", num_compositions)
@@ -145,6 +150,12 @@ def rdp_to_epsilon(rdp, orders, delta) -> EpsilonFromRdp:
 
   Returns:
     ``EpsilonFromRdp(epsilon, order)``, each of the broadcast batch shape.
+
+  >>> orders = [2.0, 4.0, 8.0, 16.0, 32.0]
+  >>> rdp = [10 * a / (2 * 2.0**2) for a in orders]  # 10 Gaussian mechanisms, sigma = 2
+  >>> result = rdp_to_epsilon(rdp, orders, delta=1e-5)
+  >>> round(float(result.epsilon), 4), float(result.order)
+  (8.0879, 4.0)
   """
   _check_conversion(rdp, orders, delta)
   dtype = _float_dtype()

@@ -121,6 +121,12 @@ def reconstruction_leakage_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundA
 
   Returns:
     ``BoundAtOrder(value, order)`` of the broadcast shape, value in nats.
+
+  >>> orders = [2.0, 4.0, 8.0, 16.0, 32.0]
+  >>> rdp = [a / 2 for a in orders]  # the Gaussian mechanism with sigma = 1
+  >>> bound = reconstruction_leakage_bound(rdp, orders, p0=2.0**-10)  # a 10-bit secret
+  >>> round(float(bound.value), 4), float(bound.order)  # below log(1 / p0) = 6.9315
+  (3.2329, 4.0)
   """
   return _call_with_prior(_leakage, rdp, orders, p0, log_p0)
 
@@ -150,6 +156,12 @@ def traditional_reconstruction_bound(rdp, orders, p0=None, *, log_p0=None) -> Bo
 
   Returns:
     ``BoundAtOrder(value, order)`` of the broadcast shape, value in nats.
+
+  >>> orders = [2.0, 4.0, 8.0, 16.0, 32.0]
+  >>> rdp = [a / 2 for a in orders]  # the Gaussian mechanism with sigma = 1
+  >>> bound = traditional_reconstruction_bound(rdp, orders, p0=2.0**-10)
+  >>> round(float(bound.value), 4), float(bound.order)  # above L(p0) = 3.2329
+  (4.3105, 4.0)
   """
   return _call_with_prior(_traditional, rdp, orders, p0, log_p0)
 
@@ -182,6 +194,12 @@ def leakage_bits(rdp, orders, secret_bits) -> BoundAtOrder:
 
   Returns:
     ``BoundAtOrder(value, order)`` of the broadcast shape, value in bits.
+
+  >>> orders = [2.0, 4.0, 8.0, 16.0, 32.0]
+  >>> rdp = [a / 2 for a in orders]  # the Gaussian mechanism with sigma = 1
+  >>> bound = leakage_bits(rdp, orders, secret_bits=10.0)
+  >>> round(float(bound.value), 4), float(bound.order)  # L(2**-10) / log(2) = 3.2329 / 0.6931
+  (4.664, 4.0)
   """
   _rdp.check_rdp_curve(rdp, orders)
   _validate.check_range("secret_bits", secret_bits, 0.0)
@@ -201,6 +219,11 @@ def posterior_bound(rdp, orders, p0=None, *, log_p0=None) -> jax.Array:
   Equivalently :math:`\log p_1 \le \min_\alpha \frac{\alpha - 1}{\alpha}(d_\alpha + \log p_0)`
   (their App. A.1). Arguments as for :func:`reconstruction_leakage_bound`; returns the
   broadcast shape.
+
+  >>> orders = [2.0, 4.0, 8.0, 16.0, 32.0]
+  >>> rdp = [a / 2 for a in orders]  # the Gaussian mechanism with sigma = 1
+  >>> round(float(posterior_bound(rdp, orders, p0=2.0**-10)), 4)  # 2**-10 * exp(3.2329)
+  0.0248
   """
   _rdp.check_rdp_curve(rdp, orders)
   lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
