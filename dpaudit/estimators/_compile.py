@@ -54,11 +54,11 @@ Measured the same way on 2026-11-24 (a second session, a busier machine), four r
 So ``clopper_pearson`` takes the loop emitters below :data:`LARGE_BATCH` pairs, where a call
 takes at most tens of milliseconds either way (still 1.65-7.8x faster than scipy up to 1e5 pairs
 in the day's full benchmark runs, whose target is 1x), and the fusion emitters from there on, where
-calls are 2-2.5x faster (a
-million pairs, whose target is 10x scipy: 5.4-7.5x with the loop emitters). The 2-cut and
-PANORAMIA bounds take the loop emitters from :data:`LARGE_BATCH` elements on, where they stay
-1.8-1.9x (PANORAMIA) and 5-7x (2-cut) faster than scipy, and the fusion emitters below (PANORAMIA
-on 1e4 points is only 1.4-1.8x faster than scipy with them, 1.1x with the loop emitters).
+calls are 2-2.5x faster (a million pairs, whose target is 10x scipy: 5.4-7.5x with the loop
+emitters). The 2-cut and PANORAMIA bounds take the loop emitters from :data:`LARGE_BATCH` elements
+on, where they stay 1.8-1.9x (PANORAMIA) and 5-7x (2-cut) faster than scipy, and the fusion emitters
+below (PANORAMIA on 1e4 points is only 1.4-1.8x faster than scipy with them, 1.1x with the loop
+emitters).
 
 ``clopper_pearson`` and the binomial tails also switch off XLA's tree rewriting of reductions
 (``jit(tree_reductions=False)``). Their only reductions are the any/all tests that choose the

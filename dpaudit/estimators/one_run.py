@@ -235,9 +235,8 @@ def _p_value_jit(num_examples, num_guesses, num_correct, epsilon, delta, with_de
 
 def _delta_free_epsilon(num_guesses, num_correct, significance):
   """With delta = 0 the p-value is :math:`\\Pr[\\mathrm{Bin}(r, \\sigma(\\epsilon)) \\ge v]`,
-  increasing
-  in epsilon, so the bound is the logit of the one-sided Clopper-Pearson lower limit (0 below
-  1/2): no search."""
+  increasing in epsilon, so the bound is the logit of the one-sided Clopper-Pearson lower limit (0
+  below 1/2): no search."""
   r, v = num_guesses, num_correct
   limit = binomial.cp_lower_limit(v, jnp.maximum(r, 1.0), jnp.log(significance))
   positive = jnp.logical_and(v > 0.0, limit > 0.5)
@@ -370,13 +369,12 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
   delta-free bound, itself at most ``logit(v / r)`` (``logit(significance^(1/r))`` at v = r);
   Newton's method on the log p-value (analytic derivative, bisection when a step leaves the
   bracket) shrinks that bracket to 1e-10 relative (float64) and returns its lower end: the returned
-  value is always 0
-  or an epsilon whose p-value was checked to be <= ``significance``. The search presumes the
-  p-value is non-decreasing in epsilon: the beta term is; the delta term is not in general (alpha
-  can fall as epsilon grows), but the sum was
-  non-decreasing wherever it is below 1 in every case checked (see the tests), and
-  alpha >= 2 (1 - beta) / v makes the sum reach 1 when 2 m delta >= v. Each p-value costs
-  O(log v) binomial tails (:func:`one_run_p_value`), whatever m.
+  value is always 0 or an epsilon whose p-value was checked to be <= ``significance``. The search
+  presumes the p-value is non-decreasing in epsilon: the beta term is; the delta term is not in
+  general (alpha can fall as epsilon grows), but the sum was non-decreasing wherever it is below 1
+  in every case checked (see the tests), and alpha >= 2 (1 - beta) / v makes the sum reach 1
+  when 2 m delta >= v. Each p-value costs O(log v) binomial tails (:func:`one_run_p_value`),
+  whatever m.
 
   Args:
     num_examples: number m of canaries; any shape broadcasting with the counts.
