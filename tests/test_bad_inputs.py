@@ -53,6 +53,7 @@ from dpaudit.estimators import (
   approx_dp,
   binomial,
   exposure,
+  fdp_one_run,
   mia_metrics,
   multinomial,
   one_run,
@@ -183,7 +184,8 @@ def exempt(reason: str, *names: str) -> None:
 exempt(CONTAINER, *(f"dpaudit.estimators.{n}" for n in (
     "approx_dp.ThresholdCounts", "approx_dp.ScoreEpsilon", "binomial.BetaTails",
     "binomial.LogBinomialTails", "binomial.Interval", "exposure.Exposure",
-    "mia_metrics.RocCurve", "multinomial.TruncatedPoissonMoments", "one_run.OneRunResult",
+    "fdp_one_run.FdpOneRunResult", "mia_metrics.RocCurve", "multinomial.TruncatedPoissonMoments",
+    "one_run.OneRunResult",
     "panoramia.ThresholdCurve", "panoramia.PanoramiaBounds", "rdp.EpsilonFromRdp",
     "reconstruction.BoundAtOrder", "renyi_cuts.BootstrapBound")))
 exempt("a warning category", "dpaudit.estimators.renyi_cuts.BootstrapWarning")
@@ -246,6 +248,47 @@ bad(one_run.one_run_p_value, "epsilon-nan", "epsilon", 100, 10, 5, float("nan"))
 bad(one_run.one_run_p_value, "epsilon-complex", "epsilon", 100, 10, 5, 1j)
 count_cases(one_run.default_guess_grid, "num_examples", lambda v: ((v,), {}))
 count_cases(one_run.default_guess_grid, "size", lambda v: ((100, v), {}))
+
+# fdp_one_run
+for _fn, _extra in ((fdp_one_run.fdp_one_run_mu, ()), (fdp_one_run.fdp_one_run_epsilon, (1e-6,)),
+                    (fdp_one_run.fdp_one_run_p_value, (1.0,))):
+  for _name, _i in (("num_examples", 0), ("num_guesses", 1), ("num_correct", 2)):
+    count_cases(_fn, _name, lambda v, i=_i, e=_extra: (
+        tuple(v if j == i else (100, 10, 5)[j] for j in range(3)) + e, {}))
+  bad(_fn, "num_candidates-1", "num_candidates", 100, 10, 5, *_extra, num_candidates=1)
+  bad(_fn, "num_candidates-fraction", "num_candidates", 100, 10, 5, *_extra, num_candidates=2.5)
+  bad(_fn, "num_candidates-bool", "num_candidates", 100, 10, 5, *_extra, num_candidates=True)
+  bad(_fn, "shapes", "shapes", np.ones(3), np.ones(2), 1, *_extra)
+significance_cases(fdp_one_run.fdp_one_run_mu, lambda v: ((100, 10, 5), {"significance": v}))
+significance_cases(fdp_one_run.fdp_one_run_epsilon,
+                   lambda v: ((100, 10, 5, 1e-6), {"significance": v}))
+bad(fdp_one_run.fdp_one_run_epsilon, "delta-1", "delta", 100, 10, 5, 1.0)
+bad(fdp_one_run.fdp_one_run_epsilon, "delta-nan", "delta", 100, 10, 5, float("nan"))
+bad(fdp_one_run.fdp_one_run_p_value, "mu-nan", "mu", 100, 10, 5, float("nan"))
+bad(fdp_one_run.fdp_one_run_p_value, "mu-negative", "mu", 100, 10, 5, -0.5)
+bad(fdp_one_run.fdp_one_run_p_value, "mu-complex", "mu", 100, 10, 5, 1j)
+bad(fdp_one_run.gdp_delta, "mu-negative", "mu", -1.0, 1.0)
+bad(fdp_one_run.gdp_delta, "epsilon-nan", "epsilon", 1.0, float("nan"))
+bad(fdp_one_run.gdp_epsilon, "mu-inf", "mu", float("inf"), 1e-5)
+bad(fdp_one_run.gdp_epsilon, "delta-1", "delta", 1.0, 1.0)
+bad(fdp_one_run.gdp_tradeoff_curve, "alphas-1.5", "alphas", 1.0, [0.5, 1.5])
+bad(fdp_one_run.gdp_tradeoff_curve, "mu-str", "mu", "1", [0.5])
+score_cases(fdp_one_run.fdp_one_run_from_scores, "scores", lambda v: ((v, MEMBERS, 1e-5), {}),
+            skip=ORDERED)
+bad(fdp_one_run.fdp_one_run_from_scores, "is_member-shape", "is_member", GOOD_SCORES, MEMBERS[:3],
+    1e-5)
+bad(fdp_one_run.fdp_one_run_from_scores, "is_member-2", "is_member", GOOD_SCORES,
+    np.array([0, 1, 2, 0]), 1e-5)
+significance_cases(fdp_one_run.fdp_one_run_from_scores,
+                   lambda v: ((GOOD_SCORES, MEMBERS, 1e-5), {"significance": v}))
+bad(fdp_one_run.fdp_one_run_from_scores, "delta-1", "delta", GOOD_SCORES, MEMBERS, 1.0)
+bad(fdp_one_run.fdp_one_run_from_scores, "num_guesses-fraction", "num_guesses", GOOD_SCORES,
+    MEMBERS, 1e-5, num_guesses=np.array([1.5, 2.0]))
+bad(fdp_one_run.fdp_one_run_from_scores, "num_guesses-too-many", "num_guesses", GOOD_SCORES,
+    MEMBERS, 1e-5, num_guesses=np.array([5]))
+bad(fdp_one_run.fdp_one_run_from_scores, "mode", "mode", GOOD_SCORES, MEMBERS, 1e-5, mode="best")
+bad(fdp_one_run.fdp_one_run_from_scores, "correction", "correction", GOOD_SCORES, MEMBERS, 1e-5,
+    correction="holm")
 
 # binomial
 count_cases(binomial.clopper_pearson, "successes", lambda v: ((v, 10), {}))

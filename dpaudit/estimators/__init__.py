@@ -14,6 +14,15 @@ from dpaudit.estimators.binomial import (
                                          incomplete_beta_tails,
 )
 from dpaudit.estimators.exposure import Exposure, exposure_exact, exposure_sampled
+from dpaudit.estimators.fdp_one_run import (
+                                         fdp_one_run_epsilon,
+                                         fdp_one_run_from_scores,
+                                         fdp_one_run_mu,
+                                         fdp_one_run_p_value,
+                                         gdp_delta,
+                                         gdp_epsilon,
+                                         gdp_tradeoff_curve,
+)
 from dpaudit.estimators.mia_metrics import precision_at_top, roc_auc, roc_curve, tpr_at_fpr
 from dpaudit.estimators.multinomial import goodman_intervals, sison_glaz_intervals
 from dpaudit.estimators.one_run import (
@@ -49,7 +58,9 @@ __all__ = [
     "BootstrapBound", "BootstrapWarning", "Exposure", "binary_renyi_divergence", "binomial_cdf",
     "binomial_logpmf", "binomial_sf", "clopper_pearson", "compose_rdp",
     "empirical_bernstein_interval", "epsilon_from_error_counts", "epsilon_from_scores",
-    "exposure_exact", "exposure_sampled", "goodman_intervals", "incomplete_beta_tails",
+    "exposure_exact", "exposure_sampled", "fdp_one_run_epsilon",
+    "fdp_one_run_from_scores", "fdp_one_run_mu", "fdp_one_run_p_value", "gdp_delta",
+    "gdp_epsilon", "gdp_tradeoff_curve", "goodman_intervals", "incomplete_beta_tails",
     "leakage_bits", "null_p_value", "one_run_epsilon", "one_run_epsilon_ceiling",
     "one_run_epsilon_from_scores", "one_run_p_value", "panoramia_bounds", "panoramia_null",
     "posterior_bound", "precision_at_top", "rdp_to_epsilon", "reconstruction_leakage_bound",

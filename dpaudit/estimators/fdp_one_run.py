@@ -1,0 +1,706 @@
+r"""Auditing f-differential privacy in one run (Mahloujifar, Melis & Chaudhuri, ICML 2025).
+
+The game is that of :mod:`dpaudit.estimators.one_run`, with a trade-off curve in place of
+(epsilon, delta). Each of ``m`` canaries gets a secret drawn uniformly from ``k`` candidates
+(``k = 2``: membership, each canary included with probability 1/2; ``k > 2``: reconstruction,
+one of ``k`` candidates planted); after the single run the auditor guesses the secret of
+``r <= m`` canaries (abstaining on the rest), and ``v`` guesses are right.
+
+**The bound** (the paper's recursion for guessing with abstentions). Let the mechanism be f-DP
+for a symmetric trade-off function f and write :math:`\bar f(x) = f(1 - x)` (the least
+probability an event can have under one secret when it has probability x under another). If
+the auditor has at least v right guesses with probability :math:`\gamma`, the sequences
+
+.. math::
+   a_v = \gamma \frac{v}{m}, \quad b_v = \gamma \frac{r - v}{m}, \qquad
+   b_i = \max\big(b_{i+1},\ (k - 1)\, \bar f(a_{i+1})\big), \quad
+   a_i = a_{i+1} + \frac{i}{r - i}\,(b_i - b_{i+1}) \qquad (i = v-1, \dots, 0)
+
+satisfy :math:`a_0 + b_0 \le r/m`. Here :math:`a_i` and :math:`b_i` are the least possible
+expected numbers of right and wrong guesses, divided by m, on the event of at least i right
+guesses: at i = 0 they add up to r/m exactly. The step from i + 1 to i is f-DP for one
+canary: under another of its secrets (k - 1 of them), the event "its guess is the true
+secret and at least i others are right" becomes "its guess is wrong and at least i others are
+right", whose probability is therefore at least :math:`\bar f` of the former's;
+:math:`\bar f` is convex, so the average over the m canaries keeps the bound. The ratio
+:math:`i/(r - i)` converts wrong guesses into right ones on the event of exactly i right
+guesses. So :math:`\Pr[\ge v \text{ right}] \le
+\sup\{\gamma : a_0 + b_0 \le r/m\}` (:func:`fdp_one_run_p_value`), and f is rejected at level
+beta when :math:`a_0 + b_0 > r/m` at :math:`\gamma = \beta`.
+
+**Gaussian DP.** For :math:`\mu`-GDP, :math:`f_\mu(x) = \Phi(\Phi^{-1}(1 - x) - \mu)` and
+:math:`\bar f(x) = \Phi(\Phi^{-1}(x) - \mu)`. The empirical privacy is the strongest curve of
+the family that the audit rejects, :math:`\mu_L = \sup\{\mu : a_0 + b_0 > r/m\}` at
+:math:`\gamma = \beta` (:func:`fdp_one_run_mu`; a smaller :math:`\mu` makes :math:`\bar f`
+larger and every :math:`b_i` larger, so the rejected set is an interval :math:`[0, \mu_L)`),
+reported as epsilon at a given delta through the GDP conversion (:func:`gdp_epsilon`). For a
+mechanism that is :math:`\mu`-GDP, :math:`\Pr[\mu_L > \mu] \le \beta` whenever the guesses
+are a function of the run's output alone.
+
+**Numerics.** The recursion is computed on its increments :math:`D_i = b_i - b_{i+1}`
+(the total :math:`a_0 + b_0 - \gamma r/m` is the sum of :math:`\frac{r}{r - i} D_i`), with
+:math:`D_{v-1} = (k-1)\bar f(a_v) - b_v` given in closed form. Once the max picks its second
+argument it keeps it (:math:`\bar f` increases and the :math:`a_i` do not decrease), and the
+recursion can stop early: when the increments have died out (by convexity each next one is
+at most :math:`(k - 1)\bar f'(a)\, \frac{i}{r-i}` times the last, a factor that falls with i
+while a stands still: the lane stops once it is below 1/2 and the increment below 1/20 of an
+ulp of the total) or when the total has passed a cap above the threshold (the test rejects;
+totals only grow). The search for :math:`\mu_L` is a safeguarded Newton iteration on
+:math:`q(\mu) = (r/m - \gamma r/m) / (a_0 + b_0 - \gamma r/m)` (the threshold over the
+total increment, 1 at the root), with its derivative carried through the recursion. Far from
+the root (q > 50) it steps in :math:`\log D_{v-1}`, in which :math:`\log q` has slope close to
+-1. Nearer, it works in :math:`p = 1/D_{v-1}`, in which q is close to linear while the
+recursion's gain varies slowly: a Newton step, then a quadratic :math:`p(q)` through the last
+two points (which also follows a fold, where the growth stops being bounded and q has a
+square-root point). A step that leaves the bracket, or one longer than a quarter of the step
+before the last (Numerical Recipes' rtsafe rule, stricter), gives way to bisection. Near a
+fold the root can sit within 1e-9 of a cliff of q, and the search then bisects: about 7-15
+evaluations are typical, up to about 35. Each problem of a batch runs its own iteration: every
+few recursion steps, the problems whose evaluation has ended take their next point, so a batch
+costs about as much as its slowest problem, not the sum over iterations of the slowest
+evaluation (and large batches go by chunks of similar v, :func:`_mu_batched`). The bracket is
+closed to 1e-9 relative (float64) and its lower end, an evaluated point that the test
+rejected (or 0), is returned. The cost of one evaluation grows with v (up to v steps, each
+with a normal quantile and CDF): in batches on one CPU core, a problem with v about 100 takes
+about 40 us, v about 1000 about 0.3 ms, v in the thousands milliseconds.
+
+All functions broadcast, compute in ``jnp.result_type(float)`` (float64 with
+``jax_enable_x64``; float32 is not accurate enough for the recursion's sums beyond a few
+digits) and are jit/vmap-able.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy import special as jsp
+
+from dpaudit import _validate
+from dpaudit.estimators import _compile, one_run
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_FAR = 50.0
+"""Above this q the search steps in log D_{v-1} (slope -1 of log q), aiming at q = _FAR. The
+linear model leaves out the recursion's nonlinear gain: with v in the hundreds the step lands
+at q between about 1.3 and 50; in long recursions it can overshoot into the rejected side,
+which then bounds the bracket."""
+_SMOOTH = 0.8
+"""A rejected point with q above this is on the smooth branch near the root and feeds the
+model; below it the recursion may have escaped (q sits on a plateau set by the cap)."""
+_CAP = 4.0
+"""An evaluation stops once the total increment passes _CAP times the threshold."""
+_STEPS_PER_UPDATE = 8
+"""Recursion steps between two updates of the search: the update costs about two steps, and
+a problem whose evaluation ends waits at most this many steps for its next point."""
+_MAX_EVALUATIONS = 100
+"""Per problem (a safety net: the search needs about 7 to 35)."""
+_START = 1e-6
+"""The first point after mu = 0 has D_{v-1} = _START times its value at mu = 0."""
+_CHUNK = 1024
+"""Problems searched together (:func:`_mu_batched`)."""
+
+
+def _ndtr(x):
+  """Standard normal CDF as one ``erfc`` (``jax.scipy.special.ndtr`` evaluates both ``erf`` and
+  ``erfc``); relative error below 1e-13 down to x = -37."""
+  return 0.5 * jax.lax.erfc(-x * _SQRT_HALF)
+
+
+def _pdf(x):
+  return _INV_SQRT_2PI * jnp.exp(-0.5 * x * x)
+
+
+def _tolerance(dtype) -> float:
+  return 1e-9 if jnp.finfo(dtype).bits >= 64 else 1e-5
+
+
+def _stop(dtype) -> float:
+  return float(jnp.finfo(dtype).eps) / 20.0
+
+
+# ------------------------------------------------------------------------------ recursion
+def _fresh(shape_like, mu, e0, de0, start):
+  """Recursion state for a new evaluation at ``mu`` with first increment ``e0``
+  (``de0`` = its mu-derivative), in the lanes where ``start`` holds."""
+  z = jnp.zeros_like(shape_like)
+  return dict(mu=mu, e0=jnp.maximum(e0, 0.0), de0=jnp.where(e0 > 0.0, de0, 0.0), t=z, a_inc=z,
+              b_inc=z, da_inc=z, db_inc=z, live=start)
+
+
+def _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop):
+  """One step of the recursion (i = v - 1 - t) in every lane where ``s["live"]``: adds
+  :math:`D_i` to ``b_inc`` and :math:`\\frac{i}{r-i}D_i` to ``a_inc`` (the increments
+  of b and a), with their mu-derivatives, and ends the lane's evaluation at i = 0, when the
+  increments have died out or when the total passes ``cap``."""
+  r, v, mu, t, live = num_guesses, num_correct, s["mu"], s["t"], s["live"]
+  i = v - 1.0 - t
+  a = alpha + s["a_inc"]
+  z = jsp.ndtri(jnp.minimum(a, 1.0))
+  w = z - mu
+  f_bar = (k - 1.0) * _ndtr(w)
+  # d f_bar / d a = exp(mu z - mu^2 / 2); 0 once a reaches 1 (f_bar is then 1 and flat).
+  slope = jnp.where(a < 1.0, jnp.exp(jnp.minimum(mu * z - 0.5 * mu * mu, 700.0)), 0.0)
+  d_f_bar = (k - 1.0) * (slope * s["da_inc"] - _pdf(w))
+  first = t == 0.0
+  gap = f_bar - eta - s["b_inc"]
+  d = jnp.where(first, s["e0"], jnp.maximum(gap, 0.0))
+  dd = jnp.where(first, s["de0"], jnp.where(gap > 0.0, d_f_bar - s["db_inc"], 0.0))
+  c = jnp.maximum(i, 0.0) / (r - i)
+  a_inc, b_inc = s["a_inc"] + c * d, s["b_inc"] + d
+  da_inc, db_inc = s["da_inc"] + c * dd, s["db_inc"] + dd
+  total = a_inc + b_inc
+  gain = (k - 1.0) * slope * c
+  faded = ((gain < 0.5) & (d * (1.0 + c) <= stop * total)
+           & (jnp.abs(dd) * (1.0 + c) <= stop * jnp.abs(da_inc + db_inc)))
+  go_on = (i >= 1.0) & ~faded & (total <= cap)
+  keep = lambda new, old: jnp.where(live, new, old)
+  return dict(s, t=keep(t + 1.0, t), a_inc=keep(a_inc, s["a_inc"]), b_inc=keep(b_inc, s["b_inc"]),
+              da_inc=keep(da_inc, s["da_inc"]), db_inc=keep(db_inc, s["db_inc"]), live=live & go_on)
+
+
+def _run(s, num_guesses, num_correct, k, alpha, eta, cap, stop):
+  """Steps until every lane's evaluation has ended."""
+  step = lambda s: _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop)
+  return jax.lax.while_loop(lambda s: jnp.any(s["live"]), step, s)
+
+
+def _first_increment(k, alpha, eta, z_alpha, mu):
+  r""":math:`D_{v-1} = (k-1)\bar f(a_v) - b_v` and its mu-derivative."""
+  return ((k - 1.0) * _ndtr(z_alpha - mu) - eta, -(k - 1.0) * _pdf(z_alpha - mu))
+
+
+# ------------------------------------------------------------------------------ p-value
+def _p_value(m, r, v, k, mu):
+  r""":math:`\sup\{\gamma : a_0 + b_0 \le r/m\}` by bisection on :math:`\log\gamma` (the
+  larger end, where the test rejects, is returned: an upper bound on the probability)."""
+  dtype = m.dtype
+  stop = _stop(dtype)
+  tiny = float(jnp.finfo(dtype).tiny)
+  steps = 40 + int(math.ceil(math.log2(-math.log(tiny))))  # to below 2^-40 in log(gamma)
+
+  def rejects(gamma):
+    alpha, eta = gamma * v / m, gamma * (r - v) / m
+    threshold = (1.0 - gamma) * r / m
+    e0, _ = _first_increment(k, alpha, eta, jsp.ndtri(alpha), mu)
+    s = _fresh(m, mu, e0, jnp.zeros_like(m), v >= 1.0)
+    s = _run(s, r, v, k, alpha, eta, _CAP * threshold, stop)
+    return (s["a_inc"] + s["b_inc"]) > threshold
+
+  at_one = rejects(jnp.ones_like(m))  # gamma = 1: threshold 0, rejects if any increment
+  lo, hi = jnp.full_like(m, math.log(tiny)), jnp.zeros_like(m)
+
+  def bisect(_, bracket):
+    lo, hi = bracket
+    mid = 0.5 * (lo + hi)
+    rej = rejects(jnp.exp(mid))
+    return jnp.where(rej, lo, mid), jnp.where(rej, mid, hi)
+
+  lo, hi = jax.lax.fori_loop(0, steps, bisect, (lo, hi))
+  p = jnp.exp(hi)
+  return jnp.where((v <= 0.0) | ~at_one, 1.0, p)
+
+
+@_compile.jit(fusion_emitters=False)
+def _p_value_jit(m, r, v, mu, k):
+  m, r, v, mu, k = jnp.broadcast_arrays(m, r, v, mu, k)
+  return _p_value(m, r, v, k, mu)
+
+
+# ------------------------------------------------------------------------------ mu search
+def _mu_search(m, r, v, k, beta, state: bool = False):
+  """The largest mu that the test rejects (module docstring: Numerics); with ``state``, also
+  the search's final state (evaluations ``n`` per problem, bracket ``lo``/``hi``)."""
+  dtype = m.dtype
+  tol, stop = _tolerance(dtype), _stop(dtype)
+  alpha, eta = beta * v / m, beta * (r - v) / m
+  z_alpha = jsp.ndtri(alpha)
+  threshold = (1.0 - beta) * r / m
+  cap = _CAP * threshold
+  excess_max = (k - 1.0) * alpha - eta  # D_{v-1} at mu = 0
+  trivial = (v <= 0.0) | (excess_max <= 0.0)  # no increment even at mu = 0: nothing rejected
+  log_excess_max = jnp.log(jnp.where(trivial, 1.0, excess_max))
+  tiny_log = math.log(float(jnp.finfo(dtype).tiny)) + 1.0
+  zero, no = jnp.zeros_like(m), jnp.zeros(m.shape, bool)
+  inf = jnp.full_like(m, jnp.inf)
+  # Beyond mu_0, (k - 1) f_bar(a_v) <= b_v: no increments, the test accepts.
+  mu_0 = jnp.where(eta > 0.0, z_alpha - jsp.ndtri(eta / (k - 1.0)), inf)
+
+  def mu_at(log_excess):
+    """The mu at which D_{v-1} = exp(log_excess) (decreasing in log_excess)."""
+    u = jnp.clip(log_excess, tiny_log, log_excess_max)
+    return jnp.maximum(z_alpha - jsp.ndtri((jnp.exp(u) + eta) / (k - 1.0)), 0.0)
+
+  def begin(s, mu, start):
+    e0, de0 = _first_increment(k, alpha, eta, z_alpha, mu)
+    fresh = _fresh(m, mu, e0, de0, start & (v >= 1.0))
+    return dict(s, **{key: jnp.where(start, val, s[key]) for key, val in fresh.items()})
+
+  def update(s):
+    """Lanes whose evaluation has ended: record it, pick the next point or finish."""
+    ended = ~s["live"] & ~s["done"]
+    n, mu = s["n"], s["mu"]
+    total = s["a_inc"] + s["b_inc"]
+    q = threshold / total
+    dq = -threshold * (s["da_inc"] + s["db_inc"]) / (total * total)
+    rejected = total > threshold
+    lo = jnp.where(ended & rejected, mu, s["lo"])
+    hi = jnp.where(ended & ~rejected, mu, s["hi"])
+    usable = ended & (n > 0) & (~rejected | (q > _SMOOTH)) & (dq > 0.0)
+    take = lambda new, old: jnp.where(usable, new, old)
+    # Model points in p = 1 / D_{v-1}(mu), in which q is close to linear (q = 1 / total
+    # increment, and the total is D_{v-1} times a gain that varies slowly until the recursion
+    # nears its fold): the point's p, q and dp/dq.
+    excess, d_excess = _first_increment(k, alpha, eta, z_alpha, mu)
+    p = 1.0 / excess
+    dp = -d_excess / (excess * excess) / dq
+    mu1, q1 = take(mu, s["mu1"]), take(q, s["q1"])
+    p1, s1 = take(p, s["p1"]), take(dp, s["s1"])
+    p2, q2 = take(s["p1"], s["p2"]), take(s["q1"], s["q2"])
+    points = s["points"] + usable.astype(jnp.int32)
+    log_start = jnp.where(ended & rejected & (points == 0) & (n > 0), s["log_start"] - 15.0,
+                          s["log_start"])
+    width = hi - lo
+    done = s["done"] | (ended & ((width <= tol * lo + 1e-3 * tol) | (~rejected & (n == 0))
+                                 | (n + 1 >= _MAX_EVALUATIONS)))
+    # The next point.
+    far = mu_at(jnp.log(q1 / _FAR) - jnp.log(p1))
+    # Newton in p from the newest point; with an older one, a quadratic p(q) through both
+    # (value and slope at the newest), which also follows a fold (p - p_c ~ (q - q_c)^2).
+    newton = p1 + (1.0 - q1) * s1
+    gap = q2 - q1
+    quadratic = newton + (p2 - p1 - s1 * gap) / (gap * gap) * (1.0 - q1) ** 2
+    model = jnp.where((points >= 2) & (q2 < 4.0 * _FAR), quadratic, newton)
+    model = jnp.where(model > 0.0, mu_at(-jnp.log(model)), jnp.nan)
+    nxt = jnp.where(q1 > _FAR, far, model)
+    # Converged from one side: step tol/4 past the predicted root, to close the bracket.
+    close = (points >= 1) & (jnp.abs(nxt - mu1) < 0.25 * tol * mu1)
+    nxt = jnp.where(close, nxt + jnp.where(q1 >= 1.0, -0.25, 0.25) * tol * mu1, nxt)
+    # As in Numerical Recipes' rtsafe: a model step longer than half the step before the last
+    # is not converging fast enough, and gives way to bisection (far steps excepted).
+    slow = (jnp.abs(nxt - mu1) > 0.25 * s["step_before"]) & (q1 <= _FAR)
+    inside = (points >= 1) & jnp.isfinite(nxt) & (nxt > lo) & (nxt < hi) & (close | ~slow)
+    bisection = jnp.where(jnp.isfinite(hi), 0.5 * (lo + hi), 2.0 * lo + 1.0)
+    nxt = jnp.where(inside, nxt, bisection)
+    start = mu_at(log_start)
+    start = jnp.where((start > lo) & (start < hi), start, bisection)
+    nxt = jnp.where(points >= 1, nxt, start)
+    moved = jnp.abs(nxt - mu)
+    s = dict(s, lo=lo, hi=hi, mu1=mu1, q1=q1, p1=p1, s1=s1, p2=p2, q2=q2, points=points,
+             log_start=log_start, done=done, step=jnp.where(ended, moved, s["step"]),
+             step_before=jnp.where(ended, s["step"], s["step_before"]),
+             n=n + ended.astype(jnp.int32))
+    return begin(s, nxt, ended & ~done)
+
+  def block(s):
+    step = lambda _, s: _step(s, r, v, k, alpha, eta, cap, stop)
+    return update(jax.lax.fori_loop(0, _STEPS_PER_UPDATE, step, s))
+
+  s = dict(lo=zero, hi=mu_0, mu1=zero, q1=inf, p1=zero, s1=zero, p2=zero, q2=inf,
+           points=jnp.zeros(m.shape, jnp.int32), log_start=log_excess_max + math.log(_START),
+           done=trivial, step=inf, step_before=inf, n=jnp.zeros(m.shape, jnp.int32),
+           **_fresh(m, zero, zero, zero, no))
+  s = begin(s, zero, ~trivial)  # first evaluation: mu = 0 (answer 0 unless it rejects)
+  s = jax.lax.while_loop(lambda s: ~jnp.all(s["done"]), block, s)
+  mu = jnp.where(trivial, 0.0, s["lo"])
+  return (mu, s) if state else mu
+
+
+def _mu_batched(m, r, v, k, beta):
+  """:func:`_mu_search` on the broadcast inputs, by chunks of problems of similar size.
+
+  A batch runs until its slowest problem is done, and a problem's cost grows with its number
+  of right guesses (the recursion's growth phase is most of its v steps). So the problems are
+  sorted by v and searched in chunks of :data:`_CHUNK`, one after the other: a batch then costs
+  about the sum of its problems' costs instead of its size times the largest."""
+  m, r, v, k, beta = jnp.broadcast_arrays(m, r, v, k, beta)
+  shape, size = m.shape, m.size
+  if size <= _CHUNK:
+    return _mu_search(m, r, v, k, beta)
+  order = jnp.argsort(v.reshape(-1))
+  chunks = -(-size // _CHUNK)
+  pad = chunks * _CHUNK - size
+  def prepare(x, fill):
+    x = x.reshape(-1)[order]
+    return jnp.concatenate([x, jnp.full((pad,), fill, x.dtype)]).reshape(chunks, _CHUNK)
+  # Padding: problems with no right guess, done at once.
+  args = [prepare(x, fill) for x, fill in ((m, 1.0), (r, 0.0), (v, 0.0), (k, 2.0), (beta, 0.5))]
+  found = jax.lax.map(lambda a: _mu_search(*a), tuple(args)).reshape(-1)[:size]
+  return jnp.zeros_like(found).at[order].set(found).reshape(shape)
+
+
+@_compile.jit
+def _mu_jit(m, r, v, beta, k):
+  return _mu_batched(m, r, v, k, beta)
+
+
+# ------------------------------------------------------------------------------ Gaussian DP
+def _gdp_log_delta(mu, epsilon):
+  r""":math:`\log\delta(\epsilon)` of :math:`\mu`-GDP and :math:`d\log\delta/d\epsilon`, with
+  :math:`\delta = \Phi(-\epsilon/\mu + \mu/2) - e^\epsilon\Phi(-\epsilon/\mu - \mu/2)` written
+  as :math:`\Phi(a)(1 - e^{\epsilon + \log\Phi(b) - \log\Phi(a)})` so that it keeps its
+  relative accuracy in the tail, and :math:`d\delta/d\epsilon = -e^\epsilon\Phi(b)`."""
+  safe_mu = jnp.maximum(mu, 1e-300)
+  a = -epsilon / safe_mu + 0.5 * mu
+  b = a - mu
+  log_pa, log_pb = jsp.log_ndtr(a), jsp.log_ndtr(b)
+  x = jnp.minimum(epsilon + log_pb - log_pa, 0.0)
+  log_delta = log_pa + jnp.log(-jnp.expm1(x))
+  return log_delta, -jnp.exp(epsilon + log_pb - log_delta)
+
+
+def _gdp_delta(mu, epsilon):
+  log_delta, _ = _gdp_log_delta(mu, epsilon)
+  return jnp.where(mu > 0.0, jnp.exp(log_delta), 0.0)
+
+
+@_compile.jit
+def _gdp_delta_jit(mu, epsilon):
+  mu, epsilon = jnp.broadcast_arrays(mu, epsilon)
+  return _gdp_delta(mu, epsilon)
+
+
+def _gdp_epsilon(mu, delta):
+  """Newton's method on log delta(epsilon) (decreasing in epsilon) inside the bracket
+  [0, mu^2/2 - mu Phi^{-1}(delta)] (there Phi(a) <= delta), bisection when a step leaves it."""
+  tol = _tolerance(mu.dtype)
+  safe_delta = jnp.clip(delta, jnp.finfo(mu.dtype).tiny, 1.0)
+  log_target = jnp.log(safe_delta)
+  zero_eps = (mu <= 0.0) | (_gdp_delta(mu, jnp.zeros_like(mu)) <= delta)
+  infinite = (delta <= 0.0) & ~zero_eps
+  lo = jnp.zeros_like(mu)
+  hi = jnp.maximum(0.5 * mu * mu - mu * jsp.ndtri(safe_delta), 0.0)
+  done = zero_eps | infinite
+
+  def body(s):
+    lo, hi, x, done, n = s
+    f, df = _gdp_log_delta(mu, x)
+    f = f - log_target
+    lo = jnp.where(f > 0.0, x, lo)   # delta(x) > target: the root is to the right
+    hi = jnp.where(f > 0.0, hi, x)
+    nxt = x - f / df
+    nxt = jnp.where(jnp.isfinite(nxt) & (nxt > lo) & (nxt < hi), nxt, 0.5 * (lo + hi))
+    done = done | (hi - lo <= tol * hi) | (jnp.abs(nxt - x) <= 0.1 * tol * x)
+    return lo, hi, jnp.where(done, x, nxt), done, n + 1
+
+  start = 0.5 * (lo + hi)
+  lo, hi, x, done, _ = jax.lax.while_loop(lambda s: ~jnp.all(s[3]) & (s[4] < 200), body,
+                                          (lo, hi, start, done, 0))
+  return jnp.where(zero_eps, 0.0, jnp.where(infinite, jnp.inf, x))
+
+
+@_compile.jit
+def _gdp_epsilon_jit(mu, delta):
+  mu, delta = jnp.broadcast_arrays(mu, delta)
+  return _gdp_epsilon(mu, delta)
+
+
+@_compile.jit
+def _epsilon_jit(m, r, v, delta, beta, k):
+  mu = _mu_batched(m, r, v, k, beta)
+  mu, delta = jnp.broadcast_arrays(mu, delta)
+  return _gdp_epsilon(mu, delta)
+
+
+# ------------------------------------------------------------------------------ validation
+def _check_shapes(**arrays) -> None:
+  shapes = {name: np.shape(a) for name, a in arrays.items()}
+  try:
+    np.broadcast_shapes(*shapes.values())
+  except ValueError:
+    desc = ", ".join(f"{name} has shape {shape}" for name, shape in shapes.items())
+    raise ValueError(f"shapes do not broadcast: {desc}") from None
+
+
+def _check_game(num_examples, num_guesses, num_correct, num_candidates, **others) -> None:
+  _check_shapes(num_examples=num_examples, num_guesses=num_guesses, num_correct=num_correct,
+                num_candidates=num_candidates, **others)
+  _validate.check_counts("num_examples", num_examples)
+  _validate.check_counts("num_guesses", num_guesses, num_examples, "num_examples")
+  _validate.check_counts("num_correct", num_correct, num_guesses, "num_guesses")
+  _validate.check_not_boolean("num_candidates", num_candidates)
+  _validate.check_integer_valued("num_candidates", num_candidates)
+  _validate.check_range("num_candidates", num_candidates, 2.0, finite=True)
+
+
+# ------------------------------------------------------------------------------ public API
+def fdp_one_run_p_value(num_examples, num_guesses, num_correct, mu,
+                        num_candidates=2) -> jax.Array:
+  r"""Upper bound on the probability of at least ``num_correct`` right guesses under
+  :math:`\mu`-GDP.
+
+  Mahloujifar, Melis & Chaudhuri (ICML 2025), the recursion of the module docstring with
+  :math:`\bar f(x) = \Phi(\Phi^{-1}(x) - \mu)`:
+  :math:`\sup\{\gamma \in (0, 1] : a_0 + b_0 \le r/m\}`, by bisection on
+  :math:`\log\gamma` to below :math:`2^{-40}`; the end returned is the one where the test
+  rejects (a p-value that is never too small). 1 when no increment arises even at
+  :math:`\gamma = 1`.
+
+  >>> round(float(fdp_one_run_p_value(1000, 100, 95, 0.5)), 6)  # 95 of 100 right at mu = 0.5
+  0.000505
+  >>> float(fdp_one_run_p_value(1000, 100, 40, 0.5))  # fewer than half right: no evidence
+  1.0
+
+  Args:
+    num_examples: number m of canaries; any shape broadcasting with the others.
+    num_guesses: number r of guesses, 0 <= r <= m.
+    num_correct: number v of right guesses, 0 <= v <= r.
+    mu: the GDP parameter of the null hypothesis, >= 0.
+    num_candidates: k >= 2 candidates per canary (2: membership; more: reconstruction).
+
+  Returns:
+    The bound, with the broadcast shape of the inputs.
+  """
+  _check_game(num_examples, num_guesses, num_correct, num_candidates, mu=mu)
+  _validate.check_range("mu", mu, 0.0, finite=True)
+  args = _compile.float_arguments(num_examples, num_guesses, num_correct, mu, num_candidates)
+  return _p_value_jit(*args)
+
+
+def fdp_one_run_mu(num_examples, num_guesses, num_correct, significance=0.05,
+                   num_candidates=2) -> jax.Array:
+  r"""Lower confidence bound on the Gaussian-DP parameter from one audited run.
+
+  :math:`\mu_L = \sup\{\mu \ge 0 : a_0 + b_0 > r/m \text{ at } \gamma = \beta\}`, the strongest
+  :math:`\mu`-GDP curve that the f-DP one-run audit of Mahloujifar, Melis & Chaudhuri (ICML
+  2025) rejects at level ``significance`` (module docstring): for a :math:`\mu`-GDP mechanism
+  :math:`\Pr[\mu_L > \mu] \le \beta`. Found to 1e-9 relative (float64) by the safeguarded
+  Newton search of the module docstring; the value returned is 0 or a :math:`\mu` at which the
+  test was evaluated and rejected.
+
+  >>> round(float(fdp_one_run_mu(1000, 100, 95)), 6)  # m, r, v
+  0.786812
+  >>> float(fdp_one_run_mu(1000, 100, 50))  # half right: nothing rejected
+  0.0
+
+  Args:
+    num_examples: number m of canaries; any shape broadcasting with the others.
+    num_guesses: number r of guesses, 0 <= r <= m.
+    num_correct: number v of right guesses, 0 <= v <= r.
+    significance: beta in (0, 1) of the 1 - beta confidence level.
+    num_candidates: k >= 2 candidates per canary (2: membership; more: reconstruction).
+
+  Returns:
+    The bound on mu, with the broadcast shape of the inputs.
+  """
+  _check_game(num_examples, num_guesses, num_correct, num_candidates, significance=significance)
+  _validate.check_significance(significance)
+  args = _compile.float_arguments(num_examples, num_guesses, num_correct, significance,
+                                  num_candidates)
+  return _mu_jit(*args)
+
+
+def fdp_one_run_epsilon(num_examples, num_guesses, num_correct, delta, significance=0.05,
+                        num_candidates=2) -> jax.Array:
+  r"""Lower confidence bound on epsilon at ``delta`` from the f-DP one-run audit.
+
+  :func:`gdp_epsilon` of :func:`fdp_one_run_mu`: the epsilon at ``delta`` of the strongest
+  rejected :math:`\mu`-GDP curve (Mahloujifar, Melis & Chaudhuri, ICML 2025), the number to
+  set beside :func:`dpaudit.estimators.one_run_epsilon` (Steinke, Nasr & Jagielski). It is a
+  valid bound for mechanisms whose trade-off curve is of the Gaussian family; for others it
+  is the epsilon of the GDP curve that the data reject.
+
+  >>> round(float(fdp_one_run_epsilon(1000, 100, 95, 1e-6)), 4)
+  3.7272
+
+  Args:
+    num_examples: number m of canaries; any shape broadcasting with the others.
+    num_guesses: number r of guesses, 0 <= r <= m.
+    num_correct: number v of right guesses, 0 <= v <= r.
+    delta: delta in [0, 1) at which epsilon is read (0 gives inf for any mu > 0).
+    significance: beta in (0, 1).
+    num_candidates: k >= 2 candidates per canary.
+
+  Returns:
+    The bound on epsilon, with the broadcast shape of the inputs.
+  """
+  _check_game(num_examples, num_guesses, num_correct, num_candidates, delta=delta,
+              significance=significance)
+  _validate.check_delta(delta)
+  _validate.check_significance(significance)
+  args = _compile.float_arguments(num_examples, num_guesses, num_correct, delta, significance,
+                                  num_candidates)
+  return _epsilon_jit(*args)
+
+
+def gdp_delta(mu, epsilon) -> jax.Array:
+  r""":math:`\delta(\epsilon)` of :math:`\mu`-GDP (Dong, Roth & Su 2022, Cor. 2.13):
+  :math:`\Phi(-\epsilon/\mu + \mu/2) - e^\epsilon\,\Phi(-\epsilon/\mu - \mu/2)`, computed on
+  the log scale so that small deltas keep their relative accuracy.
+
+  >>> round(float(gdp_delta(1.0, 1.0)), 6)
+  0.126937
+
+  Args:
+    mu: mu >= 0; broadcasts with ``epsilon``.
+    epsilon: epsilon >= 0.
+
+  Returns:
+    delta, with the broadcast shape.
+  """
+  _check_shapes(mu=mu, epsilon=epsilon)
+  _validate.check_range("mu", mu, 0.0, finite=True)
+  _validate.check_range("epsilon", epsilon, 0.0)
+  return _gdp_delta_jit(*_compile.float_arguments(mu, epsilon))
+
+
+def gdp_epsilon(mu, delta) -> jax.Array:
+  r""":math:`\epsilon(\delta)` of :math:`\mu`-GDP: the root of :func:`gdp_delta` in epsilon
+  (decreasing), by Newton's method on :math:`\log\delta` with a bisection safeguard, to 1e-9
+  relative or better (float64). 0 where :math:`\delta \ge 2\Phi(\mu/2) - 1`; inf at
+  delta = 0 (mu > 0).
+
+  >>> round(float(gdp_epsilon(1.0, 1e-5)), 4)
+  4.3772
+
+  Args:
+    mu: mu >= 0; broadcasts with ``delta``.
+    delta: delta in [0, 1).
+
+  Returns:
+    epsilon, with the broadcast shape.
+  """
+  _check_shapes(mu=mu, delta=delta)
+  _validate.check_range("mu", mu, 0.0, finite=True)
+  _validate.check_delta(delta)
+  return _gdp_epsilon_jit(*_compile.float_arguments(mu, delta))
+
+
+def gdp_tradeoff_curve(mu, alphas) -> jax.Array:
+  r"""The trade-off function of :math:`\mu`-GDP, :math:`f_\mu(\alpha) =
+  \Phi(\Phi^{-1}(1-\alpha) - \mu)` (the least type-II error of a test with type-I error
+  alpha), for plots beside an audit's empirical curve.
+
+  >>> [round(float(b), 4) for b in gdp_tradeoff_curve(1.0, [0.0, 0.05, 0.5, 1.0])]
+  [1.0, 0.7405, 0.1587, 0.0]
+
+  Args:
+    mu: mu >= 0; broadcasts with ``alphas``.
+    alphas: type-I errors in [0, 1].
+
+  Returns:
+    The type-II errors, with the broadcast shape.
+  """
+  _check_shapes(mu=mu, alphas=alphas)
+  _validate.check_range("mu", mu, 0.0, finite=True)
+  _validate.check_range("alphas", alphas, 0.0, 1.0)
+  mu, alphas = _compile.float_arguments(mu, alphas)
+  return _tradeoff_jit(mu, alphas)
+
+
+@_compile.jit
+def _tradeoff_jit(mu, alphas):
+  return _ndtr(-jsp.ndtri(alphas) - mu)
+
+
+class FdpOneRunResult(NamedTuple):
+  """Result of :func:`fdp_one_run_from_scores`.
+
+  Attributes:
+    mu: best lower bound on mu over the guess grid (valid at level ``significance`` only with
+      ``correction="bonferroni"``).
+    epsilon: :func:`gdp_epsilon` of ``mu`` at the call's delta.
+    num_guesses: the number of guesses r at the best grid point (first maximiser).
+    num_correct: right guesses at that r.
+    per_test_significance: level each grid point was tested at.
+    grid: the guess counts r that were swept (sorted, deduplicated).
+    grid_correct: right guesses at each grid point.
+    grid_mu: lower bound on mu at each grid point (at ``per_test_significance``).
+    optimistic: True with ``correction="none"``: ``mu`` is then the best of several tests each
+      at ``significance``, chosen after seeing the outcome, and is NOT a valid
+      1 - significance lower bound.
+  """
+  mu: jax.Array
+  epsilon: jax.Array
+  num_guesses: jax.Array
+  num_correct: jax.Array
+  per_test_significance: jax.Array
+  grid: jax.Array
+  grid_correct: jax.Array
+  grid_mu: jax.Array
+  optimistic: bool = False
+
+
+def fdp_one_run_from_scores(scores, is_member, delta, significance=0.05, *, num_guesses=None,
+                            mode: str = "symmetric",
+                            correction: str = "bonferroni") -> FdpOneRunResult:
+  r"""f-DP one-run bound (Gaussian family) from membership scores, sweeping the number of
+  guesses.
+
+  The guesses are those of :func:`dpaudit.estimators.one_run_epsilon_from_scores` (canaries
+  sorted by score, ties by index; ``mode="symmetric"``: "member" for the top
+  :math:`\lceil r/2 \rceil` and "non-member" for the bottom :math:`\lfloor r/2 \rfloor`;
+  ``mode="top"``: "member" for the top r), on the membership game (k = 2). For each r of the
+  grid, :func:`fdp_one_run_mu` (Mahloujifar, Melis & Chaudhuri, ICML 2025) is computed and the
+  best one is reported, with its epsilon at ``delta``.
+
+  Selection honesty: with ``correction="bonferroni"`` (default) every grid point is tested at
+  ``significance / len(grid)``, so by a union bound the maximum over the grid is a valid
+  1 - significance lower confidence bound. With ``correction="none"`` every grid point is
+  tested at ``significance``: the maximum over r is then optimistic (the best r is chosen after
+  seeing the outcome), and ``optimistic`` is True.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> member = rng.random(1000) < 0.5
+  >>> result = fdp_one_run_from_scores(rng.normal(2.0 * member, 1.0), member, 1e-5)
+  >>> int(result.num_guesses), round(float(result.mu), 4), round(float(result.epsilon), 4)
+  (174, 1.0483, 4.6231)
+
+  Args:
+    scores: 1-D array of m membership scores (higher = more likely member), no NaN.
+    is_member: 1-D boolean (or 0/1) array of the m true memberships.
+    delta: delta in [0, 1) at which epsilon is read.
+    significance: beta in (0, 1).
+    num_guesses: 1-D grid of guess counts r in 0..m (static); default
+      :func:`dpaudit.estimators.one_run.default_guess_grid`. Sorted and deduplicated.
+    mode: "symmetric" or "top".
+    correction: "bonferroni" or "none".
+
+  Returns:
+    :class:`FdpOneRunResult`.
+  """
+  _validate.check_choice("mode", mode, one_run.MODES)
+  _validate.check_choice("correction", correction, one_run.CORRECTIONS)
+  _validate.check_delta(delta)
+  _validate.check_significance(significance)
+  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
+  _validate.check_same_shape("scores", scores, "is_member", is_member)
+  _validate.check_binary("is_member", is_member)
+  m = int(np.shape(scores)[0])
+  if num_guesses is None:
+    grid = one_run.default_guess_grid(m)
+  else:
+    if not _validate.is_concrete(num_guesses):
+      raise TypeError("num_guesses sets the grid (and the Bonferroni factor) and must be static")
+    if np.ndim(num_guesses) != 1:
+      raise ValueError(f"num_guesses must be a 1-D grid, got shape {np.shape(num_guesses)}")
+    _validate.check_nonempty("num_guesses", num_guesses)
+    _validate.check_counts("num_guesses", num_guesses, m, "num_examples")
+    grid = np.unique(np.asarray(num_guesses).astype(np.int64))
+  dtype = jnp.result_type(float)
+  per_test = _compile.argument(significance, dtype)
+  if correction == "bonferroni":
+    per_test = per_test / len(grid)
+  out = _from_scores(_compile.argument(scores), _compile.argument(is_member),
+                     _compile.argument(delta, dtype), per_test,
+                     grid=tuple(int(r) for r in grid), mode=mode)
+  return FdpOneRunResult(*out, optimistic=correction == "none")
+
+
+@_compile.jit(static_argnames=("grid", "mode"))
+def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str):
+  dtype = per_test.dtype
+  grid = np.asarray(grid, np.int64)
+  correct = one_run._correct_counts(scores, is_member, grid, mode)
+  grid_f = jnp.asarray(grid, dtype)
+  m = jnp.full(grid_f.shape, scores.shape[0], dtype)
+  grid_mu = _mu_batched(m, grid_f, correct, jnp.full_like(m, 2.0), per_test)
+  best = jnp.argmax(grid_mu)
+  epsilon = _gdp_epsilon(grid_mu[best], delta)
+  return (grid_mu[best], epsilon, grid_f[best], correct[best], per_test, grid_f, correct,
+          grid_mu)
