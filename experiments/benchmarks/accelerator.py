@@ -32,6 +32,7 @@ from absl import flags
 
 from dpaudit import results
 from experiments import common
+from experiments.benchmarks import tables
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("tiny", False, "Tiny sizes, one timed call each: the whole suite in under a "
@@ -70,6 +71,7 @@ def _tiny_xla_flags() -> None:
 
 def _write(report: dict) -> None:
   from experiments.benchmarks import accelerator_workloads as w
+  report["table"] = w.table(report)
   results.write_json(os.path.join(FLAGS.output_dir, "results.json"), report)
   path = os.path.join(FLAGS.output_dir, "results.md")
   with open(path + ".tmp", "w") as f:
@@ -144,7 +146,8 @@ def main(argv):
             "platform": device.platform, "cpu_cores": os.cpu_count(), "tiny": FLAGS.tiny,
             "scale": FLAGS.scale, "measure_s": ctx.measure_s, "budget_s": FLAGS.budget_s,
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "workloads": {}, "versions": common.versions(), "command": " ".join(sys.argv)}
+            "workloads": {}, "versions": common.versions(), "command": " ".join(sys.argv),
+            "machine": tables.machine(f"{device.platform}:{device.device_kind}")}
   progress(f"device {device} ({device.device_kind}); workloads: {', '.join(names)}")
   processes = FLAGS.processes or (2 if FLAGS.tiny else 1)
   if processes > 1 and len(names) > 1:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from experiments.benchmarks import tables
 from experiments.benchmarks.accelerator_context import (  # noqa: F401  (the suite's namespace)
   Context,
   both,
@@ -62,12 +63,32 @@ COLUMNS = ("workload", "measurement", "unit", "accelerator", "CPU (JAX)", "accel
            "peer on CPU", "accel/peer", "max rel. err vs f64 CPU", "target", "met", "note")
 
 
-def _number(value) -> str:
-  if value is None:
-    return "-"
-  if isinstance(value, bool):
-    return "yes" if value else "no"
-  return f"{value:.3g}"
+_number = tables.number
+
+
+def table(report: dict) -> list[dict]:
+  """The report's rows as :mod:`~experiments.benchmarks.tables` rows: each measurement's
+  accelerator rate against the peer's on the host and against dpaudit on the host CPU (JAX),
+  and against its goal where it has one; on a CPU-only run (the CPU is the accelerator) the
+  rate alone or against the peer, with no goal judged."""
+  on_cpu = report.get("platform") == "cpu"
+  rows = []
+  for name, entry in report["workloads"].items():
+    for r in entry["rows"]:
+      workload, rate, unit = f"{name}: {r['name']}", r["accelerator"], r["unit"]
+      if rate is None:
+        continue
+      if r["peer"] is not None:
+        rows.append(tables.row(workload, rate, unit, peer=r["peer_rate"],
+                               peer_name=f"{r['peer']} on the host"))
+      if not on_cpu and r["cpu"] is not None:
+        rows.append(tables.row(workload, rate, unit, peer=r["cpu"],
+                               peer_name="dpaudit on the host CPU (JAX)"))
+      elif r["peer"] is None:
+        rows.append(tables.row(workload, rate, unit))
+      if not on_cpu and r["target"] is not None:
+        rows.append(tables.goal_row(workload, rate, unit, r["target"]))
+  return rows
 
 
 def markdown(report: dict) -> str:

@@ -33,7 +33,7 @@ from absl import flags
 
 from dpaudit import models, results
 from experiments import common
-from experiments.benchmarks import hot_paths
+from experiments.benchmarks import hot_paths, tables
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mlp", "lenet5"], "Models to time: mlp, lenet5 (and wrn16_4).")
@@ -49,6 +49,9 @@ flags.DEFINE_float("l2_clip_norm", 1.0, "DP-SGD clipping norm.")
 flags.DEFINE_string("output_dir", "out/benchmarks/dpsgd", "Where results.json goes.")
 
 TARGET_RATIO = {"mlp": 1.5, "lenet5": 1.3}
+TARGET_SPEEDUP_VS_OPACUS = {"mlp": 30.0}
+TORCH_PEERS = {"opacus": "Opacus step (hooks)", "opacus_ghost": "Opacus step (ghost clipping)",
+               "torch_nonprivate": "PyTorch non-private step"}
 TORCH_MODEL = {"mlp": "mlp", "lenet5": "cnn"}
 EXAMPLE_SHAPE = hot_paths.EXAMPLE_SHAPE
 
@@ -129,10 +132,39 @@ def _report(name: str) -> dict:
       opacus_ghost = _torch_median_ms(torch_result, "opacus_ghost")
       if opacus_ghost is not None:
         report["opacus_ghost_over_dp_ghost"] = opacus_ghost / ghost
-      if name == "mlp":
-        report["target_speedup_vs_opacus"] = 30.0
-        report["meets_opacus_target"] = bool(opacus / ghost >= 30.0)
+      if name in TARGET_SPEEDUP_VS_OPACUS:
+        report["target_speedup_vs_opacus"] = TARGET_SPEEDUP_VS_OPACUS[name]
+        report["meets_opacus_target"] = bool(opacus / ghost >= TARGET_SPEEDUP_VS_OPACUS[name])
   return report
+
+
+def table(result: dict) -> list[dict]:
+  """Per model, the DP-SGD step (ghost clipping) in ms against the non-private JAX step (target:
+  at most ``TARGET_RATIO`` times its time, so a ratio of at least the inverse), the vmap DP step
+  and the torch steps (:mod:`~experiments.benchmarks.tables`)."""
+  rows = []
+  for name, report in result["models"].items():
+    jax_times = report["jax"]
+    ghost = jax_times["dp_ghost"]["median_ms"]
+    workload = f"{name} DP-SGD step, ghost clipping, batch {result['batch_size']}"
+    target = report["target_dp_over_nonprivate"]
+    rows.append(tables.row(workload, ghost, "ms", peer=jax_times["nonprivate"]["median_ms"],
+                           peer_name="JAX non-private step",
+                           target=None if target is None else 1.0 / target))
+    rows.append(tables.row(workload, ghost, "ms", peer=jax_times["dp_vmap"]["median_ms"],
+                           peer_name="JAX DP-SGD step, vmap per-example gradients"))
+    torch = report.get("torch")
+    if torch is not None and not torch.get("available", True):
+      rows.append(tables.row(workload, ghost, "ms", peer_name=f"Opacus: {torch['reason']}",
+                             target=TARGET_SPEEDUP_VS_OPACUS.get(name)))
+      continue
+    for method, peer_name in TORCH_PEERS.items() if torch is not None else ():
+      peer = _torch_median_ms(torch, method)
+      error = (torch.get(method) or {}).get("error")
+      rows.append(tables.row(
+          workload, ghost, "ms", peer=peer, peer_name=f"{peer_name}: {error}" if error else
+          peer_name, target=TARGET_SPEEDUP_VS_OPACUS.get(name) if method == "opacus" else None))
+  return rows
 
 
 @common.cli
@@ -159,8 +191,10 @@ def main(argv):
       "batch_size": FLAGS.batch_size, "noise_multiplier": FLAGS.noise_multiplier,
       "l2_clip_norm": FLAGS.l2_clip_norm,
       "models": {name: _report(name) for name in FLAGS.models},
-      "versions": common.versions(),
+      "versions": common.versions(), "machine": tables.machine(),
+      "command": " ".join(sys.argv),
   }
+  result["table"] = table(result)
   result["wall_time_s"] = time.perf_counter() - start
   results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
   print(results.dumps(result))

@@ -36,6 +36,7 @@ from experiments import common
 from experiments.benchmarks import estimators_counts as counts
 from experiments.benchmarks import estimators_renyi as renyi
 from experiments.benchmarks import estimators_scores as scores
+from experiments.benchmarks import tables
 from experiments.benchmarks.estimator_inputs import scaled_size
 from experiments.benchmarks.estimators_timing import (
   CALIBRATION_PROGRAM,
@@ -141,6 +142,35 @@ def peers_installed() -> dict[str, str | None]:
   return out
 
 
+def table(workloads: list[dict], judged: bool) -> list[dict]:
+  """Each workload's dpaudit median in ms against its fastest peer (target: the workload's
+  ratio; no peer when none is installed), or against its time limit, or (throughput) against
+  scipy on one core extrapolated; then the slowest first call's compile time against the 2 s
+  goal (:mod:`~experiments.benchmarks.tables`). Targets only at full scale (``judged``)."""
+  rows = []
+  for w in workloads:
+    ours = 1e3 * w["dpaudit"]["median_s"]
+    if w["group"] == "throughput":
+      rows.append(tables.row(w["name"], ours, "ms", peer=1e3 * w["scipy_one_core_s"],
+                             peer_name="scipy, one core (extrapolated)"))
+    elif w["peers"]:
+      fastest = w["fastest_peer"]
+      rows.append(tables.row(w["name"], ours, "ms", peer=1e3 * w["peers"][fastest]["median_s"],
+                             peer_name=fastest.replace("_", "-"),
+                             target=w["target_ratio"] if judged else None))
+    elif w["target_seconds"] is not None:
+      rows.append(tables.goal_row(w["name"], ours, "ms", 1e3 * w["target_seconds"], judged))
+    else:  # its peers are optional and none is installed
+      rows.append(tables.row(w["name"], ours, "ms",
+                             peer_name=f"not installed: {w['target'].split(' vs ', 1)[-1]}",
+                             target=w["target_ratio"] if judged else None))
+  if workloads:
+    slowest = max(workloads, key=lambda w: w["dpaudit"]["compile_s"])
+    rows.append(tables.goal_row(f"compile time of the slowest first call ({slowest['name']})",
+                                slowest["dpaudit"]["compile_s"], "s", COMPILE_TARGET_S, judged))
+  return rows
+
+
 @common.cli
 def main(argv) -> None:
   del argv
@@ -176,6 +206,8 @@ def main(argv) -> None:
       "all_targets_met": (all(r["target_met"] for r in judged) if full_scale and judged
                           else None),
       "unmet": [r["name"] for r in judged if not r["target_met"]],
+      "machine": tables.machine(),
+      "table": table(results, full_scale and bool(judged)),
   }
   report = _finite(report)
   path = common.write_results(FLAGS.output_dir, "benchmarks.estimators", config, report,

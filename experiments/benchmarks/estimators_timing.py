@@ -197,7 +197,8 @@ def record(results: list, name: str, group: str, ours: dict, peers: dict, target
     times = times + again()
     ours["median_s"], ours["repeats"] = statistics.median(times), len(times)
     ours["first_call_excess_s"] = max(ours["first_call_s"] - ours["median_s"], 0.0)
-  entry = {"name": name, "group": group, "dpaudit": ours, "peers": peers, "target": target}
+  entry = {"name": name, "group": group, "dpaudit": ours, "peers": peers, "target": target,
+           "target_ratio": target_ratio, "target_seconds": target_seconds}
   if peers:
     fastest = min(peers, key=lambda k: peers[k]["median_s"])
     entry["fastest_peer"] = fastest

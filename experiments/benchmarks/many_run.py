@@ -46,7 +46,7 @@ from absl import flags
 from dpaudit import data, models, results
 from dpaudit.dpsgd import clipping, training
 from experiments import common
-from experiments.benchmarks import hot_paths, timing
+from experiments.benchmarks import hot_paths, tables, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_runs", 1000, "T, the number of independent DP-SGD runs.")
@@ -106,6 +106,22 @@ def _validate_flags() -> None:
   if not 0 <= FLAGS.chunk_size <= FLAGS.num_runs:
     raise ValueError(f"--chunk_size={FLAGS.chunk_size} is outside [0, --num_runs="
                      f"{FLAGS.num_runs}]")
+
+
+def table(result: dict) -> list[dict]:
+  """The vmapped runs against each loop (:mod:`~experiments.benchmarks.tables`), seconds for
+  all T runs (the loops extrapolated), target 20x against either."""
+  what = f"{result['num_runs']} {result['model']} DP-SGD runs of {result['num_steps']} steps"
+  vmapped = result["vmapped"]["median_s"]
+  return [
+      tables.row(f"{what}, vmapped", vmapped, "s",
+                 peer=result["sequential"]["extrapolated_total_s"],
+                 peer_name="loop over runs, one compiled scan each, extrapolated",
+                 target=result["target_speedup"]),
+      tables.row(f"{what}, vmapped", vmapped, "s",
+                 peer=result["sequential_step_loop"]["extrapolated_total_s"],
+                 peer_name="loop over runs and steps, as dpsgd.train, extrapolated",
+                 target=result["target_speedup"])]
 
 
 @common.cli
@@ -174,8 +190,9 @@ def main(argv):
       "equality_check": check,
       "equality_check_step_loop": check_loop,
       "command": " ".join(sys.argv),
-      "versions": common.versions(),
+      "versions": common.versions(), "machine": tables.machine(),
   }
+  result["table"] = table(result)
   result["wall_time_s"] = time.perf_counter() - start
   results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
   print(results.dumps(result))

@@ -26,6 +26,7 @@ from absl import flags
 
 from dpaudit import results
 from experiments import common
+from experiments.benchmarks import tables
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_classes", 10, "Classes C of the noisy argmax.")
@@ -113,6 +114,30 @@ def _rate(result, num_trials):
   return num_trials / statistics.median(result["seconds"])
 
 
+def table(report: dict, on_cpu: bool) -> list[dict]:
+  """The report's rows (:mod:`~experiments.benchmarks.tables`): each engine configuration
+  against the faster NumPy baseline (the target on the fastest configuration, on a CPU; on an
+  accelerator, the 1e9 trials/s goal), then the peak memory by trial count."""
+  best_numpy = report["best_numpy"]
+  peer = report["numpy_baseline"][best_numpy]["trials_per_s"]
+  rows = []
+  for name, entry in report["engine"].items():
+    impl, _, devices = name.partition("/")
+    count = devices[:-len("dev")]
+    where = f", {count} host device{'s' * (count != '1')}" if devices else ""
+    workload = f"noisy argmax C={report['num_classes']}, {impl} keys{where}"
+    target = report["target_speedup_cpu"] if on_cpu and name == report["best_engine"] else None
+    rows.append(tables.row(workload, entry["trials_per_s"], "trials/s", peer=peer,
+                           peer_name=f"NumPy, {best_numpy} normals", target=target))
+  if not on_cpu:
+    rows.append(tables.goal_row(f"noisy argmax C={report['num_classes']}, fastest keys",
+                                report["gpu_trials_per_s"], "trials/s",
+                                report["gpu_target_trials_per_s"]))
+  for n, mb in report["peak_rss_mb_by_num_trials"].items():
+    rows.append(tables.row(f"peak resident memory, {int(n):.0e} trials", mb, "MB"))
+  return rows
+
+
 def check_flags() -> None:
   """Every flag, before a worker is spawned or anything written: counts in [1, MAX_COUNT], the
   classes and a chunk's trials within the machine's memory, known PRNGs and workers."""
@@ -194,7 +219,9 @@ def main(argv):
       "peak_rss_mb_by_num_trials": memory,
       "gpu_target_trials_per_s": 1e9,
       "gpu_trials_per_s": None if on_cpu else engine[best_engine]["trials_per_s"],
+      "command": " ".join(sys.argv), "machine": tables.machine(first["devices"][0]),
   }
+  report["table"] = table(report, on_cpu)
   results.write_json(os.path.join(FLAGS.output_dir, "results.json"), report)
   print(results.dumps(report))
 

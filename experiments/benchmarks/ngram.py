@@ -36,7 +36,7 @@ from dpaudit import results
 from dpaudit.audits import reconstruction
 from dpaudit.models import ngram
 from experiments import common
-from experiments.benchmarks import hot_paths, timing
+from experiments.benchmarks import hot_paths, tables, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_models", 10_000, "N, the number of models trained.")
@@ -76,6 +76,23 @@ def _validate_flags() -> None:
   if not 0 <= FLAGS.chunk_size <= FLAGS.num_models:
     raise ValueError(f"--chunk_size={FLAGS.chunk_size} is outside [0, --num_models="
                      f"{FLAGS.num_models}]")
+
+
+def table(result: dict) -> list[dict]:
+  """The vmapped models against each loop, seconds for all N models (the loops extrapolated;
+  target 100x), and the vmapped time against its 5 s goal
+  (:mod:`~experiments.benchmarks.tables`)."""
+  what = (f"{result['num_models']} lazy n-gram models T={result['canary_length']}, "
+          f"{result['num_steps']} steps, vmapped")
+  vmapped = result["vmapped"]["median_s"]
+  return [
+      tables.row(what, vmapped, "s", peer=result["sequential_step_loop"]["extrapolated_total_s"],
+                 peer_name="loop over models and steps, as dpsgd.train, extrapolated",
+                 target=result["target_speedup"]),
+      tables.row(what, vmapped, "s", peer=result["sequential"]["extrapolated_total_s"],
+                 peer_name="loop over models, one compiled scan each, extrapolated",
+                 target=result["target_speedup"]),
+      tables.goal_row(what, vmapped, "s", result["target_seconds"])]
 
 
 @common.cli
@@ -131,8 +148,9 @@ def main(argv):
       "equality_check_step_loop": timing.check_equal(vparams, vsizes, louts,
                                                      FLAGS.check_models),
       "command": " ".join(sys.argv),
-      "versions": common.versions(),
+      "versions": common.versions(), "machine": tables.machine(),
   }
+  result["table"] = table(result)
   result["wall_time_s"] = time.perf_counter() - start
   results.write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
   print(results.dumps(result))

@@ -23,7 +23,7 @@ import time
 from absl import flags
 
 from experiments import common
-from experiments.benchmarks import hot_paths
+from experiments.benchmarks import hot_paths, tables
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_trials", 2**24, "dpaudit trials per timed run.")
@@ -149,6 +149,20 @@ def measure_teachers(config, architecture: str):
   return entry
 
 
+def table(workloads: list[dict], teacher_entries: list[dict]) -> list[dict]:
+  """dpaudit's trials/s against NumPy's (target 3x), then the vmapped teachers against the loop
+  over teachers (:mod:`~experiments.benchmarks.tables`)."""
+  rows = [tables.row(f"{r['name']} (windows {min(r['windows'])}-{max(r['windows'])})",
+                     r["dpaudit_trials_per_s"], "trials/s", peer=r["numpy_trials_per_s"],
+                     peer_name="NumPy: multinomial, float32 normals, argmax",
+                     target=r["target_ratio"]) for r in workloads]
+  rows += [tables.row(f"{t['name']}, vmapped", t["vmapped_teachers_per_s"], "teachers/s",
+                      peer=t["loop_teachers_per_s"],
+                      peer_name="loop over teachers, one compiled program")
+           for t in teacher_entries]
+  return rows
+
+
 def config_from_flags():
   common.check_count("num_trials", FLAGS.num_trials)
   common.check_count("numpy_trials", FLAGS.numpy_trials)
@@ -196,7 +210,8 @@ def main(argv) -> None:
   report = {"device": f"{jax.devices()[0].platform} x {len(jax.devices())}",
             "cpu_cores": os.cpu_count(), "workloads": results, "teachers": teacher_entries,
             "all_targets_met": all(r["target_met"] for r in results),
-            "unmet": [r["name"] for r in results if not r["target_met"]]}
+            "unmet": [r["name"] for r in results if not r["target_met"]],
+            "machine": tables.machine(), "table": table(results, teacher_entries)}
   path = common.write_results(FLAGS.output_dir, "benchmarks.private_prediction", config,
                               report, timer.seconds)
   with open(path) as f:

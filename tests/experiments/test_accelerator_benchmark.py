@@ -13,6 +13,7 @@ from dpaudit.results import read_json
 # where other tests import other CLIs.
 from experiments.benchmarks import accelerator_workloads as w
 from tests.conftest import run_module
+from tests.experiments.test_performance_docs import assert_table
 
 ROW_KEYS = {"workload", "name", "unit", "accelerator", "cpu", "accelerator_over_cpu", "peer",
             "peer_rate", "accelerator_over_peer", "max_rel_err", "target", "met", "note",
@@ -50,6 +51,11 @@ def test_tiny_suite_reports_every_workload(tmp_path):
   assert montecarlo[0]["target"] == 1e9 and montecarlo[0]["peer_rate"] > 0
   for workload in ("many_run", "ngram"):
     assert report["workloads"][workload]["rows"][0]["details"]["equality_check"]["passed"]
+  # On a CPU alone: each measurement once (against its peer where it has one), no goal judged.
+  assert_table(report["table"], sum(len(e["rows"]) for e in report["workloads"].values()))
+  assert all(r["target"] is None and r["met"] is None for r in report["table"])
+  assert report["table"][0]["peer"] == montecarlo[0]["peer_rate"]
+  assert report["machine"]["device"] == "cpu:cpu"
 
 
 def test_budget_skips_workloads_and_exits_non_zero(tmp_path):

@@ -314,6 +314,12 @@ CASES: dict[str, dict[str, list[str]]] = {
         "absurd_size_2": [f"--chunk_size={BIG}"],
         "unknown_choice": ["--prng_impl=nope"],
     },
+    "experiments.benchmarks.performance_docs": {
+        "output_under_file": ["--output={file}/sub/performance.md"],
+        "benchmarks_dir_is_file": ["--benchmarks_dir={file}"],
+        "unknown_flag": ["--no_such_flag=1"],
+        "positional": ["stray"],
+    },
     "experiments.benchmarks.private_prediction": {
         "not_a_number": ["--num_trials=abc"],
         "inf": ["--noise_multiplier=inf"],
@@ -327,7 +333,8 @@ CASES: dict[str, dict[str, list[str]]] = {
     },
 }
 
-NO_OUTPUT_DIR = {"experiments.benchmarks.dpsgd_torch"}  # prints its JSON line, writes nothing
+NO_OUTPUT_DIR = {"experiments.benchmarks.dpsgd_torch",  # prints its JSON line, writes nothing
+                 "experiments.benchmarks.performance_docs"}  # writes the one page --output names
 
 # Split so that the two xdist workers each drive about half of the CLIs.
 GROUPS = {

@@ -2,6 +2,7 @@
 
 from dpaudit.results import loads, read_json
 from tests.conftest import run_module
+from tests.experiments.test_performance_docs import assert_table
 
 
 def _run(*flags):
@@ -12,7 +13,7 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   out = _run(f"--output_dir={tmp_path}", "--num_seeds=2", "--num_rows=200", "--num_queries=100",
              "--num_repeats=1", "--flow_rows=100", "--flow_hidden_dim=4", "--flow_epochs=1")
   assert out.returncode == 0, out.stderr
-  written = read_json(tmp_path / "benchmark.json")
+  written = read_json(tmp_path / "results.json")
   assert loads(out.stdout) == written
   assert (written["seeds"], written["num_rows"], written["num_queries"]) == (2, 200, 100)
   kde, flow = written["kde"], written["flow"]
@@ -23,6 +24,10 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   # The vmapped fit of seed 0 gives the single fit's density (float32 training).
   assert flow["max_log_density_difference_seed0"] < 1e-3
   assert "game" not in written  # only with --game
+  assert_table(written["table"], 2)
+  assert [r["dpaudit"] for r in written["table"]] == [kde["vmapped_median_s"], flow["vmapped_s"]]
+  assert [r["peer"] for r in written["table"]] == [kde["loop_median_s"], flow["loop_s"]]
+  assert written["machine"]["cpu_cores"] > 0 and "domias" in written["command"]
   assert out.stderr.splitlines()[-2:] == [f"kde: {kde['speedup']:.2f}x",
                                           f"flow: {flow['speedup']:.2f}x"]
 
@@ -33,4 +38,4 @@ def test_bad_flag_is_one_line(tmp_path):
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith(
       "error: --num_seeds=0 is outside the valid range [1, ")
-  assert not (tmp_path / "benchmark.json").exists()
+  assert not (tmp_path / "results.json").exists()

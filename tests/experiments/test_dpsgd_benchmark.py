@@ -2,6 +2,7 @@
 
 from dpaudit.results import loads, read_json
 from tests.conftest import run_module
+from tests.experiments.test_performance_docs import assert_table
 
 
 def _run(*flags):
@@ -22,6 +23,17 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
     assert report["dp_ghost_over_nonprivate"] > 0
     assert isinstance(report["meets_ratio_target"], bool)
     assert "torch" not in report
+  # Per model: the DP step against the non-private step (target 1 / TARGET_RATIO), then vmap.
+  table = written["table"]
+  assert_table(table, 4)
+  assert [r["workload"].split()[0] for r in table] == ["mlp", "mlp", "lenet5", "lenet5"]
+  for r, model in zip(table[::2], ("mlp", "lenet5")):
+    report = written["models"][model]
+    assert r["dpaudit"] == report["jax"]["dp_ghost"]["median_ms"] and r["unit"] == "ms"
+    assert abs(r["ratio"] * report["dp_ghost_over_nonprivate"] - 1) < 1e-12
+    assert abs(r["target"] * report["target_dp_over_nonprivate"] - 1) < 1e-12
+    assert r["met"] == report["meets_ratio_target"]
+  assert written["machine"]["cpu_cores"] > 0 and "dpsgd" in written["command"]
 
 
 def test_bad_flags_give_one_line_errors(tmp_path):

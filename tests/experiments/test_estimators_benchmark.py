@@ -2,6 +2,7 @@
 
 from dpaudit.results import loads, read_json
 from tests.conftest import run_module
+from tests.experiments.test_performance_docs import assert_table
 
 
 def _run(*flags):
@@ -38,6 +39,20 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
       assert abs(w["ratio"] - w["peers"]["scipy"]["median_s"] / ours["median_s"]) < 1e-9
       assert w["max_rel_diff"] < 1e-10  # the same limits as scipy's Beta quantiles
     assert w["target_met"] == (w["name"] not in written["unmet"])
+  # One row per workload (against scipy, jax-privacy when installed, or a time limit), then
+  # the compile goal; no targets below full scale.
+  table = written["table"]
+  assert_table(table, len(names) + 1)
+  assert [r["workload"] for r in table[:-1]] == names
+  assert all(r["target"] is None for r in table)
+  for r, w in zip(table, written["workloads"]):
+    assert r["dpaudit"] == 1e3 * w["dpaudit"]["median_s"] and r["unit"] == "ms"
+    if w["peers"]:
+      assert r["peer"] == 1e3 * w["peers"][w["fastest_peer"]]["median_s"]
+    else:
+      assert r["peer_name"].startswith(("goal: at most", "not installed: ")), r
+  assert table[-1]["unit"] == "s" and table[-1]["peer"] == 2.0
+  assert table[-1]["dpaudit"] == max(w["dpaudit"]["compile_s"] for w in written["workloads"])
 
 
 def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path):
@@ -55,6 +70,8 @@ def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path
     assert r["pairs_per_s"] > 0 and r["dpaudit"]["recompiles_on_new_values"] == 0
     limit = 1e-10 if r["precision"] == "float64" else 3e-2  # float32: n up to 1e9 is inexact
     assert r["max_rel_diff"] < limit, r
+  assert_table(written["table"], 13)
+  assert written["table"][0]["peer_name"] == "scipy, one core (extrapolated)"
 
 
 def test_bad_flags_give_one_line_errors(tmp_path):

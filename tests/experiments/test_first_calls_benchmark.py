@@ -2,6 +2,7 @@
 
 from dpaudit.results import loads, read_json
 from tests.conftest import run_module
+from tests.experiments.test_performance_docs import assert_table
 
 
 def _run(*flags):
@@ -23,6 +24,10 @@ def test_each_workload_compiles_in_fresh_processes(tmp_path):
     assert w["compile_range_s"] == [min(w["compile_s"]), max(w["compile_s"])]
     assert min(w["first_call_s"]) >= min(w["compile_s"]) * 0.5
     assert w["target_met"] is None
+  [row] = written["table"]
+  assert_table([row])
+  assert row["dpaudit"] == written["workloads"][0]["compile_median_s"] and row["peer"] == 2.0
+  assert row["target"] is None  # judged at full scale only
 
 
 def test_bad_flags_give_one_line():

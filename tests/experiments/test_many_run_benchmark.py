@@ -2,6 +2,7 @@
 
 from dpaudit.results import loads, read_json
 from tests.conftest import run_module
+from tests.experiments.test_performance_docs import assert_table
 
 
 def _run(*flags):
@@ -37,6 +38,13 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   assert check["max_abs_diff"] <= 1e-5
   stats = written["batch_size_stats"]
   assert 0 <= stats["min"] <= stats["mean"] <= stats["max"]
+  assert_table(written["table"], 2)  # vmapped against the scan loop, then the step loop
+  scan, steps = written["table"]
+  assert scan["dpaudit"] == steps["dpaudit"] == vmapped["median_s"] and scan["unit"] == "s"
+  assert scan["ratio"] == written["speedup"] and scan["target"] == 20.0
+  assert scan["met"] == written["meets_target"]
+  assert steps["peer"] == written["sequential_step_loop"]["extrapolated_total_s"]
+  assert written["machine"]["cpu_cores"] > 0 and "many_run" in written["command"]
 
 
 def test_bad_flags_give_one_line_errors(tmp_path):

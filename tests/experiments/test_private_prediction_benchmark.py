@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from dpaudit.results import loads, read_json
+from tests.experiments.test_performance_docs import assert_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,6 +37,12 @@ def test_tiny_benchmark_compares_with_numpy(tmp_path):
   assert teachers["name"] == "teachers k=3 digits logistic 1 epochs"
   assert teachers["ratio"] == teachers["vmapped_teachers_per_s"] / teachers["loop_teachers_per_s"]
   assert teachers["max_abs_param_diff_teacher_0"] < 1e-5  # the vmapped teacher is the same
+  assert_table(written["table"], 5)  # the four PATE workloads, then the teachers
+  for r, w in zip(written["table"], rows):
+    assert (r["dpaudit"], r["peer"], r["target"]) == (w["dpaudit_trials_per_s"],
+                                                      w["numpy_trials_per_s"], 3.0)
+    assert r["met"] == w["target_met"] and r["unit"] == "trials/s"
+  assert written["table"][-1]["dpaudit"] == teachers["vmapped_teachers_per_s"]
 
 
 def test_bad_flags_give_one_line_errors(tmp_path):
