@@ -36,7 +36,7 @@ BENCHMARKS = {
     "montecarlo": ("Monte Carlo engine", "The noisy argmax's trials through "
                    "`dpaudit.montecarlo.count_outcomes` under each PRNG and number of host "
                    "devices, against the vectorised NumPy a user would write; then peak memory."),
-    "private_prediction": ("Private prediction: PATE's vote model", "Trials of PATE's histogram "
+    "private_prediction": ("Private prediction: histogram models", "Trials of PATE's histogram "
                            "model through the noisy argmax, against vectorised NumPy; then "
                            "teachers trained as one vmapped program against a loop."),
     "estimators": ("Estimators", "Each bound of `dpaudit.estimators` against the fastest peer "
