@@ -81,7 +81,9 @@ In every table, `dpaudit` and `peer` are medians from the same run. `ratio` is h
 better dpaudit is: peer / dpaudit for times, dpaudit / peer for rates (units per second).
 `target` is the ratio the benchmark aims at, and `met` says whether the ratio reaches it. A
 peer named `goal` is an absolute goal (a time limit or a rate) with target 1. Numbers have
-three significant digits.
+three significant digits. Each heading gives the machine and its load average when the run
+started: above the number of cores, the machine was shared, absolute times and rates are
+pessimistic and ratios less reliable than on a quiet machine.
 
 To regenerate a table, run the command under its heading with `--output_dir=DIR`. Copy
 `DIR/results.json` to the JSON file named there, then run
@@ -117,7 +119,9 @@ def machine_line(report: dict) -> str:
   if isinstance(m, dict):
     cpu = (f"{m.get('cpu_cores')} CPU cores"
            + (f" ({m['cpu_model']})" if m.get("cpu_model") else ""))
-    return ", ".join(str(x) for x in (m.get("device"), cpu, m.get("system")) if x)
+    load = m.get("load_average_at_start")
+    load = None if load is None else f"load average {load:g} at the start"
+    return ", ".join(str(x) for x in (m.get("device"), cpu, m.get("system"), load) if x)
   device = report.get("device_kind") or report.get("device") or "unrecorded device"
   if report.get("platform"):
     device = f"{report['platform']}: {device}"

@@ -82,17 +82,23 @@ def _cpu_model() -> str | None:
   return platform.processor() or None
 
 
+# The host's 1-minute load average when the benchmark started (this module is imported at its
+# start): timings taken on a shared machine say so.
+LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
 def machine(device: str | None = None) -> dict[str, Any]:
   """Where a benchmark ran: its JAX ``device`` (when not given, JAX's first device as
-  ``platform:kind``, with `` x N`` for N devices), the host's CPU cores and CPU model, and the
-  operating system."""
+  ``platform:kind``, with `` x N`` for N devices), the host's CPU cores and CPU model, the
+  operating system and the load average when the benchmark started."""
   if device is None:
     import jax
     devices = jax.devices()
     device = f"{devices[0].platform}:{devices[0].device_kind}" + (
         f" x {len(devices)}" if len(devices) > 1 else "")
   return {"device": device, "cpu_cores": os.cpu_count(), "cpu_model": _cpu_model(),
-          "system": f"{platform.system()} {platform.machine()}"}
+          "system": f"{platform.system()} {platform.machine()}",
+          "load_average_at_start": None if LOAD_AT_START is None else round(LOAD_AT_START, 2)}
 
 
 def check_table(table: Any) -> list[dict[str, Any]]:
