@@ -55,7 +55,7 @@ two points (which also follows a fold, where the growth stops being bounded and 
 square-root point). A step that leaves the bracket, or one longer than a quarter of the step
 before the last (Numerical Recipes' rtsafe rule, stricter), gives way to bisection. Near a
 fold the root can sit within 1e-9 of a cliff of q, and the search then bisects: about 7-15
-evaluations are typical, up to about 35. Each problem of a batch runs its own iteration: every
+evaluations are typical, up to about 40. Each problem of a batch runs its own iteration: every
 few recursion steps, the problems whose evaluation has ended take their next point, so a batch
 costs about as much as its slowest problem, not the sum over iterations of the slowest
 evaluation (and large batches go by chunks of similar v, :func:`_mu_batched`). The bracket is
@@ -94,11 +94,12 @@ _SMOOTH = 0.8
 model; below it the recursion may have escaped (q sits on a plateau set by the cap)."""
 _CAP = 4.0
 """An evaluation stops once the total increment passes _CAP times the threshold."""
-_STEPS_PER_UPDATE = 8
-"""Recursion steps between two updates of the search: the update costs about two steps, and
-a problem whose evaluation ends waits at most this many steps for its next point."""
+_STEPS_PER_UPDATE = 16
+"""Recursion steps between two updates of the search: the update costs a few steps, and a
+problem whose evaluation ends waits at most this many steps for its next point (on 1e4
+problems with v <= 100, 8 and 16 ran about as fast, 4 and 64 up to 1.6x slower)."""
 _MAX_EVALUATIONS = 100
-"""Per problem (a safety net: the search needs about 7 to 35)."""
+"""Per problem (a safety net: the search needs about 7 to 40)."""
 _START = 1e-6
 """The first point after mu = 0 has D_{v-1} = _START times its value at mu = 0."""
 _CHUNK = 1024
@@ -267,28 +268,27 @@ def _mu_search(m, r, v, k, beta, state: bool = False):
     width = hi - lo
     done = s["done"] | (ended & ((width <= tol * lo + 1e-3 * tol) | (~rejected & (n == 0))
                                  | (n + 1 >= _MAX_EVALUATIONS)))
-    # The next point.
-    far = mu_at(jnp.log(q1 / _FAR) - jnp.log(p1))
+    # The next point, chosen as a value of log D_{v-1} and mapped to mu once: the start point
+    # (no model point yet), a far step, or the model's root.
     # Newton in p from the newest point; with an older one, a quadratic p(q) through both
     # (value and slope at the newest), which also follows a fold (p - p_c ~ (q - q_c)^2).
     newton = p1 + (1.0 - q1) * s1
     gap = q2 - q1
     quadratic = newton + (p2 - p1 - s1 * gap) / (gap * gap) * (1.0 - q1) ** 2
     model = jnp.where((points >= 2) & (q2 < 4.0 * _FAR), quadratic, newton)
-    model = jnp.where(model > 0.0, mu_at(-jnp.log(model)), jnp.nan)
-    nxt = jnp.where(q1 > _FAR, far, model)
+    target = jnp.where(q1 > _FAR, jnp.log(q1 / _FAR) - jnp.log(p1),
+                       jnp.where(model > 0.0, -jnp.log(jnp.maximum(model, 1e-300)), jnp.nan))
+    nxt = mu_at(jnp.where(points >= 1, target, log_start))
     # Converged from one side: step tol/4 past the predicted root, to close the bracket.
     close = (points >= 1) & (jnp.abs(nxt - mu1) < 0.25 * tol * mu1)
     nxt = jnp.where(close, nxt + jnp.where(q1 >= 1.0, -0.25, 0.25) * tol * mu1, nxt)
-    # As in Numerical Recipes' rtsafe: a model step longer than half the step before the last
-    # is not converging fast enough, and gives way to bisection (far steps excepted).
-    slow = (jnp.abs(nxt - mu1) > 0.25 * s["step_before"]) & (q1 <= _FAR)
-    inside = (points >= 1) & jnp.isfinite(nxt) & (nxt > lo) & (nxt < hi) & (close | ~slow)
+    # As in Numerical Recipes' rtsafe, a model step that is not converging fast enough (here:
+    # longer than a quarter of the step before the last) gives way to bisection, and so does
+    # one that leaves the bracket (far steps and the start are not held to the first rule).
+    slow = (jnp.abs(nxt - mu1) > 0.25 * s["step_before"]) & (q1 <= _FAR) & (points >= 1)
+    inside = jnp.isfinite(nxt) & (nxt > lo) & (nxt < hi) & (close | ~slow)
     bisection = jnp.where(jnp.isfinite(hi), 0.5 * (lo + hi), 2.0 * lo + 1.0)
     nxt = jnp.where(inside, nxt, bisection)
-    start = mu_at(log_start)
-    start = jnp.where((start > lo) & (start < hi), start, bisection)
-    nxt = jnp.where(points >= 1, nxt, start)
     moved = jnp.abs(nxt - mu)
     s = dict(s, lo=lo, hi=hi, mu1=mu1, q1=q1, p1=p1, s1=s1, p2=p2, q2=q2, points=points,
              log_start=log_start, done=done, step=jnp.where(ended, moved, s["step"]),
