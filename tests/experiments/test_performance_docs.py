@@ -5,7 +5,11 @@ benchmark's ``table`` that the benchmarks' smoke tests share."""
 
 import json
 import os
+import re
 
+import pytest
+
+from experiments.benchmarks import performance_page
 from tests.conftest import ROOT, run_module
 
 MODULE = "experiments.benchmarks.performance_docs"
@@ -40,12 +44,10 @@ def _generate(*flags):
   return run_module(MODULE, *flags)
 
 
-def test_the_page_is_what_the_generator_writes_from_the_kept_json(tmp_path):
-  out = _generate(f"--output={tmp_path / 'performance.md'}")
-  assert out.returncode == 0, out.stderr
-  with open(os.path.join(ROOT, "docs", "performance.md"), "rb") as f:
+def test_the_page_is_what_the_generator_writes_from_the_kept_json():
+  with open(os.path.join(ROOT, "docs", "performance.md"), encoding="utf-8") as f:
     committed = f.read()
-  assert (tmp_path / "performance.md").read_bytes() == committed, (
+  assert performance_page.page(os.path.join(ROOT, "docs", "benchmarks")) == committed, (
       "docs/performance.md differs from the kept JSON: rerun "
       "`python -m experiments.benchmarks.performance_docs`")
 
@@ -60,9 +62,10 @@ def test_a_benchmark_json_renders_its_table_row(tmp_path):
                         "system": "Linux x86_64"}}
   (tmp_path / "montecarlo.json").write_text(json.dumps(report))
   page = tmp_path / "page.md"
-  out = _generate(f"--benchmarks_dir={tmp_path}", f"--output={page}")
+  out = _generate(f"--benchmarks_dir={tmp_path}", f"--output={page}")  # the CLI writes the page
   assert out.returncode == 0, out.stderr
   text = page.read_text()
+  assert text == performance_page.page(str(tmp_path))
   assert ("| noisy argmax C=10 | 2.5e+07 trials/s | 5e+06 trials/s (NumPy, float32 normals) "
           "| 5x | 1.5x | yes |") in text
   assert "- Command: `python -m experiments.benchmarks.montecarlo --num_trials=1024`" in text
@@ -82,19 +85,25 @@ def _one_line_error(out):
   return lines[0]
 
 
+def test_bad_input_is_a_value_error_naming_the_file(tmp_path):
+  path = tmp_path / "ngram.json"
+  for text, message in (
+      ('{"table": [', f"{path} is not valid JSON"),
+      (json.dumps({"table": [{
+          "workload": "w", "dpaudit": 1.0, "peer": 2.0, "peer_name": None, "unit": "s",
+          "ratio_of": "peer / dpaudit", "ratio": 2.0, "target": 3.0, "met": True}]}),
+       "table row 0: met=True but ratio 2.0 vs target 3.0"),
+      ("[]", "not a benchmark's JSON object")):
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(message)):
+      performance_page.page(str(tmp_path))
+  with pytest.raises(ValueError, match="is not a directory"):
+    performance_page.page(str(tmp_path / "nope"))
+
+
 def test_bad_input_is_one_line(tmp_path):
   page = tmp_path / "page.md"
   (tmp_path / "ngram.json").write_text('{"table": [')
   line = _one_line_error(_generate(f"--benchmarks_dir={tmp_path}", f"--output={page}"))
   assert f"{tmp_path / 'ngram.json'} is not valid JSON" in line
-  (tmp_path / "ngram.json").write_text(json.dumps({"table": [{
-      "workload": "w", "dpaudit": 1.0, "peer": 2.0, "peer_name": None, "unit": "s",
-      "ratio_of": "peer / dpaudit", "ratio": 2.0, "target": 3.0, "met": True}]}))
-  line = _one_line_error(_generate(f"--benchmarks_dir={tmp_path}", f"--output={page}"))
-  assert "table row 0: met=True but ratio 2.0 vs target 3.0" in line
-  (tmp_path / "ngram.json").write_text("[]")
-  assert "not a benchmark's JSON object" in _one_line_error(
-      _generate(f"--benchmarks_dir={tmp_path}", f"--output={page}"))
-  assert "is not a directory" in _one_line_error(
-      _generate(f"--benchmarks_dir={tmp_path / 'nope'}", f"--output={page}"))
   assert not page.exists()
