@@ -21,7 +21,11 @@ The suite's time goes mostly to compiling small programs, so three settings make
 * In-process tests share the experiments' persistent compilation cache
   (``$DPAUDIT_COMPILATION_CACHE_DIR`` or ``~/.cache/dpaudit/jax_compilation_cache``, as
   :func:`experiments.common.enable_compilation_cache`): a program that both xdist workers, or a
-  library test and a CLI subprocess, compile is compiled once.
+  library test and a CLI subprocess, compile is compiled once. The tests keep every program
+  there, however quick its compile (``DPAUDIT_COMPILATION_CACHE_MIN_SECS=0``, inherited by the
+  CLI subprocesses, unless set): the tiny configurations compile many sub-second programs, which
+  each resumed CLI run and the other worker would otherwise compile again (measured with an empty
+  cache on three CLI and audit test files, 2 cores: 214 s -> 191 s of CPU time).
 """
 
 import gc
@@ -44,6 +48,7 @@ import pytest  # noqa: E402  # after XLA_FLAGS
 from experiments import common  # noqa: E402  # after XLA_FLAGS
 
 jax.config.update("jax_enable_x64", True)
+os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_MIN_SECS", "0")
 common.enable_compilation_cache()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,6 +75,8 @@ SLOW_FIRST = (
     "tests/launch/test_xm.py",
     "tests/launch/test_local.py",
     "tests/test_tightness.py",
+    "tests/test_doctests.py",
+    "tests/estimators/test_production_compile.py",
     "tests/test_docs.py",
 )
 
