@@ -664,28 +664,9 @@ def fdp_one_run_from_scores(scores, is_member, delta, significance=0.05, *, num_
   Returns:
     :class:`FdpOneRunResult`.
   """
-  _validate.check_choice("mode", mode, one_run.MODES)
-  _validate.check_choice("correction", correction, one_run.CORRECTIONS)
-  _validate.check_delta(delta)
-  _validate.check_significance(significance)
-  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
-  _validate.check_same_shape("scores", scores, "is_member", is_member)
-  _validate.check_binary("is_member", is_member)
-  m = int(np.shape(scores)[0])
-  if num_guesses is None:
-    grid = one_run.default_guess_grid(m)
-  else:
-    if not _validate.is_concrete(num_guesses):
-      raise TypeError("num_guesses sets the grid (and the Bonferroni factor) and must be static")
-    if np.ndim(num_guesses) != 1:
-      raise ValueError(f"num_guesses must be a 1-D grid, got shape {np.shape(num_guesses)}")
-    _validate.check_nonempty("num_guesses", num_guesses)
-    _validate.check_counts("num_guesses", num_guesses, m, "num_examples")
-    grid = np.unique(np.asarray(num_guesses).astype(np.int64))
-  dtype = jnp.result_type(float)
-  per_test = _compile.argument(significance, dtype)
-  if correction == "bonferroni":
-    per_test = per_test / len(grid)
+  grid, per_test = one_run._guess_grid_and_level(scores, is_member, delta, significance,
+                                                 num_guesses, mode, correction)
+  dtype = per_test.dtype
   out = _from_scores(_compile.argument(scores), _compile.argument(is_member),
                      _compile.argument(delta, dtype), per_test,
                      grid=tuple(int(r) for r in grid), mode=mode)

@@ -487,6 +487,38 @@ def _correct_counts(scores, is_member, grid: np.ndarray, mode: str):
   return top_members[n_top] + bottom_nonmembers
 
 
+def _guess_grid_and_level(scores, is_member, delta, significance, num_guesses, mode: str,
+                           correction: str) -> tuple[np.ndarray, jax.Array]:
+  """The checked inputs of a from-scores one-run bound: the sorted, deduplicated grid of guess
+  counts (default :func:`default_guess_grid`) and the level each grid point is tested at
+  (``significance``, divided by the grid's size under ``correction="bonferroni"``). Shared by
+  :func:`one_run_epsilon_from_scores` and
+  :func:`dpaudit.estimators.fdp_one_run.fdp_one_run_from_scores`, so both make the same
+  guesses at the same levels."""
+  _validate.check_choice("mode", mode, MODES)
+  _validate.check_choice("correction", correction, CORRECTIONS)
+  _validate.check_delta(delta)
+  _validate.check_significance(significance)
+  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
+  _validate.check_same_shape("scores", scores, "is_member", is_member)
+  _validate.check_binary("is_member", is_member)
+  m = int(np.shape(scores)[0])
+  if num_guesses is None:
+    grid = default_guess_grid(m)
+  else:
+    if not _validate.is_concrete(num_guesses):
+      raise TypeError("num_guesses sets the grid (and the Bonferroni factor) and must be static")
+    if np.ndim(num_guesses) != 1:
+      raise ValueError(f"num_guesses must be a 1-D grid, got shape {np.shape(num_guesses)}")
+    _validate.check_nonempty("num_guesses", num_guesses)
+    _validate.check_counts("num_guesses", num_guesses, m, "num_examples")
+    grid = np.unique(np.asarray(num_guesses).astype(np.int64))
+  per_test = _compile.argument(significance, _float_dtype())
+  if correction == "bonferroni":
+    per_test = per_test / len(grid)
+  return grid, per_test
+
+
 def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05, *,
                                 num_guesses=None, mode: str = "symmetric",
                                 correction: str = "bonferroni") -> OneRunResult:
@@ -533,29 +565,9 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   >>> round(float(result.epsilon), 4), int(result.num_guesses), int(result.num_correct)
   (1.7724, 100, 93)
   """
-  _validate.check_choice("mode", mode, MODES)
-  _validate.check_choice("correction", correction, CORRECTIONS)
-  _validate.check_delta(delta)
-  _validate.check_significance(significance)
-  _validate.check_real_array("scores", scores, ndim=1, neg_inf=True, pos_inf=True)
-  _validate.check_same_shape("scores", scores, "is_member", is_member)
-  _validate.check_binary("is_member", is_member)
-  m = int(np.shape(scores)[0])
-  if num_guesses is None:
-    grid = default_guess_grid(m)
-  else:
-    if not _validate.is_concrete(num_guesses):
-      raise TypeError("num_guesses sets the grid (and the Bonferroni factor) and must be static")
-    if np.ndim(num_guesses) != 1:
-      raise ValueError(f"num_guesses must be a 1-D grid, got shape {np.shape(num_guesses)}")
-    _validate.check_nonempty("num_guesses", num_guesses)
-    _validate.check_counts("num_guesses", num_guesses, m, "num_examples")
-    grid = np.unique(np.asarray(num_guesses).astype(np.int64))
-
-  dtype = _float_dtype()
-  per_test = _compile.argument(significance, dtype)
-  if correction == "bonferroni":
-    per_test = per_test / len(grid)
+  grid, per_test = _guess_grid_and_level(scores, is_member, delta, significance, num_guesses,
+                                         mode, correction)
+  dtype = per_test.dtype
   out = _from_scores(_compile.argument(scores), _compile.argument(is_member),
                      _compile.argument(delta, dtype), per_test,
                      grid=tuple(int(r) for r in grid), mode=mode,
