@@ -116,6 +116,11 @@ def _estimator_cases():
     return (np.stack([rng.multinomial(10**5, x) for x in p]).astype(np.float64),
             np.stack([rng.multinomial(10**5, x) for x in q]).astype(np.float64))
 
+  def guesses(rng, size):  # one-run games: m canaries, r guesses, v right (about 90%)
+    m = rng.integers(1000, 10_001, size)
+    r = rng.integers(10, 301, size)
+    return m.astype(np.float64), r.astype(np.float64), rng.binomial(r, 0.9).astype(np.float64)
+
   def cp(k, n):
     out = est.clopper_pearson(k, n, 0.05)
     return jnp.stack([out.lower, out.upper])
@@ -127,6 +132,8 @@ def _estimator_cases():
        lambda i, o: est.epsilon_from_scores(i, o, 0.0, 0.05, "bonferroni").epsilon),
       ("one_run_epsilon_from_scores", "canaries/s", (1e6, 1e7), 1e6, 1e3, canaries,
        lambda s, m: est.one_run_epsilon_from_scores(s, m, 1e-5, 0.05).epsilon),
+      ("fdp_one_run_mu", "triples/s", (1e4, 1e5), 1e4, 10, guesses,
+       lambda m, r, v: est.fdp_one_run_mu(m, r, v, 0.05)),
       ("renyi_two_cut_lower_bound", "count pairs/s", (1e6, 1e7), 1e6, 1e3, two_cut,
        lambda *a: est.renyi_two_cut_lower_bound(*a, orders, 0.05)),
       ("renyi_k_cut_lower_bound[sison-glaz]", "histograms/s", (1e3, 1e4), 100, 10, k_cut,
