@@ -10,7 +10,9 @@ stated confidence, labelled with what kind of bound it is and what it could at m
   of the scores into choosing and evaluating halves).
 * :func:`one_run_from_scores`: one training run with m canaries, half of them inserted at
   random (Steinke, Nasr & Jagielski 2023; UniAud Thm. 2): an epsilon lower bound from O(1)
-  training runs.
+  training runs, valid for any (epsilon, delta)-DP algorithm; beside it (``alternatives``) the
+  f-DP one-run bound of the same guesses (Mahloujifar, Melis & Chaudhuri, ICML 2025), valid if
+  the mechanism's trade-off curve is Gaussian (mu-GDP).
 * :func:`dpsgd`: DP-SGD on your own flax model and data, with any of the DP-SGD games
   (many-run, one-run, UniAud, UniAud++; :mod:`dpaudit.audits.dpsgd`), held against the
   accountant's epsilon.
@@ -28,6 +30,7 @@ stated confidence, labelled with what kind of bound it is and what it could at m
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,6 +42,14 @@ from dpaudit import _validate, estimators, montecarlo, results
 
 FINITE_SAMPLE = "finite-sample"
 """A lower bound that holds at its confidence for every number of observations."""
+
+ASSUMES_ANY_DP = "any (eps, delta)-DP algorithm"
+"""What the one-run bound of Steinke, Nasr & Jagielski assumes (``AuditResult.assumes``)."""
+ASSUMES_GAUSSIAN = "if the trade-off curve is Gaussian (mu-GDP)"
+"""What the f-DP one-run bound of the Gaussian family assumes (Mahloujifar, Melis & Chaudhuri,
+ICML 2025): a 1 - beta lower bound only for a mechanism that is mu-GDP for some mu."""
+ASSUMES_RUN_CURVE = "if the curve is this DP-SGD run's with some noise multiplier"
+"""What the f-DP one-run bound within the audited DP-SGD run's own curve family assumes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +71,12 @@ class AuditResult:
     reference: a value to hold the bound against (e.g. the accountant's epsilon), if given.
     reference_kind: what ``reference`` is (e.g. ``"theoretical upper bound"``).
     details: method-specific figures (plain Python values).
+    assumes: what the bound assumes about the mechanism beyond the observations, in words
+      (:data:`ASSUMES_ANY_DP`, :data:`ASSUMES_GAUSSIAN`, :data:`ASSUMES_RUN_CURVE`); None
+      where the method says it all.
+    alternatives: bounds from the same observations under other assumptions (e.g. the f-DP
+      one-run bound beside the Steinke one), each an :class:`AuditResult` with its own
+      ``assumes``; they cost no further observations.
   """
   quantity: str
   lower_bound: float
@@ -73,14 +90,29 @@ class AuditResult:
   reference: float | None = None
   reference_kind: str | None = None
   details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  assumes: str | None = None
+  alternatives: tuple[AuditResult, ...] = ()
+
+  def __post_init__(self):
+    object.__setattr__(self, "alternatives", tuple(self.alternatives))
 
   def summary(self) -> str:
-    """One line: the bound, what it is, and what it is held against.
+    """One line: the bound, what it is, what it assumes and what it is held against; then one
+    line per alternative (``"  beside it: "`` and its own summary).
 
     >>> AuditResult("epsilon", 1.25, 0.95, FINITE_SAMPLE, "scores", 2000, ceiling=6.1,
     ...             delta=1e-5).summary()  # doctest: +NORMALIZE_WHITESPACE
     'epsilon >= 1.25 at delta = 1e-05 (95% finite-sample lower bound; 2000 observations;
      ceiling 6.1; scores)'
+    >>> fdp = AuditResult("epsilon", 2.5, 0.95, FINITE_SAMPLE, "f-DP", 2000, delta=1e-5,
+    ...                   assumes=ASSUMES_GAUSSIAN)
+    >>> steinke = AuditResult("epsilon", 1.25, 0.95, FINITE_SAMPLE, "Steinke", 2000,
+    ...                       delta=1e-5, assumes=ASSUMES_ANY_DP, alternatives=(fdp,))
+    >>> print(steinke.summary())  # doctest: +NORMALIZE_WHITESPACE
+    epsilon >= 1.25 at delta = 1e-05 (95% finite-sample lower bound; 2000 observations;
+      Steinke; valid for any (eps, delta)-DP algorithm)
+      beside it: epsilon >= 2.5 at delta = 1e-05 (95% finite-sample lower bound; 2000
+      observations; f-DP; valid if the trade-off curve is Gaussian (mu-GDP))
     """
     at = (f" at delta = {self.delta:g}" if self.delta is not None else
           f" at order {self.order:g}" if self.order is not None else "")
@@ -90,11 +122,15 @@ class AuditResult:
     if self.ceiling is not None:
       parts.append(f"ceiling {self.ceiling:.3g}")
     parts.append(self.method)
+    if self.assumes:
+      parts.append(("valid " if self.assumes.startswith("if ") else "valid for ")
+                   + self.assumes)
     relation = "=" if self.kind == "measurement" else ">="
     line = f"{self.quantity} {relation} {self.lower_bound:.3g}{at} ({'; '.join(parts)})"
     if self.reference is not None:
       line += f"; against {self.reference:.3g} ({self.reference_kind})"
-    return line
+    return "\n".join([line] + ["  beside it: " + alt.summary().replace("\n", "\n  ")
+                               for alt in self.alternatives])
 
   def to_dict(self) -> dict[str, Any]:
     """Strict-JSON-ready dict (:func:`dpaudit.results.to_json_value`)."""
@@ -166,25 +202,38 @@ def from_scores(in_scores, out_scores, *, delta: float = 0.0, confidence: float 
 def one_run_from_scores(scores, is_member, *, delta: float = 0.0, confidence: float = 0.95,
                         reference: float | None = None,
                         reference_kind: str = "theoretical upper bound") -> AuditResult:
-  """Epsilon lower bound from one training run with canaries (Steinke, Nasr & Jagielski 2023).
+  """Epsilon lower bound from one training run with canaries (Steinke, Nasr & Jagielski 2023),
+  and beside it the f-DP one-run bound of the same guesses (Mahloujifar, Melis & Chaudhuri,
+  ICML 2025).
 
   ``scores[i]`` is the attack's score of canary i and ``is_member[i]`` whether it was inserted
   (each independently with probability 1/2, before training). The guesses are the highest and
   lowest scores; the number of guesses is chosen over a grid with Bonferroni correction. Calls
-  :func:`dpaudit.estimators.one_run_epsilon_from_scores`.
+  :func:`dpaudit.estimators.one_run_epsilon_from_scores`: the bound returned holds for any
+  (epsilon, delta)-DP algorithm (``assumes``). Its ``alternatives`` hold the f-DP one-run bound
+  of :func:`dpaudit.estimators.fdp_one_run_from_scores` on the same scores, guesses and grid
+  (float64): the epsilon at ``delta`` of the strongest mu-GDP curve the audit rejects, a
+  1 - beta lower bound only *if the mechanism's trade-off curve is Gaussian* (mu-GDP for some
+  mu); ``details["mu_lower_bound"]`` is its mu. At ``delta = 0`` a mu-GDP curve with mu > 0
+  has no finite epsilon, so the alternative then bounds mu itself (quantity ``"GDP mu"``).
 
   >>> import numpy as np
   >>> rng = np.random.default_rng(0)
   >>> member = rng.random(10_000) < 0.5
   >>> result = one_run_from_scores(rng.normal(3.0 * member, 1.0), member, delta=1e-5)
-  >>> result.lower_bound > 1.0, result.lower_bound <= result.ceiling
-  (True, True)
+  >>> result.lower_bound > 1.0, result.lower_bound <= result.ceiling, result.assumes
+  (True, True, 'any (eps, delta)-DP algorithm')
+  >>> fdp, = result.alternatives
+  >>> fdp.lower_bound > result.lower_bound, fdp.assumes
+  (True, 'if the trade-off curve is Gaussian (mu-GDP)')
   """
   confidence = _confidence(confidence)
   _validate.check_delta(delta)
   reference, reference_kind = _reference(reference, reference_kind)
-  out = estimators.one_run_epsilon_from_scores(scores, is_member, delta,
-                                               _significance(confidence))
+  significance = _significance(confidence)
+  out = estimators.one_run_epsilon_from_scores(scores, is_member, delta, significance)
+  fdp = _fdp_gaussian(scores, is_member, delta=delta, confidence=confidence,
+                      reference=reference, reference_kind=reference_kind)
   return AuditResult(
       "epsilon", float(out.epsilon), confidence, FINITE_SAMPLE,
       "one training run: guesses on the highest and lowest canary scores, Bonferroni over "
@@ -192,7 +241,34 @@ def one_run_from_scores(scores, is_member, *, delta: float = 0.0, confidence: fl
       ceiling=float(np.max(out.grid_epsilon_ceiling)), delta=float(delta),
       reference=reference,
       reference_kind=reference_kind,
-      details={"num_guesses": int(out.num_guesses), "num_correct": int(out.num_correct)})
+      details={"num_guesses": int(out.num_guesses), "num_correct": int(out.num_correct)},
+      assumes=ASSUMES_ANY_DP, alternatives=(fdp,))
+
+
+def _fdp_gaussian(scores, is_member, *, delta: float, confidence: float,
+                  reference: float | None, reference_kind: str | None) -> AuditResult:
+  """The f-DP one-run bound (Gaussian family) of :func:`one_run_from_scores`'s guesses, as an
+  :class:`AuditResult` (arguments already checked)."""
+  significance = _significance(confidence)
+  with jax.enable_x64(True):
+    out = estimators.fdp_one_run_from_scores(scores, is_member, delta, significance)
+    grid = np.asarray(out.grid)
+    perfect = float(np.max(np.asarray(estimators.fdp_one_run_mu(
+        float(np.shape(scores)[-1]), grid, grid, float(out.per_test_significance)))))
+    perfect_epsilon = float(estimators.gdp_epsilon(perfect, delta)) if delta > 0 else perfect
+  mu = float(out.mu)
+  at_delta = delta > 0
+  return AuditResult(
+      "epsilon" if at_delta else "GDP mu", float(out.epsilon) if at_delta else mu, confidence,
+      FINITE_SAMPLE, "one training run, f-DP (Mahloujifar, Melis & Chaudhuri 2025): the "
+      "strongest mu-GDP curve the same guesses reject, Bonferroni over the number of guesses",
+      int(np.shape(scores)[-1]), ceiling=perfect_epsilon,
+      delta=float(delta) if at_delta else None,
+      reference=reference if at_delta else None,
+      reference_kind=reference_kind if at_delta else None,
+      details={"mu_lower_bound": mu, "num_guesses": int(out.num_guesses),
+               "num_correct": int(out.num_correct)},
+      assumes=ASSUMES_GAUSSIAN)
 
 
 def _counts(mechanism, key, num_trials, num_outcomes, dataset, chunk_size):
@@ -409,6 +485,11 @@ def domias(synthetic: Any, reference_data: Any, candidates: Any, is_member: Any,
   of Steinke et al. (:func:`one_run_from_scores`) is a valid lower bound on the epsilon of
   the generator's training; with ``"fixed"`` (members and non-members chosen otherwise) the
   threshold test of :func:`from_scores` bounds how distinguishable the two groups' records are.
+  Under ``"bernoulli"`` the result is :func:`one_run_from_scores`'s, with its f-DP (Gaussian
+  family) bound in ``alternatives``; under ``"fixed"`` there is none: the f-DP one-run bound
+  needs the one-run game (each candidate a member by an independent fair coin) as much as the
+  Steinke bound does, and the threshold test's premise (records as independent trials) is
+  not one that a trade-off curve of the generator's training can be tested on.
 
   >>> import numpy as np
   >>> rng = np.random.default_rng(0)
@@ -445,8 +526,11 @@ def domias(synthetic: Any, reference_data: Any, candidates: Any, is_member: Any,
                          confidence=confidence, reference=reference,
                          reference_kind=reference_kind)
   auc = float(estimators.roc_auc(scores[is_member], scores[~is_member]))
-  return dataclasses.replace(result, method="DOMIAS density-ratio scores (KDE), "
-                             + result.method, details={**result.details, "auc": auc})
+  prefix = "DOMIAS density-ratio scores (KDE), "
+  return dataclasses.replace(
+      result, method=prefix + result.method, details={**result.details, "auc": auc},
+      alternatives=tuple(dataclasses.replace(alt, method=prefix + alt.method)
+                         for alt in result.alternatives))
 
 
 def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> AuditResult:
@@ -465,7 +549,13 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
   ``canaries_only=True`` trains on the canaries alone (m = n), not appended to the data. The
   bound is held against the accountant's epsilon for the relation the game tests. A game
   reporting its best number of guesses without correction (``correction="none"``) is
-  labelled ``"optimistic"``, not a valid lower bound.
+  labelled ``"optimistic"``, not a valid lower bound. The one-run games (``one_run``,
+  ``uniaud``, ``uniaud_plus``) report the Steinke bound (valid for any (epsilon, delta)-DP
+  algorithm, ``assumes``) and in ``alternatives`` the f-DP one-run bounds of the same guesses
+  (Mahloujifar, Melis & Chaudhuri, ICML 2025): the Gaussian family's
+  (``epsilon_fdp_gaussian``; valid if the curve is mu-GDP) and, where computed, the run's own
+  curve family's (``epsilon_fdp_run``; valid if the curve is this run's subsampled Gaussian
+  composition with some noise multiplier).
 
   >>> import jax, numpy as np
   >>> from dpaudit.audits.dpsgd import AuditData, DPSGDAuditConfig
@@ -477,6 +567,8 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
   >>> result = dpsgd(jax.random.key(0), data, config)
   >>> 0.0 <= result.lower_bound <= result.reference, result.quantity
   (True, 'epsilon')
+  >>> [alt.assumes for alt in result.alternatives][:1]
+  ['if the trade-off curve is Gaussian (mu-GDP)']
   """
   from dpaudit.audits import dpsgd as games  # pylint: disable=g-import-not-at-top
   if isinstance(model, str):
@@ -488,15 +580,33 @@ def dpsgd(key: jax.Array, data: Any, config: Any, *, model: Any = None) -> Audit
   name = (type(model).__name__ if model is not None else
           f"MLP(hidden_sizes={tuple(config.hidden_sizes)})" if config.model == "mlp"
           else config.model)
+  common = dict(quantity="epsilon", confidence=1.0 - float(config.significance), kind=kind,
+                observations=int(result.num_observations), delta=float(config.delta),
+                reference=float(result.epsilon_theory),
+                reference_kind="the accountant's epsilon (theoretical upper bound)")
+  method = f"DP-SGD, game {result.game} with {result.canary} canaries"
+  alternatives = []
+  if result.game != "many_run":
+    for field, assumes, what, extra in (
+        ("epsilon_fdp_gaussian", ASSUMES_GAUSSIAN, "the strongest mu-GDP curve rejected",
+         "mu_lower_bound"),
+        ("epsilon_fdp_run", ASSUMES_RUN_CURVE, "the strongest curve of the run's family "
+         "rejected", "noise_multiplier_upper_bound")):
+      value = float(getattr(result, field, math.nan))  # NaN: not computed
+      if math.isnan(value):
+        continue
+      figures = {extra: float(result.details[extra])} if extra in result.details else {}
+      alternatives.append(AuditResult(
+          lower_bound=value, method=f"{method}, f-DP one run (Mahloujifar, Melis & Chaudhuri "
+          f"2025): {what} by the same guesses", assumes=assumes, details=figures, **common))
   return AuditResult(
-      "epsilon", float(result.epsilon_lower_bound), 1.0 - float(config.significance), kind,
-      f"DP-SGD, game {result.game} with {result.canary} canaries",
-      int(result.num_observations), ceiling=float(result.epsilon_ceiling),
-      delta=float(config.delta), reference=float(result.epsilon_theory),
-      reference_kind="the accountant's epsilon (theoretical upper bound)",
+      lower_bound=float(result.epsilon_lower_bound), method=method,
+      ceiling=float(result.epsilon_ceiling),
       details={"model": name, "test_accuracy": float(result.test_accuracy),
                "noise_multiplier": float(result.noise_multiplier),
-               "num_steps": int(result.num_steps), "sampling_rate": float(result.sampling_rate)})
+               "num_steps": int(result.num_steps), "sampling_rate": float(result.sampling_rate)},
+      assumes=ASSUMES_ANY_DP,
+      alternatives=tuple(alternatives), **common)
 
 
 MEASUREMENT = "measurement"

@@ -62,6 +62,22 @@ def test_one_run_from_scores_equals_the_estimator():
   assert result.ceiling >= float(direct.epsilon_ceiling)
   assert result.details == {"num_guesses": int(direct.num_guesses),
                             "num_correct": int(direct.num_correct)}
+  # beside it, the f-DP (Gaussian family) bound of the same scores, labelled with its premise
+  assert result.assumes == audit.ASSUMES_ANY_DP
+  fdp, = result.alternatives
+  with jax.enable_x64(True):
+    gaussian = estimators.fdp_one_run_from_scores(scores, member, 1e-5, 0.05)
+  assert fdp.lower_bound == float(gaussian.epsilon) > result.lower_bound
+  assert fdp.details["mu_lower_bound"] == float(gaussian.mu)
+  assert (fdp.assumes, fdp.quantity, fdp.delta) == (audit.ASSUMES_GAUSSIAN, "epsilon", 1e-5)
+  assert fdp.lower_bound <= fdp.ceiling
+  assert json.loads(results.dumps(result.to_dict()))["alternatives"][0]["lower_bound"] == (
+      fdp.lower_bound)
+  assert result.summary().splitlines()[1].startswith(
+      f"  beside it: epsilon >= {fdp.lower_bound:.3g} at delta = 1e-05")
+  # at delta = 0 a mu-GDP curve has no finite epsilon: the alternative bounds mu
+  pure, = audit.one_run_from_scores(scores, member).alternatives
+  assert (pure.quantity, pure.delta, pure.lower_bound) == ("GDP mu", None, float(gaussian.mu))
 
 
 def test_black_box_randomized_response_is_below_the_truth_and_reaches_half_at_1e6_trials():
@@ -135,6 +151,10 @@ def test_dpsgd_audits_a_model_the_project_does_not_ship(digit_images, game, cana
   assert 0.0 <= result.lower_bound <= result.reference  # one run: far below the accountant
   assert 0.0 <= result.details["test_accuracy"] <= 1.0 and result.details["num_steps"] >= 1
   assert result.details["model"] == "TinyCNN"
+  assert result.assumes == audit.ASSUMES_ANY_DP
+  fdp = {alt.assumes: alt for alt in result.alternatives}[audit.ASSUMES_GAUSSIAN]
+  assert fdp.lower_bound >= 0.0 and fdp.details["mu_lower_bound"] >= 0.0
+  assert (fdp.kind, fdp.observations, fdp.reference) == ("finite-sample", 100, result.reference)
 
 
 def test_dpsgd_refuses_what_is_not_a_model(digit_images):

@@ -74,3 +74,8 @@ def test_domias_sees_a_copying_generator_and_not_an_independent_one():
   assert leaky.method.startswith("DOMIAS") and leaky.to_dict()["reference"] == "Infinity"
   fixed = audit.domias(copies, reference, candidates, member, membership="fixed")
   assert fixed.lower_bound >= 0.0 and fixed.observations == 600 and fixed.details["auc"] > 0.6
+  # the f-DP (Gaussian family) bound beside the one-run bound; none for fixed membership
+  fdp, = leaky.alternatives
+  assert fdp.assumes == audit.ASSUMES_GAUSSIAN and fdp.method.startswith("DOMIAS")
+  assert fdp.lower_bound >= leaky.lower_bound and fresh.alternatives[0].lower_bound == 0.0
+  assert fixed.alternatives == () and fixed.assumes is None
