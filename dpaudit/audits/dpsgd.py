@@ -307,7 +307,17 @@ class DPSGDAuditResult:
     details: game-specific figures (guesses, correct guesses, threshold, error counts, ...).
     optimistic: True when ``correction="none"``: ``epsilon_lower_bound`` is the best of
       several tests chosen after seeing the outcome (the papers' numbers), NOT a valid
-      1 - significance lower bound.
+      1 - significance lower bound; so are ``epsilon_fdp_gaussian`` and ``epsilon_fdp_run``.
+    epsilon_fdp_gaussian: the O(1) games' f-DP one-run bound (Mahloujifar, Melis & Chaudhuri,
+      ICML 2025) on the same guesses: epsilon at ``delta`` of the strongest mu-GDP curve the
+      audit rejects (``details["mu_lower_bound"]``). A lower bound *if the trade-off curve is
+      Gaussian (mu-GDP)*, where ``epsilon_lower_bound`` holds for any (eps, delta)-DP
+      algorithm. NaN for ``many_run`` (and in results stored before it existed).
+    epsilon_fdp_run: the same within the audited run's own family (the subsampled-Gaussian
+      composition at its sampling rate and step count, some noise multiplier
+      ``details["noise_multiplier_upper_bound"]``): a lower bound *if the curve is this DP-SGD
+      run's with some noise multiplier*. NaN for ``many_run`` or where
+      ``dpaudit.estimators`` has no such estimator.
   """
   game: str
   canary: str
@@ -325,6 +335,8 @@ class DPSGDAuditResult:
   details: dict
   wall_time_s: float
   optimistic: bool = False
+  epsilon_fdp_gaussian: float = math.nan
+  epsilon_fdp_run: float = math.nan
 
   @property
   def warnings(self) -> list[str]:
@@ -333,6 +345,9 @@ class DPSGDAuditResult:
     if self.optimistic:
       out.append("correction='none': epsilon_lower_bound is optimistic (the best of several "
                  "tests, each at the full significance), not a valid lower bound")
+      if not (math.isnan(self.epsilon_fdp_gaussian) and math.isnan(self.epsilon_fdp_run)):
+        out.append("correction='none': epsilon_fdp_gaussian and epsilon_fdp_run are "
+                   "optimistic too, not valid lower bounds")
     ceiling = self.details.get("max_epsilon_ceiling")
     free = self.details.get("max_epsilon_ceiling_without_delta")
     if ceiling is not None and free is not None and free > 0 and ceiling < 0.5 * free:
@@ -375,6 +390,9 @@ class DPSGDAuditResult:
       raise KeyError(f"DPSGDAuditResult has unexpected keys {extra or ['epsilon_lower_bound']}")
     kwargs = {k: v for k, v in stored.items() if k not in ("epsilon_optimistic", "warnings")}
     kwargs["epsilon_lower_bound"] = stored[bound]
+    for name in ("epsilon_fdp_gaussian", "epsilon_fdp_run"):  # absent from older results
+      if name in stored:
+        results.check_fields("DPSGDAuditResult", stored, {name: float})
     result = cls(**kwargs)
     if result.canary not in GAME_CANARIES.get(result.game, ()):
       raise ValueError(f"game={result.game!r} with canary={result.canary!r} is not an audit")
@@ -386,6 +404,13 @@ class DPSGDAuditResult:
       raise ValueError(f"{bound}={lower} and epsilon_ceiling={ceiling} must not be NaN")
     if lower > ceiling + 1e-9 * max(1.0, abs(ceiling)):
       raise ValueError(f"{bound}={lower} is above its own ceiling epsilon_ceiling={ceiling}")
+    fdp = (result.epsilon_fdp_gaussian, result.epsilon_fdp_run)
+    if result.game == "many_run" and not all(math.isnan(e) for e in fdp):
+      raise ValueError(f"epsilon_fdp_gaussian={fdp[0]} and epsilon_fdp_run={fdp[1]} must be "
+                       "NaN for game='many_run' (it has no f-DP one-run bound)")
+    if any(e < 0 for e in fdp):
+      raise ValueError(f"epsilon_fdp_gaussian={fdp[0]} and epsilon_fdp_run={fdp[1]} must be "
+                       ">= 0 or NaN")
     if not 0 < result.sampling_rate <= 1 or result.noise_multiplier < 0:
       raise ValueError(f"sampling_rate={result.sampling_rate} must lie in (0, 1] and "
                        f"noise_multiplier={result.noise_multiplier} be >= 0")
@@ -610,7 +635,7 @@ def _example_canaries(key, config: DPSGDAuditConfig, data: AuditData, m: int
 
 
 def _result(config, plan, num_examples, lower, ceiling, accuracy, observations, details,
-            start) -> DPSGDAuditResult:
+            start, fdp=(math.nan, math.nan)) -> DPSGDAuditResult:
   theory = plan.epsilon_replace if config.adjacency == "replace_one" else plan.epsilon_rdp
   return DPSGDAuditResult(
       game=config.game, canary=config.canary, adjacency=config.adjacency,
@@ -621,7 +646,8 @@ def _result(config, plan, num_examples, lower, ceiling, accuracy, observations, 
       num_training_examples=int(num_examples), test_accuracy=float(accuracy),
       num_observations=int(observations), details=details,
       wall_time_s=time.perf_counter() - start,
-      optimistic=config.correction == "none" and config.game != "many_run")
+      optimistic=config.correction == "none" and config.game != "many_run",
+      epsilon_fdp_gaussian=float(fdp[0]), epsilon_fdp_run=float(fdp[1]))
 
 
 def _check_first_layer(config: DPSGDAuditConfig, example_shape, num_classes: int) -> None:
@@ -721,7 +747,39 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
                  2 * t, details, start)
 
 
-def _one_run_bound(scores, members, config: DPSGDAuditConfig):
+def fdp_run_estimator() -> Callable | None:
+  """``dpaudit.estimators.fdp_one_run_dpsgd_from_scores`` (the f-DP one-run bound within the
+  audited DP-SGD run's own curve family), or None where this install lacks it."""
+  return getattr(estimators, "fdp_one_run_dpsgd_from_scores", None)
+
+
+def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan, correction: str
+                ) -> tuple[Any, Any]:
+  """The f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri, ICML 2025) on the guesses of
+  the Steinke bound: Gaussian family, and the run's own family (None where unavailable)."""
+  gaussian = estimators.fdp_one_run_from_scores(
+      jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
+      mode="symmetric", correction=correction)
+  run_family, estimator = None, fdp_run_estimator()
+  if estimator is not None:
+    run_family = estimator(
+        jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
+        sampling_rate=plan.train_config.sampling_rate, num_steps=plan.train_config.num_steps,
+        mode="symmetric", correction=correction, adjacency=config.adjacency)
+  return gaussian, run_family
+
+
+def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan):
+  """The O(1) games' bounds from one set of scores: Steinke, Nasr & Jagielski's (Thm. 2 of
+  UniAud; any (eps, delta)-DP algorithm), and the f-DP one-run bounds of Mahloujifar, Melis &
+  Chaudhuri (ICML 2025) under the Gaussian (mu-GDP) family and under the audited run's own
+  family (subsampled Gaussian at the run's q and T, some noise multiplier), each with
+  ``config.correction``. Under ``correction="bonferroni"`` the details also hold the
+  uncorrected (optimistic, the papers' best-r) figures of the same scores,
+  ``optimistic_epsilon_steinke`` etc., so that one training run gives both.
+
+  Returns ``(steinke, ceiling, (fdp_gaussian, fdp_run), details)``; ``fdp_run`` is NaN where
+  the run-family estimator is unavailable."""
   result = estimators.one_run_epsilon_from_scores(
       jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
       mode="symmetric", correction=config.correction)
@@ -738,7 +796,28 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig):
                  correction=config.correction, num_members=int(np.sum(members)),
                  grid=np.asarray(result.grid).tolist(),
                  grid_epsilon=np.asarray(result.grid_epsilon).tolist())
-  return float(result.epsilon), float(ceiling), details
+  gaussian, run_family = _fdp_bounds(scores, members, config, plan, config.correction)
+  details.update(mu_lower_bound=float(gaussian.mu),
+                 fdp_gaussian_num_guesses=int(gaussian.num_guesses),
+                 fdp_gaussian_num_correct=int(gaussian.num_correct))
+  fdp_run = math.nan
+  if run_family is not None:
+    fdp_run = float(run_family.epsilon)
+    details.update(noise_multiplier_upper_bound=float(run_family.noise_multiplier_upper_bound),
+                   fdp_run_num_guesses=int(run_family.num_guesses),
+                   fdp_run_num_correct=int(run_family.num_correct))
+  if config.correction == "bonferroni":
+    best = estimators.one_run_epsilon_from_scores(
+        jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
+        mode="symmetric", correction="none")
+    best_gaussian, best_run = _fdp_bounds(scores, members, config, plan, "none")
+    details.update(
+        optimistic_epsilon_steinke=float(best.epsilon),
+        optimistic_epsilon_fdp_gaussian=float(best_gaussian.epsilon),
+        optimistic_epsilon_fdp_run=(math.nan if best_run is None else float(best_run.epsilon)),
+        optimistic_epsilon_ceiling=float(estimators.one_run_epsilon_ceiling(
+            m, m, config.delta, config.significance)))
+  return float(result.epsilon), float(ceiling), (float(gaussian.epsilon), fdp_run), details
 
 
 def _train_once(key, model, plan, features, labels, loss_fn=clipping.softmax_cross_entropy,
@@ -788,11 +867,12 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
     out = _train_once(run_key, model, plan, features, labels, example_mask=mask)
     scores = -np.asarray(softmax_losses(model, out.params, jnp.asarray(canaries.features),
                                         jnp.asarray(canaries.labels)))
-  lower, ceiling, bound_details = _one_run_bound(scores, members, config)
+  lower, ceiling, fdp, bound_details = _one_run_bound(scores, members, config, plan)
   details.update(bound_details)
   details["mean_batch_size"] = float(np.mean(out.batch_sizes))
   accuracy = _accuracy(model, out.params, _test_features(config, data), data.test_labels)
-  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
+  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start,
+                 fdp)
 
 
 def _self_comparison_scores(loss_fn: Callable, members: np.ndarray, labels, fresh_labels):
@@ -841,11 +921,12 @@ def uniaud_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   x = jnp.asarray(cx)
   scores = _self_comparison_scores(
       lambda y: softmax_losses(model, out.params, x, jnp.asarray(y)), members, cy, fresh)
-  lower, ceiling, details = _one_run_bound(scores, members, config)
+  lower, ceiling, fdp, details = _one_run_bound(scores, members, config, plan)
   details.update(fresh_label_equal=int(np.sum(fresh == cy)), include_data=config.include_data,
                  mean_batch_size=float(np.mean(out.batch_sizes)))
   accuracy = _accuracy(model, out.params, _test_features(config, data), data.test_labels)
-  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
+  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start,
+                 fdp)
 
 
 def pack_multi_task_labels(labels, tags, is_canary) -> np.ndarray:
@@ -932,14 +1013,15 @@ def uniaud_plus_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData,
   trained_tags = np.asarray(multi.tags)[np.asarray(multi.audit_indices)]
   scores = _self_comparison_scores(lambda e: tag_losses(model, out.params, x, e), members,
                                    trained_tags, np.asarray(multi.comparison_tags))
-  lower, ceiling, details = _one_run_bound(scores, members, config)
+  lower, ceiling, fdp, details = _one_run_bound(scores, members, config, plan)
   details.update(tag_weight=config.tag_weight, num_tags=config.num_tags,
                  num_tag_bits=config.num_tag_bits, patch_size=config.patch_size,
                  fresh_tag_equal=int(np.sum(np.all(trained_tags == np.asarray(
                      multi.comparison_tags), axis=1))),
                  mean_batch_size=float(np.mean(out.batch_sizes)))
   accuracy = _accuracy(model, out.params, data.test_features, data.test_labels)
-  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start)
+  return _result(config, plan, features.shape[0], lower, ceiling, accuracy, m, details, start,
+                 fdp)
 
 
 GAME_FUNCTIONS = {"many_run": many_run_audit, "one_run": one_run_audit, "uniaud": uniaud_audit,
@@ -987,8 +1069,12 @@ def run(key: jax.Array, config: DPSGDAuditConfig, *, data: AuditData,
       record["model_module"] = repr(model)
   result = results.stored_run(store, record, f"{config.game}_{config.canary}", compute,
                               DPSGDAuditResult)
-  results.report(progress, 1, 1, f"{config.game}:{config.canary} eps_L="
-                 f"{result.epsilon_lower_bound:.3f} eps_O={result.epsilon_ceiling:.3f}")
+  star = "*" if result.optimistic else ""
+  fdp = "".join(f" {label}{star}={value:.3f}" for label, value in (
+      ("eps_fdp_gauss", result.epsilon_fdp_gaussian), ("eps_fdp_run", result.epsilon_fdp_run))
+      if not math.isnan(value))
+  results.report(progress, 1, 1, f"{config.game}:{config.canary} eps_L{star}="
+                 f"{result.epsilon_lower_bound:.3f} eps_O={result.epsilon_ceiling:.3f}{fdp}")
   return result
 
 

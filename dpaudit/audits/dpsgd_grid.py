@@ -483,6 +483,28 @@ def _num(value, width: int = 6, digits: int = 2) -> str:
 # Result numbers summarised per grid point besides the reported epsilon (the table's columns).
 SPREAD_FIELDS = ("epsilon_ceiling", "epsilon_theory", "test_accuracy", "noise_multiplier",
                  "num_steps")
+# The f-DP one-run bounds of the O(1) games, beside the reported (Steinke) one: summarised where
+# a grid point's results hold them (not many_run, nor results stored before they existed).
+FDP_FIELDS = ("epsilon_fdp_gaussian", "epsilon_fdp_run")
+# What each bound of the table assumes (its footer).
+BOUND_LABELS = (
+    ("eps_L", "one-run (Steinke et al.) or many-run bound: any (eps, delta)-DP algorithm"),
+    ("fdp_gauss", "f-DP one-run bound: if the trade-off curve is Gaussian (mu-GDP)"),
+    ("fdp_run", "f-DP one-run bound: if the curve is this DP-SGD run's with some noise "
+                "multiplier"))
+
+
+def fdp_epsilon(result: Mapping[str, Any], name: str) -> float | None:
+  """The f-DP bound ``name`` (one of ``FDP_FIELDS``) of a cell result, None where it has none
+  (``many_run``, the run family's estimator unavailable, or a result stored before)."""
+  value = result.get(name)
+  return None if value is None or math.isnan(value) else value
+
+
+def _legend(optimistic: bool) -> list[str]:
+  star = (" (*: correction=none, optimistic: the best of several tests, not a valid lower bound)"
+          if optimistic else "")
+  return [f"{name}: {what}" for name, what in BOUND_LABELS] + ([star.strip()] if star else [])
 
 
 def summarise(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -492,7 +514,8 @@ def summarise(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
   ``{"seed", "reason"}`` of skipped repetitions) and, when done, ``optimistic`` and ``spread``:
   a :func:`dpaudit.results.spread` over the finished repetitions of the reported epsilon (under
   its result key, ``epsilon_lower_bound`` or ``epsilon_optimistic``, so that
-  :func:`reported_epsilon` reads it) and of every field of ``SPREAD_FIELDS``."""
+  :func:`reported_epsilon` reads it), of every field of ``SPREAD_FIELDS`` and of each f-DP
+  bound of ``FDP_FIELDS`` that some repetition has (:func:`fdp_epsilon`)."""
   groups: dict[str, list[Mapping[str, Any]]] = {}
   for cell in cells:
     groups.setdefault(results.dumps(cell["config"], indent=None), []).append(cell)
@@ -516,7 +539,9 @@ def summarise(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
       point["spread"] = {
           eps_key: results.spread([math.nan if b is None else b for b in bounds]),
           **{name: results.spread([r.get(name, math.nan) for r in done])
-             for name in SPREAD_FIELDS}}
+             for name in SPREAD_FIELDS},
+          **{name: results.spread([r.get(name, math.nan) for r in done])
+             for name in FDP_FIELDS if any(fdp_epsilon(r, name) is not None for r in done)}}
     points.append(point)
   return points
 
@@ -530,7 +555,11 @@ def cell_message(config: audit.DPSGDAuditConfig, cell: Mapping[str, Any],
   summary = ""
   if cell["status"] == "done":
     r = cell["result"]
-    summary = (f"eps_L{'*' if r.get('optimistic') else ''}={_num(reported_epsilon(r), 0, 3)} "
+    star = "*" if r.get("optimistic") else ""
+    fdp = "".join(f"{label}{star}={_num(fdp_epsilon(r, name), 0, 3)} " for label, name in (
+        ("fdp_gauss", "epsilon_fdp_gaussian"), ("fdp_run", "epsilon_fdp_run"))
+        if fdp_epsilon(r, name) is not None)
+    summary = (f"eps_L{star}={_num(reported_epsilon(r), 0, 3)} {fdp}"
                f"eps_O={_num(r['epsilon_ceiling'], 0, 3)} "
                f"eps={_num(r['epsilon_theory'], 0, 3)} "
                f"acc={_num(r['test_accuracy'], 0, 3)} ({r['wall_time_s']:.1f} s)")
@@ -556,8 +585,10 @@ def _head(c: Mapping[str, Any]) -> str:
 
 def table(cells: Iterable[Mapping[str, Any]]) -> str:
   """The summary table of ``cells`` (dicts as in :attr:`DPSGDGridResult.cells`): audit,
-  target epsilon, m, lambda, eps_L, eps_O, the accountant's epsilon, test accuracy, noise
-  multiplier and steps; a skipped cell shows its reason.
+  target epsilon, m, lambda, eps_L, the f-DP one-run bounds fdp_gauss and fdp_run (``-``
+  where a cell has none), eps_O, the accountant's epsilon, test accuracy, noise multiplier and
+  steps; a skipped cell shows its reason. A footer says what each bound assumes
+  (``BOUND_LABELS``) and, under ``correction="none"``, that they are optimistic.
 
   When a grid point has several repetitions, one row per point: eps_L and test accuracy as
   ``median [min, max]`` (:func:`dpaudit.results.format_spread`), the other columns as medians,
@@ -569,8 +600,10 @@ def table(cells: Iterable[Mapping[str, Any]]) -> str:
   seeds = sorted({c["seed"] for c in cells if c.get("seed") is not None})
   lines = [f"{max(p['repetitions'] for p in points)} repetitions"
            + (f" (seeds {', '.join(map(str, seeds))})" if seeds else "")
-           + ": eps_L and test_acc are median [min, max] over them, the other columns medians",
-           f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>18s} {'eps_O':>6s} "
+           + ": eps_L, fdp_gauss, fdp_run and test_acc are median [min, max] over them, the "
+           "other columns medians",
+           f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>18s} "
+           f"{'fdp_gauss':>18s} {'fdp_run':>18s} {'eps_O':>6s} "
            f"{'eps_theory':>10s} {'test_acc':>21s} {'sigma':>6s} {'steps':>6s}"]
   for point in points:
     head = _head(point["config"])
@@ -580,18 +613,22 @@ def table(cells: Iterable[Mapping[str, Any]]) -> str:
     spread = point["spread"]
     note = (f"  ({len(point['skipped'])} of {point['repetitions']} skipped: "
             f"{point['skipped'][0]['reason']})" if point["skipped"] else "")
+    fdp = [results.format_spread(spread[name], 2) if name in spread and not all(
+        math.isnan(v) for v in spread[name]["values"]) else "-" for name in FDP_FIELDS]
     lines.append(f"{head} {results.format_spread(reported_epsilon(spread), 2):>18s} "
+                 f"{fdp[0]:>18s} {fdp[1]:>18s} "
                  f"{_num(spread['epsilon_ceiling']['median'])} "
                  f"{_num(spread['epsilon_theory']['median'], 10)} "
                  f"{results.format_spread(spread['test_accuracy'], 3):>21s} "
                  f"{_num(spread['noise_multiplier']['median'])} "
                  f"{spread['num_steps']['median']:6.0f}{note}")
-  return "\n".join(lines)
+  return "\n".join(lines + _legend(any(p.get("optimistic") for p in points)))
 
 
 def _single_table(cells: list[Mapping[str, Any]]) -> str:
   """:func:`table` of a grid played once: one row per cell."""
-  lines = [f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>6s} {'eps_O':>6s} "
+  lines = [f"{'audit':28s} {'eps':>5s} {'m':>6s} {'lambda':>6s} {'eps_L':>6s} "
+           f"{'fdp_gauss':>9s} {'fdp_run':>7s} {'eps_O':>6s} "
            f"{'eps_theory':>10s} {'test_acc':>8s} {'sigma':>6s} {'steps':>6s}"]
   for cell in cells:
     head = _head(cell["config"])
@@ -599,10 +636,12 @@ def _single_table(cells: list[Mapping[str, Any]]) -> str:
       lines.append(f"{head}  skipped: {cell['reason']}")
       continue
     r = cell["result"]
-    lines.append(f"{head} {_num(reported_epsilon(r))} {_num(r['epsilon_ceiling'])} "
+    lines.append(f"{head} {_num(reported_epsilon(r))} "
+                 f"{_num(fdp_epsilon(r, 'epsilon_fdp_gaussian'), 9)} "
+                 f"{_num(fdp_epsilon(r, 'epsilon_fdp_run'), 7)} {_num(r['epsilon_ceiling'])} "
                  f"{_num(r['epsilon_theory'], 10)} {_num(r['test_accuracy'], 8, 3)} "
                  f"{_num(r['noise_multiplier'])} {r['num_steps']:6d}")
-  return "\n".join(lines)
+  return "\n".join(lines + _legend(any((c.get("result") or {}).get("optimistic") for c in cells)))
 
 
 # The game contract (issue 40): every module under dpaudit/audits/ has a Config and a Result.

@@ -269,6 +269,7 @@ def test_result_fields(open_results, noisy_results, digits):
       assert d["epsilon_lower_bound"] == pytest.approx(r.epsilon_lower_bound)
       assert d["game"] == cfg.game and isinstance(d["details"], dict)
       if cfg.game == "many_run":
+        assert math.isnan(r.epsilon_fdp_gaussian) and math.isnan(r.epsilon_fdp_run)
         assert r.num_observations == 2 * cfg.num_runs
         assert r.num_training_examples == digits.train_features.shape[0]
         continue
@@ -278,6 +279,12 @@ def test_result_fields(open_results, noisy_results, digits):
           m, m, cfg.delta, r.details["per_test_significance"])
       assert r.epsilon_ceiling == pytest.approx(float(ceiling), rel=1e-9)
       assert r.details["num_members"] <= m and r.details["num_correct"] <= r.details["num_guesses"]
+      # The f-DP one-run bounds of the same scores, and the optimistic (uncorrected) figures.
+      assert r.epsilon_fdp_gaussian >= 0 and r.details["mu_lower_bound"] >= 0
+      assert r.details["fdp_gaussian_num_correct"] <= r.details["fdp_gaussian_num_guesses"]
+      assert (audit.fdp_run_estimator() is None) == math.isnan(r.epsilon_fdp_run)
+      assert r.details["optimistic_epsilon_steinke"] >= r.epsilon_lower_bound
+      assert r.details["optimistic_epsilon_fdp_gaussian"] >= r.epsilon_fdp_gaussian
       if cfg.game == "uniaud":
         expected = accounting.dpsgd_epsilon_replace_one(
             r.noise_multiplier, r.sampling_rate, r.num_steps, cfg.delta)
@@ -466,6 +473,8 @@ def test_results_say_when_the_bound_is_optimistic_or_weakened_by_delta():
   assert record["epsilon_optimistic"] == 0.0  # never keyed as a lower bound
   assert any("optimistic" in line for line in record["warnings"])
   assert "epsilon_lower_bound" in _bare_result().to_dict()
+  both = _bare_result(optimistic=True, epsilon_fdp_gaussian=0.5)
+  assert len(both.warnings) == 2 and "epsilon_fdp_gaussian" in both.warnings[1]
   vacuous = _bare_result(details={"max_epsilon_ceiling": 0.0,
                                   "max_epsilon_ceiling_without_delta": 5.05})
   (line,) = vacuous.warnings
@@ -498,3 +507,15 @@ def test_case_one_and_canaries_of_their_own_shape(digits):
   # The default record is that of the configuration before these options existed.
   assert set(_config().to_dict()) == {f.name for f in dataclasses.fields(audit.DPSGDAuditConfig)
                                       } - set(audit.LATER_OPTIONS)
+
+
+def test_results_stored_before_the_fdp_bounds_still_load():
+  record = results.loads(results.dumps(_bare_result(
+      adjacency="add_or_remove_one", epsilon_fdp_gaussian=1.5).to_dict()))
+  assert audit.DPSGDAuditResult.from_dict(record).epsilon_fdp_gaussian == 1.5
+  old = {k: v for k, v in record.items() if not k.startswith("epsilon_fdp")}
+  back = audit.DPSGDAuditResult.from_dict(old)
+  assert math.isnan(back.epsilon_fdp_gaussian) and math.isnan(back.epsilon_fdp_run)
+  for bad in ({"epsilon_fdp_gaussian": -1.0}, {"epsilon_fdp_run": "x"}):
+    with pytest.raises((ValueError, TypeError)):
+      audit.DPSGDAuditResult.from_dict({**record, **bad})

@@ -128,12 +128,15 @@ def test_run_stores_skips_and_reuses_cells(tmp_path, played):
   assert plain["cells"] == results.loads(results.dumps(list(result.cells)))
   assert plain["data"]["example_shape"] == [8, 8, 1]
   rows = result.table().splitlines()
-  assert len(rows) == 3 and "skipped: num_canaries=5000" in rows[1]
-  assert rows[0].split() == ["audit", "eps", "m", "lambda", "eps_L", "eps_O", "eps_theory",
-                             "test_acc", "sigma", "steps"]
+  assert len(rows) == 6 and "skipped: num_canaries=5000" in rows[1]
+  assert rows[0].split() == ["audit", "eps", "m", "lambda", "eps_L", "fdp_gauss", "fdp_run",
+                             "eps_O", "eps_theory", "test_acc", "sigma", "steps"]
+  assert [row.split(":")[0] for row in rows[3:]] == ["eps_L", "fdp_gauss", "fdp_run"]
+  assert "any (eps, delta)-DP" in rows[3] and "Gaussian (mu-GDP)" in rows[4]
   assert "[" not in result.table()  # one repetition: plain numbers, no spread
   assert float(rows[2].split()[4]) == pytest.approx(r["epsilon_lower_bound"], abs=0.005)
-  assert float(rows[2].split()[7]) == pytest.approx(r["test_accuracy"], abs=0.0005)
+  assert float(rows[2].split()[5]) == pytest.approx(r["epsilon_fdp_gaussian"], abs=0.005)
+  assert float(rows[2].split()[9]) == pytest.approx(r["test_accuracy"], abs=0.0005)
   point = result.summary()[1]
   assert point["spread"]["test_accuracy"]["values"] == [r["test_accuracy"]]
   plots.dpsgd_grid(result, str(tmp_path / "audit.png"))
@@ -203,8 +206,10 @@ def test_repetitions_play_consecutive_seeds_and_share_cells_with_single_runs(tmp
   assert grid.reported_epsilon(point["spread"]) is point["spread"]["epsilon_lower_bound"]
 
   rows = result.table().splitlines()
-  assert rows[0].startswith("2 repetitions (seeds 0, 1): eps_L and test_acc are median [min, ")
-  assert len(rows) == 4 and "skipped: num_canaries=5000" in rows[2]
+  assert rows[0].startswith("2 repetitions (seeds 0, 1): eps_L, fdp_gauss, fdp_run and "
+                            "test_acc are median [min, ")
+  assert len(rows) == 7 and "skipped: num_canaries=5000" in rows[2]
+  assert results.format_spread(point["spread"]["epsilon_fdp_gaussian"], 2) in rows[3]
   assert results.format_spread(point["spread"]["test_accuracy"], 3) in rows[3]
   assert results.format_spread(point["spread"]["epsilon_lower_bound"], 2) in rows[3]
   assert "[" in rows[3]
@@ -250,10 +255,13 @@ def test_spread_table_of_optimistic_and_partly_skipped_points():
   assert optimistic["spread"]["epsilon_theory"]["median"] == INF
   assert partly["status"] == "done" and partly["skipped"] == [{"seed": 5, "reason": "too few"}]
   assert partly["spread"]["test_accuracy"]["n"] == 1
-  header, _, first, second = grid.table(cells).splitlines()
+  header, _, first, second, *legend = grid.table(cells).splitlines()
   assert header.startswith("2 repetitions (seeds 4, 5)")
   assert "1.25 [1.00, 1.50]" in first and "0.500 [0.250, 0.750]" in first
-  assert first.split()[8] == "inf"  # eps_theory: the median of inf, inf
+  # Results stored before the f-DP bounds existed show '-' there.
+  assert first.split()[7:9] == ["-", "-"] and "fdp_gauss" not in optimistic["spread"]
+  assert first.split()[10] == "inf"  # eps_theory: the median of inf, inf
+  assert len(legend) == 4 and legend[-1].startswith("(*: correction=none, optimistic")
   assert "0.50" in second and "[" not in second and second.endswith("(1 of 2 skipped: too few)")
 
 

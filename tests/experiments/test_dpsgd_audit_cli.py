@@ -80,7 +80,8 @@ def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_d
   assert accuracy["values"] == [c["result"]["test_accuracy"] for c in written["cells"][1::2]]
   lines = out.stdout.splitlines()
   header, _, _, row = lines[lines.index(next(l for l in lines if "repetitions" in l)):][:4]
-  assert header.startswith("2 repetitions (seeds 7, 8): eps_L and test_acc are median [min, ")
+  assert header.startswith("2 repetitions (seeds 7, 8): eps_L, fdp_gauss, fdp_run and "
+                           "test_acc are median [min, ")
   assert f"{accuracy['median']:.3f} [{accuracy['min']:.3f}, {accuracy['max']:.3f}]" in row
   assert "[4/4] rep 2/2 (seed 8) one_run:in_distribution eps=inf m=50 done" in out.stderr
 
