@@ -26,7 +26,8 @@ between studies (same settings) are computed once.
   additive noise over ``--noise_scales``.
 * ``epsilon``: membership by independent coin flips, so that the one-run bound (Steinke et al.
   2023) of DOMIAS's scores is a valid lower bound on the epsilon of the generator's training;
-  table of generator, claimed epsilon, audited epsilon (one-run, and per-record), AUC.
+  table of generator, claimed epsilon, audited epsilon (one-run; f-DP one-run of the same
+  guesses, valid if the curve is Gaussian (mu-GDP); per-record), AUC.
 
 Writes ``results.json``, ``fig3.png`` / ``fig4.png`` / ``fig5.png`` / ``fig6.png`` for the studies
 run, and prints a table per study.

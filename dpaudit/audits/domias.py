@@ -26,10 +26,21 @@ Data through Overfitting Detection" (AISTATS 2023, Sec. 5 and App. A.3):
      al. 2023, Thm. 3.1 via UniAud's symmetric guesses, Bonferroni over the guess grid): a valid
      lower bound on the epsilon of the generator's training when membership is ``"bernoulli"``
      (NaN otherwise: with a fixed-size member set its premise does not hold).
+   * ``epsilon_one_run_fdp`` (and ``mu_one_run_fdp``): the f-DP one-run bound of the same
+     guesses (:func:`dpaudit.estimators.fdp_one_run_from_scores`, Mahloujifar, Melis &
+     Chaudhuri, ICML 2025, Gaussian family): the epsilon at ``delta`` of the strongest mu-GDP
+     curve the audit rejects, a valid lower bound only *if the generator's training has a
+     Gaussian (mu-GDP) trade-off curve* (the Steinke bound assumes nothing of the kind). Like
+     the one-run bound it needs Bernoulli membership (NaN otherwise). At ``delta = 0`` a
+     mu-GDP curve with mu > 0 has no finite epsilon: the epsilon is then inf (mu > 0) or 0,
+     and ``mu_one_run_fdp`` is the figure to read.
    * ``epsilon_per_record``: :func:`dpaudit.estimators.epsilon_from_scores` (threshold chosen on
      half of the records, evaluated on the other half), the issue's "members vs non-members"
      bound. It treats each record as an independent trial of the mechanism, which the records
      of one trained generator are not; it is reported beside, not instead of, the one-run bound.
+     No f-DP bound is reported beside it: the f-DP one-run test is a test of the one-run game
+     (every candidate a member by its own fair coin), which fixed membership is not, and
+     treating the records as independent trials would rest on the same false premise.
 
 Synthetic-data quality is App. A.3's: the Wasserstein distance (:func:`wasserstein_distance`,
 exact W1 between equal-size samples by optimal assignment) from the synthetic data to the
@@ -306,6 +317,12 @@ def attack_metrics(scores: Any, is_member: Any, *, significance: float = 0.05,
       float(estimators.one_run_epsilon_from_scores(
           scores, is_member, delta=delta, significance=significance).epsilon)
       if bernoulli else math.nan)
+  metrics["epsilon_one_run_fdp"] = metrics["mu_one_run_fdp"] = math.nan
+  if bernoulli:
+    with jax.enable_x64(True):
+      fdp = estimators.fdp_one_run_from_scores(scores, is_member, delta, significance)
+    metrics["epsilon_one_run_fdp"] = float(fdp.epsilon)
+    metrics["mu_one_run_fdp"] = float(fdp.mu)
   return metrics
 
 

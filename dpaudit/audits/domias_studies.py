@@ -258,7 +258,8 @@ def check_game_cell(cell, attacks) -> None:
                *m["precision_at_top"].values()]
       if not all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates):
         raise ValueError(f"{where}[{name!r}] has a rate outside [0, 1]: {m}")
-      if any(m[e] < 0 for e in ("epsilon_per_record", "epsilon_one_run")):
+      if any(m.get(e, 0.0) < 0 for e in ("epsilon_per_record", "epsilon_one_run",
+                                          "epsilon_one_run_fdp", "mu_one_run_fdp")):
         raise ValueError(f"{where}[{name!r}] has a negative epsilon bound: {m}")
   if cell["num_members"] < 1 or cell["seconds"] < 0:
     raise ValueError(f"num_members={cell['num_members']} and seconds={cell['seconds']} must be "
@@ -379,17 +380,21 @@ def tables(studies: dict[str, list[dict]]) -> str:
   lines = []
   for study, rows in studies.items():
     if study == "epsilon":
-      lines += ["", "epsilon: generator, claimed eps, audited eps (one-run, max / mean over "
-                "games), per-record eps (mean), DOMIAS AUC (mean)"]
+      lines += ["", "epsilon: generator, claimed eps, audited eps (one-run lower bound, any "
+                "DP algorithm; max / mean over games), f-DP eps (one-run lower bound of the "
+                "same guesses if the curve is Gaussian (mu-GDP); max / mean), per-record eps "
+                "(mean), DOMIAS AUC (mean)"]
       by: dict[str, list[dict]] = {}
       for row in rows:
         by.setdefault(row["setting"], []).append(row)
       for setting, cells in by.items():
         one_run = [c["attacks"]["domias"]["epsilon_one_run"] for c in cells]
+        fdp = [c["attacks"]["domias"].get("epsilon_one_run_fdp", math.nan) for c in cells]
         per_record = [c["attacks"]["domias"]["epsilon_per_record"] for c in cells]
         auc = [c["attacks"]["domias"]["auc"] for c in cells]
         lines.append(f"  {setting:<22} {_fmt(cells[0]['claimed_epsilon']):>7}  "
                      f"{max(one_run):.3f} / {np.mean(one_run):.3f}  "
+                     f"{_fmt(float(np.max(fdp)))} / {_fmt(float(np.mean(fdp)))}  "
                      f"{np.mean(per_record):.3f}  {np.mean(auc):.3f}")
       continue
     if study == "generators":

@@ -61,6 +61,7 @@ def test_a_generator_that_copies_its_members_is_caught():
   assert result.claimed_epsilon == math.inf and result.num_members == 50
   # Fixed-size membership: the one-run bound's premise does not hold, so it is not reported.
   assert math.isnan(result.attacks["gan_leaks"]["epsilon_one_run"])
+  assert math.isnan(result.attacks["gan_leaks"]["epsilon_one_run_fdp"])  # the same premise
 
 
 def test_a_copier_in_california_housings_dimension_gives_domias_an_auc_near_one():
@@ -93,6 +94,9 @@ def test_bernoulli_membership_certifies_epsilon_for_a_copier():
   copier = domias.run(jax.random.key(3), _config(membership="bernoulli", attacks=("gan_leaks",)),
                       data=_gaussian_data(1000))
   assert copier.attacks["gan_leaks"]["epsilon_one_run"] > 1.0
+  # f-DP (Gaussian family) on the same guesses: at delta = 0 its mu is the figure (eps = inf)
+  metrics = copier.attacks["gan_leaks"]
+  assert metrics["mu_one_run_fdp"] > 1.0 and metrics["epsilon_one_run_fdp"] == math.inf
   assert 120 < copier.num_members < 180  # Binomial(300, 1/2)
 
 
@@ -109,6 +113,7 @@ def test_dp_generator_audited_epsilon_stays_below_its_accountant_epsilon():
   assert 0 < result.claimed_epsilon <= 2.0 + 1e-9
   for name, metrics in result.attacks.items():
     assert 0 <= metrics["epsilon_one_run"] <= result.claimed_epsilon, (name, metrics)
+    assert 0 <= metrics["epsilon_one_run_fdp"] < math.inf, (name, metrics)
 
 
 def test_groups_quality_and_wasserstein_against_scipy():

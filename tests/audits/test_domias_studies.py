@@ -56,6 +56,21 @@ def test_minority_groups_and_tables():
   assert "0.700 ± 0.100" in text and "0.500 ± 0.000" in text
 
 
+def test_epsilon_table_shows_the_fdp_bound_beside_the_one_run_bound():
+  def row(game, one_run, fdp=None):
+    metrics = {"auc": 0.6, "epsilon_per_record": 0.1, "epsilon_one_run": one_run}
+    if fdp is not None:
+      metrics["epsilon_one_run_fdp"] = fdp
+    return {"setting": "dp_tvae eps=4", "game": game, "claimed_epsilon": 4.0, "groups": {},
+            "attacks": {"domias": metrics}}
+  text = studies.tables({"epsilon": [row(0, 0.5, 1.0), row(1, 0.25, 0.5)]})
+  assert "f-DP eps" in text.splitlines()[0] and "mu-GDP" in text.splitlines()[0]
+  assert text.splitlines()[1].split()[2:9] == ["4.000", "0.500", "/", "0.375", "1.000", "/",
+                                               "0.750"]
+  old = studies.tables({"epsilon": [row(0, 0.5)]})  # a cell stored before the f-DP bound
+  assert "nan / nan" in old
+
+
 def test_a_tiny_study_result_round_trips(tmp_path):
   """One additive-noise game on a small CSV: ``Result.from_dict(to_dict())`` after strict JSON,
   and the game rows carry the game's fields."""
