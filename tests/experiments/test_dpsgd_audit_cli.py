@@ -134,3 +134,30 @@ def test_table_shows_an_optimistic_cell_by_its_own_key():
 
 def _first_row(table: str) -> str:
   return table.splitlines()[1]
+
+
+def test_uniaud_paper_sweep_is_table_iv_and_its_flags_make_valid_grids():
+  """launch/sweeps/uniaud_paper.py: the Table IV grid of UniAud (m = 2000, 10000; gaussian and
+  orthogonal canaries with comparison (uniaud) and without (one_run); eps 1, 2, 4, 8, inf;
+  d = C = 1000; Case I; q = 0.1), each job's flags a valid grid (no training)."""
+  from dpaudit.audits import dpsgd_grid
+  from launch import sweep
+  jobs = sweep.load(os.path.join(ROOT, "launch", "sweeps", "uniaud_paper.py")).jobs("out")
+  points = {(int(j.flags["num_canaries"]), j.flags["audits"]) for j in jobs}
+  assert points == {(m, f"{game}:{canary}") for m in (2000, 10000)
+                    for game in ("uniaud", "one_run") for canary in ("gaussian", "orthogonal")}
+  for job in jobs:
+    flags = job.flags
+    assert int(flags["batch_size"]) * 10 == int(flags["num_canaries"])  # q = 0.1
+    assert flags["epsilons"] == "1,2,4,8,inf" and flags["canaries_only"] == "true"
+    assert (flags["canary_dim"], flags["num_canary_classes"], flags["delta"]) == (
+        "1000", "1000", "1e-05")
+    game, canary = flags["audits"].split(":")
+    dpsgd_grid.DPSGDGridConfig(
+        audits=((game, canary),), epsilons=(1.0, 2.0, 4.0, 8.0, math.inf),
+        num_canaries=(int(flags["num_canaries"]),), batch_size=int(flags["batch_size"]),
+        canaries_only=True, canary_dim=1000, num_canary_classes=1000,
+        hidden_sizes=tuple(int(w) for w in flags["hidden_sizes"].split(",")),
+        epochs=float(flags["epochs"]), learning_rate=float(flags["learning_rate"]),
+        physical_batch_size=int(flags["physical_batch_size"]),
+        repetitions=int(flags["num_repeats"]))
