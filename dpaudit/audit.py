@@ -762,5 +762,8 @@ def panoramia(key: jax.Array, loss_fn: Callable[[Any], Any], members: Any, *,
                                       float(np.quantile(null["values"], 0.95))),
                "num_members": result.num_members, "optimistic": result.optimistic,
                "one_run_rm_gn": result.one_run_rm_gn,
-               "one_run_rm_gn_note": "O(1) audit with generated non-members: not a valid "
+               "one_run_rm_gn_fdp": result.one_run_rm_gn_fdp,
+               "one_run_rm_gn_fdp_mu": result.one_run_rm_gn_fdp_mu,
+               "one_run_rm_gn_note": "O(1) audit with generated non-members (Steinke; and "
+                                     "f-DP, Gaussian family, with its mu): not a valid "
                                      "lower bound (they are not drawn like the members)"})

@@ -28,6 +28,13 @@ the helper (``train_helper``, the same trainer as the target's) and the classifi
 Next to PANORAMIA the result holds the O(1) audit of Steinke et al. on the same audit set
 with generated non-members (RM/GN, the loss attack); :func:`one_run_real` gives O(1) with
 real non-members held out of training (RM/RN), which needs control over the training set.
+Beside each O(1) bound stands the f-DP one-run bound of the same guesses (Mahloujifar, Melis &
+Chaudhuri, ICML 2025; :func:`dpaudit.estimators.fdp_one_run_from_scores`, Gaussian family):
+the epsilon at ``delta`` of the strongest mu-GDP curve the guesses reject, valid only *if the
+target's training has a Gaussian (mu-GDP) trade-off curve* (the Steinke bound holds for any
+(epsilon, delta)-DP algorithm), and its mu. At ``delta = 0`` (the paper's setting) a mu-GDP
+curve with mu > 0 has no finite epsilon: the f-DP epsilon is then inf (or 0) and its mu is
+the figure to read. RM/GN's f-DP bound is no more valid than its Steinke bound.
 """
 
 from __future__ import annotations
@@ -195,7 +202,12 @@ class PanoramiaResult:
     beyond_null: the measured eps~ is above 0 and its p-value at most ``significance``: the
       measurement is distinguishable from no leakage (None without a null).
     one_run_rm_gn: the O(1) epsilon lower bound with real members vs generated non-members,
-      from the target's loss (lower loss: guessed member), at ``significance`` and ``delta``.
+      from the target's loss (lower loss: guessed member), at ``significance`` and ``delta``
+      (not a valid audit: the generated non-members are not drawn like the members).
+    one_run_rm_gn_fdp, one_run_rm_gn_fdp_mu: the f-DP one-run bound (Gaussian family) of the
+      same guesses, epsilon at ``delta`` (inf at ``delta = 0`` when mu > 0) and mu; as invalid
+      as ``one_run_rm_gn`` here, and valid (with Bernoulli non-members) only if the curve is
+      mu-GDP. NaN in results stored before it was computed.
     num_audit, num_members: m and the number of members drawn into the audit set.
     optimistic: True when ``correction="none"`` (the maxima over thresholds and baselines are
       then not valid at 1 - significance).
@@ -221,6 +233,8 @@ class PanoramiaResult:
   mia_curve: Curve
   mean_member_loss: float
   mean_generated_loss: float
+  one_run_rm_gn_fdp: float = math.nan
+  one_run_rm_gn_fdp_mu: float = math.nan
 
   def __post_init__(self):
     _check_result(self)
@@ -241,10 +255,12 @@ class PanoramiaResult:
     eps~ = max(0, {c+eps}_lb - c_lb), c_lb the strongest baseline's. ValueError otherwise
     (KeyError or TypeError for a missing or mistyped field)."""
     names = [f.name for f in dataclasses.fields(cls)]
-    missing = [n for n in names if n not in values]
+    optional = {f.name for f in dataclasses.fields(cls)  # added later: old results lack them
+                if f.default is not dataclasses.MISSING}
+    missing = [n for n in names if n not in values and n not in optional]
     if missing:
       raise KeyError(f"PanoramiaResult fields missing: {missing}")
-    fields = {n: values[n] for n in names}
+    fields = {n: values[n] for n in names if n in values}
     for name in ("baseline_curve", "mia_curve"):
       fields[name] = Curve(**fields[name])
     return cls(**fields)
@@ -262,6 +278,11 @@ def _check_result(r: PanoramiaResult) -> None:
       raise ValueError(f"{name}={value!r} must be a finite number >= 0")
   for name in ("c_lb", "c_plus_eps_lb", "eps_tilde", "one_run_rm_gn"):
     bound(name, getattr(r, name))
+  for name in ("one_run_rm_gn_fdp", "one_run_rm_gn_fdp_mu"):  # NaN: not computed; eps may be inf
+    value = getattr(r, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not (
+        math.isnan(value) or value >= 0) or (name.endswith("_mu") and math.isinf(value)):
+      raise ValueError(f"{name}={value!r} must be NaN or a number >= 0")
   if abs(r.eps_tilde - max(0.0, r.c_plus_eps_lb - r.c_lb)) > 1e-9 * max(1.0, r.c_plus_eps_lb):
     raise ValueError(f"eps_tilde={r.eps_tilde} is not max(0, c_plus_eps_lb - c_lb) = "
                      f"{max(0.0, r.c_plus_eps_lb - r.c_lb)}")
@@ -501,6 +522,7 @@ def _measure(key: jax.Array, setup: AuditSetup, mia_scores: np.ndarray,
     beyond = bool(float(bounds.eps_tilde) > 0 and p_value <= config.significance)
   one_run = estimators.one_run_epsilon_from_scores(-target_audit, is_member, config.delta,
                                                    config.significance)
+  fdp = _fdp_gaussian(-target_audit, is_member, config.delta, config.significance)
   return PanoramiaResult(
       c_lb=float(bounds.c_lb), c_plus_eps_lb=float(bounds.c_plus_eps_lb),
       eps_tilde=float(bounds.eps_tilde),
@@ -513,7 +535,17 @@ def _measure(key: jax.Array, setup: AuditSetup, mia_scores: np.ndarray,
       optimistic=config.correction == "none",
       baseline_curve=_curve(bounds.baseline), mia_curve=_curve(bounds.mia),
       mean_member_loss=float(target_audit[is_member == 1].mean()),
-      mean_generated_loss=float(target_audit[is_member == 0].mean()))
+      mean_generated_loss=float(target_audit[is_member == 0].mean()),
+      one_run_rm_gn_fdp=fdp.epsilon_fdp_gaussian, one_run_rm_gn_fdp_mu=fdp.mu_lower_bound)
+
+
+def _fdp_gaussian(scores, is_member, delta: float, significance: float) -> OneRunBounds:
+  """Steinke's bound left NaN: the f-DP one-run bound (Gaussian family, float64) of the
+  guesses of :func:`dpaudit.estimators.one_run_epsilon_from_scores` on ``scores``."""
+  with jax.enable_x64(True):
+    out = estimators.fdp_one_run_from_scores(np.asarray(scores, np.float64), is_member, delta,
+                                             significance)
+  return OneRunBounds(math.nan, float(out.epsilon), float(out.mu))
 
 
 def _stages(config: PanoramiaConfig) -> int:
@@ -598,13 +630,42 @@ Config = PanoramiaConfig
 Result = PanoramiaResult
 
 
+class OneRunBounds(NamedTuple):
+  """The O(1) bounds of one set of guesses: ``epsilon`` (Steinke, Nasr & Jagielski; any
+  (epsilon, delta)-DP algorithm), ``epsilon_fdp_gaussian`` (f-DP one run, epsilon at delta of
+  the strongest mu-GDP curve rejected; valid if the curve is Gaussian; inf at delta = 0 when
+  mu > 0) and ``mu_lower_bound`` (that curve's mu)."""
+  epsilon: float
+  epsilon_fdp_gaussian: float
+  mu_lower_bound: float
+
+
 def one_run_real(target_loss: LossFn, candidates: Examples, included: Any, delta: float = 0.0,
                  significance: float = 0.05) -> float:
   """The O(1) audit of Steinke, Nasr & Jagielski (2023) with real members and real
   non-members (RM/RN): each candidate was put into the target's training set independently
   with probability 1/2 (``included``), and the loss attack guesses "member" for low losses.
   Returns the epsilon lower bound of :func:`dpaudit.estimators.one_run_epsilon_from_scores`
-  (Bonferroni over its guess grid) at ``significance`` and ``delta``."""
+  (Bonferroni over its guess grid) at ``significance`` and ``delta``;
+  :func:`one_run_real_bounds` adds the f-DP bound of the same guesses."""
+  losses, included = _real_losses(target_loss, candidates, included, delta, significance)
+  return float(estimators.one_run_epsilon_from_scores(-losses, included, delta,
+                                                      significance).epsilon)
+
+
+def one_run_real_bounds(target_loss: LossFn, candidates: Examples, included: Any,
+                        delta: float = 0.0, significance: float = 0.05) -> OneRunBounds:
+  """:func:`one_run_real` (RM/RN) and beside it the f-DP one-run bound of the same guesses
+  (Mahloujifar, Melis & Chaudhuri, ICML 2025, Gaussian family,
+  :func:`dpaudit.estimators.fdp_one_run_from_scores`), from one evaluation of the losses."""
+  losses, included = _real_losses(target_loss, candidates, included, delta, significance)
+  steinke = float(estimators.one_run_epsilon_from_scores(-losses, included, delta,
+                                                         significance).epsilon)
+  return _fdp_gaussian(-losses, included, delta, significance)._replace(epsilon=steinke)
+
+
+def _real_losses(target_loss, candidates, included, delta, significance):
+  """The checked arguments of :func:`one_run_real`: the target's losses and ``included``."""
   _check_callable("target_loss", target_loss, "a function of Examples to per-example losses")
   candidates = _check_examples("candidates", candidates)
   if np.shape(included) != (len(candidates),):
@@ -614,6 +675,4 @@ def one_run_real(target_loss: LossFn, candidates: Examples, included: Any, delta
   included = np.asarray(included)
   _validate.check_delta(delta)
   _validate.check_significance(significance)
-  losses = checked_losses("target loss", target_loss, candidates)
-  return float(estimators.one_run_epsilon_from_scores(-losses, included, delta,
-                                                      significance).epsilon)
+  return checked_losses("target loss", target_loss, candidates), included

@@ -42,7 +42,8 @@ MEASUREMENT_FIELDS = ("significance", "correction", "delta", "null_samples")
 """PanoramiaConfig settings that change the bounds, not the audit setup: they key the target
 cells only."""
 TARGET_SUMMARY = ("c_lb", "c_plus_eps_lb", "eps_tilde", "eps_tilde_p_value", "mia_auc",
-                  "one_run_rm_rn", "one_run_rm_gn")
+                  "one_run_rm_rn", "one_run_rm_gn", "one_run_rm_rn_fdp", "one_run_rm_rn_fdp_mu",
+                  "one_run_rm_gn_fdp", "one_run_rm_gn_fdp_mu")
 """The per-target numbers summarised over repetitions (:func:`dpaudit.results.spread`)."""
 DEFAULT_MODEL = "lenet5"
 
@@ -212,7 +213,9 @@ class StudyResult:
   Attributes:
     config: the run's configuration as plain data (``results.json``'s ``config``).
     repetitions: ``[{"seed", "cells": {target: cell}}]``; a cell is
-      :meth:`PanoramiaResult.to_dict` plus ``one_run_rm_rn``, ``loss_gap_real`` (with
+      :meth:`PanoramiaResult.to_dict` plus ``one_run_rm_rn`` and beside it the f-DP bound
+      of the same guesses ``one_run_rm_rn_fdp`` and its ``one_run_rm_rn_fdp_mu``
+      (:func:`dpaudit.audits.panoramia.one_run_real_bounds`), ``loss_gap_real`` (with
       canaries), ``noise_multiplier``, ``accountant_epsilon`` and ``seconds``.
     summary: per target and per baseline helper, the spread over repetitions (:meth:`tables`).
     preview: the first repetition's generated non-members (up to 100; None after
@@ -264,6 +267,12 @@ def check_cell(cell: Any) -> None:
     value = cell["one_run_rm_rn"]
     if not isinstance(value, (int, float)) or not 0 <= value < math.inf:
       raise ValueError(f"one_run_rm_rn={value!r} must be a finite number >= 0")
+  for name, most in (("one_run_rm_rn_fdp", math.inf), ("one_run_rm_rn_fdp_mu", math.nan)):
+    value = cell.get(name, 0.0)  # absent in cells stored before the f-DP bound
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value or (
+        value == math.inf and most != math.inf):
+      raise ValueError(f"{name}={value!r} must be a number >= 0"
+                       + ("" if most == math.inf else " and finite"))
 
 
 def _setup_arrays(setup: pan.AuditSetup) -> dict[str, np.ndarray]:
@@ -364,8 +373,10 @@ def _repetition(key: jax.Array, seed: int, config: StudyConfig, data: StudyData,
     out = pan.measure_target(jax.random.fold_in(key_target, 1), setup, data.modality, loss,
                              pc, say).to_dict()
     if config.num_canaries:
-      out["one_run_rm_rn"] = pan.one_run_real(loss, candidates, included, pc.delta,
-                                              pc.significance)
+      bounds = pan.one_run_real_bounds(loss, candidates, included, pc.delta, pc.significance)
+      out["one_run_rm_rn"] = bounds.epsilon
+      out["one_run_rm_rn_fdp"] = bounds.epsilon_fdp_gaussian
+      out["one_run_rm_rn_fdp_mu"] = bounds.mu_lower_bound
       losses = loss(candidates)
       out["loss_gap_real"] = float(losses[included == 0].mean() - losses[included == 1].mean())
     out["noise_multiplier"] = engine.noise_multiplier
@@ -483,7 +494,8 @@ def _tables(repetitions, summary) -> str:
   lines += ["", f"Table 4: targets{over}",
             f"  {'target':<7} {'c_lb':<22} {'{c+eps}_lb':<22} {'eps~':<22} "
             f"{'null eps~ q95':<22} {'p':<22} {'beyond null':<11} {'MIA AUC':<22} "
-            f"{'O(1) RM/RN':<22} {'O(1) RM/GN':<22} accountant eps"]
+            f"{'O(1) RM/RN':<22} {'f-DP RM/RN':<25} {'O(1) RM/GN':<22} {'f-DP RM/GN':<25} "
+            "accountant eps"]
   first = repetitions[0]["cells"]
   for name, t in summary["targets"].items():
     get = lambda k: show(t[k]) if k in t else "-"  # noqa: E731
@@ -491,7 +503,8 @@ def _tables(repetitions, summary) -> str:
     lines.append(f"  {name:<7} {get('c_lb'):<22} {get('c_plus_eps_lb'):<22} "
                  f"{get('eps_tilde'):<22} {get('null_eps_tilde_q95'):<22} "
                  f"{get('eps_tilde_p_value'):<22} {beyond:<11} {get('mia_auc'):<22} "
-                 f"{get('one_run_rm_rn'):<22} {get('one_run_rm_gn'):<22} "
+                 f"{get('one_run_rm_rn'):<22} {_fdp(t, 'one_run_rm_rn', show):<25} "
+                 f"{get('one_run_rm_gn'):<22} {_fdp(t, 'one_run_rm_gn', show):<25} "
                  f"{_fmt(first[name]['accountant_epsilon'])}")
   optimistic = any(c["optimistic"] for r in repetitions for c in r["cells"].values())
   lines += ["",
@@ -502,7 +515,22 @@ def _tables(repetitions, summary) -> str:
             "null eps~ q95: its 95th percentile for a target that leaks nothing (a MIA as "
             "strong as the strongest baseline); p: the share of such null audits at least as "
             "large; beyond null: eps~ > 0 with p <= significance.",
-            "O(1) RM/RN: lower bound on epsilon (Steinke et al., real non-members); O(1) RM/GN "
-            "uses generated non-members and is not a valid audit (they are not drawn like "
-            "the members)."]
+            "O(1) RM/RN: lower bound on epsilon (Steinke et al., real non-members; any "
+            "(eps, delta)-DP algorithm); O(1) RM/GN uses generated non-members and is not a "
+            "valid audit (they are not drawn like the members).",
+            "f-DP: the f-DP one-run bound of the same guesses (Mahloujifar et al. 2025), valid "
+            "only if the trade-off curve is Gaussian (mu-GDP): epsilon at delta, or 'mu' and "
+            "the curve's mu where epsilon is inf (delta = 0: a mu-GDP curve with mu > 0 has no "
+            "finite epsilon); RM/GN's is as invalid as its O(1) bound."]
   return "\n".join(lines)
+
+
+def _fdp(target: dict, name: str, show) -> str:
+  """The f-DP column of ``name``: its epsilon's spread, or ``mu`` and mu's spread where an
+  epsilon is inf (delta = 0); ``-`` where the cells lack it."""
+  eps, mu = target.get(f"{name}_fdp"), target.get(f"{name}_fdp_mu")
+  if eps is None or (eps["n"] == eps.get("n_nan", 0)):
+    return "-"
+  if math.isinf(eps["max"]) and mu is not None:
+    return "mu " + show(mu)
+  return show(eps)

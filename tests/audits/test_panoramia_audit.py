@@ -4,6 +4,7 @@ bounds that the exact binomial tails allow, and bad input. The real modalities r
 tests/audits/test_panoramia_modalities.py."""
 
 import dataclasses
+import math
 
 import jax
 import numpy as np
@@ -87,6 +88,8 @@ def test_memorising_target_is_detected_and_bounds_are_valid_binomial_inversions(
   assert result.eps_tilde_p_value == pytest.approx(1 / (CONFIG.null_samples + 1))
   assert result.eps_tilde == pytest.approx(result.c_plus_eps_lb - result.c_lb)
   assert result.one_run_rm_gn > 0.5
+  # f-DP (Gaussian family) on the same guesses; CONFIG has delta = 0: its epsilon is inf
+  assert result.one_run_rm_gn_fdp_mu > 0.5 and result.one_run_rm_gn_fdp == math.inf
   for curve, best in ((result.baseline_curve, result.c_lb),
                       (result.mia_curve, result.c_plus_eps_lb)):
     assert np.max(curve.lower_bound) == pytest.approx(best)
@@ -140,12 +143,15 @@ def test_result_round_trips_and_a_damaged_one_is_refused(tmp_path):
   assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())
   with pytest.raises(KeyError):
     pan.PanoramiaResult.from_dict({})
+  older = {k: v for k, v in stored.items() if not k.startswith("one_run_rm_gn_fdp")}
+  assert math.isnan(pan.PanoramiaResult.from_dict(older).one_run_rm_gn_fdp)  # stored before
   for edit, match in ((dict(c_lb=result.c_lb + 1.0), "strongest|eps_tilde"),
                       (dict(eps_tilde=result.eps_tilde + 0.5), "eps_tilde"),
                       (dict(mia_auc=1.5), "mia_auc"),
                       (dict(c_plus_eps_lb=float("nan")), "c_plus_eps_lb"),
                       (dict(eps_tilde_p_value=None), "go together"),
-                      (dict(num_members=10**6), "num_members")):
+                      (dict(num_members=10**6), "num_members"),
+                      (dict(one_run_rm_gn_fdp_mu=-1.0), "one_run_rm_gn_fdp_mu")):
     with pytest.raises(ValueError, match=match):
       pan.PanoramiaResult.from_dict({**stored, **edit})
   short = {**stored, "mia_curve": {**stored["mia_curve"],
@@ -161,6 +167,9 @@ def test_one_run_real_members_and_non_members():
   assert pan.one_run_real(perfect, candidates, included) > 1.0
   blind = lambda ex: np.zeros(len(ex))
   assert pan.one_run_real(blind, candidates, included) < 0.2
+  bounds = pan.one_run_real_bounds(perfect, candidates, included, delta=1e-5)
+  assert bounds.epsilon == pan.one_run_real(perfect, candidates, included, delta=1e-5)
+  assert bounds.epsilon_fdp_gaussian > bounds.epsilon and bounds.mu_lower_bound > 1.0
 
 
 @pytest.mark.parametrize("change,match", [

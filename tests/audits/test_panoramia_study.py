@@ -73,6 +73,9 @@ def test_study_runs_from_its_seeds_key_and_its_result_round_trips():
                      progress=lambda *report: reports.append(report))
   assert reports[-1][:2] == (2, 2) and result.config["seeds"] == [3]
   assert result.repetitions[0]["seed"] == 3 and list(result.cells) == ["e1"]
+  cell = result.cells["e1"]  # O(1) RM/RN and beside it f-DP (delta = 0: its mu is the figure)
+  assert cell["one_run_rm_rn_fdp_mu"] >= 0.0 and cell["one_run_rm_rn_fdp"] in (0.0, math.inf)
+  assert "f-DP RM/RN" in result.tables() and "mu-GDP" in result.tables()
   stored = results.loads(results.dumps(result.to_dict()))
   again = study.StudyResult.from_dict(stored, result.config)
   assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())

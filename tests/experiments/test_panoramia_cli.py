@@ -37,6 +37,7 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
     assert cell["baseline_c_lb"][cell["strongest_baseline"]] == cell["c_lb"]
     assert set(cell["baseline_c_lb"]) == {"generated", "none"}
     assert cell["one_run_rm_rn"] >= 0 and cell["one_run_rm_gn"] >= 0
+    assert cell["one_run_rm_rn_fdp_mu"] >= 0 and cell["one_run_rm_gn_fdp_mu"] >= 0  # f-DP
     assert cell["null_eps_tilde"]["n"] == 30 and 0 < cell["eps_tilde_p_value"] <= 1
   summary = results["summary"]["targets"]["dp8"]
   values = [r["cells"]["dp8"]["eps_tilde"] for r in results["repetitions"]]
