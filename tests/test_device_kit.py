@@ -24,7 +24,8 @@ def _pins(text: str) -> dict[str, str]:
 
 
 def test_scripts_parse():
-  for script in ("tools/device_wheels.sh", "tools/device_run.sh"):
+  for script in ("tools/device_wheels.sh", "tools/device_install.sh", "tools/device_run.sh",
+                 "tools/device_uniaud_paper.sh"):
     out = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
     assert out.returncode == 0, (script, out.stderr)
 
@@ -42,8 +43,11 @@ def test_carried_wheels_are_the_pinned_versions_and_leave_the_devices_own_alone(
       assert version == pinned[name], (name, version, pinned[name])
 
 
-def test_run_script_installs_offline_and_runs_the_suite():
-  text = (ROOT / "tools/device_run.sh").read_text()
-  assert "--no-index --no-deps" in text and ".whl/*.whl" in text
-  assert "python3 -m experiments.benchmarks.accelerator" in text
-  assert '"${OUT:-' in text  # the results go to the device call's $OUT
+def test_run_scripts_install_offline_and_run_the_suite():
+  install = (ROOT / "tools/device_install.sh").read_text()
+  assert "--no-index --no-deps" in install and ".whl/*.whl" in install
+  for script in ("tools/device_run.sh", "tools/device_uniaud_paper.sh"):
+    text = (ROOT / script).read_text()
+    assert "source tools/device_install.sh" in text
+    assert "python3 -m experiments.benchmarks.accelerator" in text
+    assert '"${OUT:-' in text  # the results go to the device call's $OUT
