@@ -617,7 +617,8 @@ exempt(CONTAINER, *_audit("domias", "Split", "DomiasResult"),
        *_audit("lm_reconstruction", "Lines", "SecrecyPoint", "LineScores", "SetSummary",
                "AtRiskAnalysis", "LMReconstructionResult"),
        *_audit("noisy_argmax", "DirectionResult", "NoisyArgmaxAuditResult"),
-       *_audit("panoramia", "Examples", "Modality", "Curve", "PanoramiaResult", "AuditSetup"),
+       *_audit("panoramia", "Examples", "Modality", "Curve", "PanoramiaResult", "AuditSetup",
+               "OneRunBounds"),
        *_audit("panoramia_modalities", "ModelSpec"),
        *_audit("private_prediction", "QueryBounds", "PredictionAuditResult", "ModelDivergence",
                "RaoBlackwellTwoCut"),
@@ -1199,6 +1200,12 @@ bad(panoramia_audit.one_run_real, "significance", "significance", Tripwire(), _E
     MEMBERS, significance=1.5)
 bad(panoramia_audit.one_run_real, "delta", "delta", Tripwire(), _EXAMPLES, MEMBERS, delta=-0.1)
 bad(panoramia_audit.one_run_real, "target_loss", "target_loss", "loss", _EXAMPLES, MEMBERS)
+bad(panoramia_audit.one_run_real_bounds, "included-2", "included", Tripwire(), _EXAMPLES,
+    np.array([0, 1, 2, 1]))
+bad(panoramia_audit.one_run_real_bounds, "delta", "delta", Tripwire(), _EXAMPLES, MEMBERS,
+    delta=1.0)
+bad(panoramia_audit.one_run_real_bounds, "target_loss", "target_loss", "loss", _EXAMPLES,
+    MEMBERS)
 
 # panoramia's null reference (the lead's file)
 bad(panoramia_est.bootstrap_within_classes, "num_samples", "num_samples", KEY, MEMBERS, 2.5)
