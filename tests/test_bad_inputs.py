@@ -184,7 +184,8 @@ def exempt(reason: str, *names: str) -> None:
 exempt(CONTAINER, *(f"dpaudit.estimators.{n}" for n in (
     "approx_dp.ThresholdCounts", "approx_dp.ScoreEpsilon", "binomial.BetaTails",
     "binomial.LogBinomialTails", "binomial.Interval", "exposure.Exposure",
-    "fdp_one_run.FdpOneRunResult", "mia_metrics.RocCurve", "multinomial.TruncatedPoissonMoments",
+    "fdp_one_run.FdpOneRunResult", "fdp_one_run.FdpDpsgdBound", "fdp_one_run.FdpDpsgdResult",
+    "mia_metrics.RocCurve", "multinomial.TruncatedPoissonMoments",
     "one_run.OneRunResult",
     "panoramia.ThresholdCurve", "panoramia.PanoramiaBounds", "rdp.EpsilonFromRdp",
     "reconstruction.BoundAtOrder", "renyi_cuts.BootstrapBound")))
@@ -289,6 +290,41 @@ bad(fdp_one_run.fdp_one_run_from_scores, "num_guesses-too-many", "num_guesses", 
 bad(fdp_one_run.fdp_one_run_from_scores, "mode", "mode", GOOD_SCORES, MEMBERS, 1e-5, mode="best")
 bad(fdp_one_run.fdp_one_run_from_scores, "correction", "correction", GOOD_SCORES, MEMBERS, 1e-5,
     correction="holm")
+
+_RUN = {"sampling_rate": 0.1, "num_steps": 10}
+for _name, _i in (("num_examples", 0), ("num_guesses", 1), ("num_correct", 2)):
+  count_cases(fdp_one_run.fdp_one_run_dpsgd, _name, lambda v, i=_i: (
+      tuple(v if j == i else (100, 10, 5)[j] for j in range(3)), {**_RUN, "delta": 1e-6}))
+significance_cases(fdp_one_run.fdp_one_run_dpsgd,
+                   lambda v: ((100, 10, 5), {**_RUN, "delta": 1e-6, "significance": v}))
+significance_cases(fdp_one_run.fdp_one_run_dpsgd_from_scores,
+                   lambda v: ((GOOD_SCORES, MEMBERS, 1e-5), {**_RUN, "significance": v}))
+for _fn, _args in ((fdp_one_run.fdp_one_run_dpsgd, (100, 10, 5)),
+                   (fdp_one_run.fdp_one_run_dpsgd_from_scores, (GOOD_SCORES, MEMBERS))):
+  _delta = {"delta": 1e-6} if _fn is fdp_one_run.fdp_one_run_dpsgd else {}
+  _args = _args if _delta else _args + (1e-6,)
+  bad(_fn, "sampling_rate-0", "sampling_rate", *_args, **_delta, sampling_rate=0.0, num_steps=10)
+  bad(_fn, "sampling_rate-nan", "sampling_rate", *_args, **_delta, sampling_rate=float("nan"),
+      num_steps=10)
+  bad(_fn, "num_steps-0", "num_steps", *_args, **_delta, sampling_rate=0.1, num_steps=0)
+  bad(_fn, "num_steps-fraction", "num_steps", *_args, **_delta, sampling_rate=0.1,
+      num_steps=2.5)
+  bad(_fn, "num_steps-bool", "num_steps", *_args, **_delta, sampling_rate=0.1, num_steps=True)
+  bad(_fn, "adjacency", "adjacency", *_args, **_delta, **_RUN, adjacency="swap")
+  bad(_fn, "pld_discretization-0", "pld_discretization", *_args, **_delta, **_RUN,
+      pld_discretization=0.0)
+bad(fdp_one_run.fdp_one_run_dpsgd, "delta-1", "delta", 100, 10, 5, **_RUN, delta=1.0)
+bad(fdp_one_run.fdp_one_run_dpsgd, "delta-array", "delta", 100, 10, 5, **_RUN, delta=[1e-6, 1e-5])
+bad(fdp_one_run.fdp_one_run_dpsgd, "num_candidates-1", "num_candidates", 100, 10, 5, **_RUN,
+    delta=1e-6, num_candidates=1)
+bad(fdp_one_run.fdp_one_run_dpsgd, "shapes-2d", "dimension", 100, np.ones((2, 2)), 1, **_RUN,
+    delta=1e-6)
+score_cases(fdp_one_run.fdp_one_run_dpsgd_from_scores, "scores",
+            lambda v: ((v, MEMBERS, 1e-5), _RUN), skip=ORDERED)
+bad(fdp_one_run.fdp_one_run_dpsgd_from_scores, "delta-1", "delta", GOOD_SCORES, MEMBERS, 1.0,
+    **_RUN)
+bad(fdp_one_run.fdp_one_run_dpsgd_from_scores, "correction", "correction", GOOD_SCORES, MEMBERS,
+    1e-5, **_RUN, correction="holm")
 
 # binomial
 count_cases(binomial.clopper_pearson, "successes", lambda v: ((v, 10), {}))

@@ -262,6 +262,91 @@ def dpsgd_delta(noise_multiplier, sampling_rate, num_steps, epsilon, *, accounta
   return float(min(max(acc.get_delta(float(epsilon)), 0.0), 1.0))
 
 
+ADJACENCIES = ("add_or_remove_one", "replace_one")
+
+
+def _composed_pld(noise_multiplier: float, sampling_rate: float, num_steps: int, adjacency: str,
+                  pld_discretization: float):
+  """The pessimistic privacy loss distribution of :func:`dpsgd_event` (dp_accounting's PLD
+  accountant, the construction of :func:`dpsgd_epsilon` and :func:`dpsgd_epsilon_replace_one`)."""
+  relation = (dp_accounting.NeighboringRelation.REPLACE_ONE if adjacency == "replace_one"
+              else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+  acc = dp_accounting.pld.PLDAccountant(neighboring_relation=relation,
+                                        value_discretization_interval=pld_discretization)
+  acc.compose(_event(noise_multiplier, sampling_rate, num_steps))
+  return acc._pld  # noqa: SLF001 (dp_accounting exposes no public getter)
+
+
+def _pmf_profile(pmf, size: int) -> np.ndarray:
+  r"""Hockey-stick divergence of one discrete privacy loss distribution at the losses
+  :math:`\varepsilon_e = e\,\Delta` (e = 0..size-1, :math:`\Delta` the discretisation):
+  :math:`\delta(\varepsilon_e) = p_\infty + \sum_{i > e} p_i (1 - c^{i - e})`,
+  :math:`c = e^{-\Delta}`, by the recursion :math:`\delta_e - p_\infty = (1 - c) T_e
+  + c\,(\delta_{e+1} - p_\infty)` with :math:`T_e = \sum_{i > e} p_i`: sums of positive
+  terms only (no cancellation), one linear filter over the grid."""
+  from scipy import signal  # noqa: PLC0415 (scipy is a dependency of dp_accounting)
+  dense = pmf.to_dense_pmf()
+  lower, probs = int(dense._lower_loss), np.asarray(dense._probs, np.float64)  # noqa: SLF001
+  step = float(dense._discretization)  # noqa: SLF001
+  p = np.zeros(size + 1)
+  index = np.arange(len(probs)) + lower  # loss index of each probability
+  keep = index >= 0  # size reaches the largest loss
+  p[index[keep]] = probs[keep]
+  tail = np.cumsum(p[::-1])[::-1]  # sum_{i >= e} p_i, summed from the top
+  strictly_above = np.append(tail[1:], 0.0)[:size]  # T_e = sum_{i > e} p_i
+  c = math.exp(-step)
+  excess = signal.lfilter([1.0 - c], [1.0, -c], strictly_above[::-1])[::-1]
+  return float(dense._infinity_mass) + excess  # noqa: SLF001
+
+
+def dpsgd_privacy_profile(noise_multiplier, sampling_rate, num_steps, *,
+                          adjacency: str = "add_or_remove_one",
+                          pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
+                          ) -> tuple[np.ndarray, np.ndarray]:
+  r"""The privacy profile :math:`\delta(\varepsilon)` of DP-SGD from its pessimistic PLD.
+
+  The mechanism is :func:`dpsgd_event` under ``adjacency`` (``"add_or_remove_one"`` or
+  ``"replace_one"``); dp_accounting's PLD accountant (Koskela et al. 2020; Doroshenko et al.
+  2022) discretises its privacy loss pessimistically on a grid of spacing
+  ``pld_discretization``, so that the discrete pair dominates the mechanism: the returned
+  :math:`\delta(\varepsilon)` (the larger of the two directions' hockey-stick divergences)
+  is an upper bound on the true one at every grid point. DP-SGD is then
+  :math:`(\varepsilon_j, \delta_j)`-DP for every returned pair, and by Dong, Roth & Su (2022,
+  Prop. 2.12) its trade-off curve lies above
+  :math:`\max_j \max(0, 1 - \delta_j - e^{\varepsilon_j}x, e^{-\varepsilon_j}(1 - \delta_j
+  - x))`.
+
+  >>> eps, delta = dpsgd_privacy_profile(1.0, 0.1, 100, pld_discretization=1e-3)
+  >>> float(eps[0]), round(float(delta[0]), 4), bool(delta[-1] < 1e-12)
+  (0.0, 0.4388, True)
+
+  Args:
+    noise_multiplier: :math:`\sigma > 0`.
+    sampling_rate: :math:`q \in [0, 1]`.
+    num_steps: :math:`T \ge 0`.
+    adjacency: ``"add_or_remove_one"`` or ``"replace_one"``.
+    pld_discretization: value discretisation interval of the PLD accountant, in (0, 1].
+
+  Returns:
+    ``(epsilons, deltas)``: the grid :math:`\varepsilon_e = e\,\Delta` from 0 to the largest
+    finite loss, and :math:`\delta(\varepsilon_e)`, non-increasing (float64 arrays). With no
+    step or no sampling: ``([0.], [0.])``.
+  """
+  sigma, q, steps = _check_dpsgd(noise_multiplier, sampling_rate, num_steps)
+  _validate.check_choice("adjacency", adjacency, ADJACENCIES)
+  _check_accountant("pld", None, pld_discretization)
+  if sigma == 0.0:
+    raise ValueError("noise_multiplier=0.0 is not in (0, inf): no noise, no privacy profile")
+  if _is_trivial(q, steps):
+    return np.zeros(1), np.zeros(1)
+  pld = _composed_pld(sigma, q, steps, adjacency, float(pld_discretization))
+  pmfs = [p.to_dense_pmf() for p in (pld._pmf_remove, pld._pmf_add)]  # noqa: SLF001
+  top = max(int(p._lower_loss) + len(p._probs) for p in pmfs)  # noqa: SLF001
+  size = max(top, 1)
+  deltas = np.maximum(*(_pmf_profile(p, size) for p in pmfs))
+  return np.arange(size) * float(pmfs[0]._discretization), np.minimum(deltas, 1.0)  # noqa: SLF001
+
+
 FRACTIONAL_METHODS = ("quadrature", "dp_accounting")
 _SGM_GRID_STEP = 1.0 / 32.0
 _SGM_MARGIN = 40.0

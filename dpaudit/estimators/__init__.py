@@ -15,6 +15,8 @@ from dpaudit.estimators.binomial import (
 )
 from dpaudit.estimators.exposure import Exposure, exposure_exact, exposure_sampled
 from dpaudit.estimators.fdp_one_run import (
+                                         fdp_one_run_dpsgd,
+                                         fdp_one_run_dpsgd_from_scores,
                                          fdp_one_run_epsilon,
                                          fdp_one_run_from_scores,
                                          fdp_one_run_mu,
@@ -58,7 +60,8 @@ __all__ = [
     "BootstrapBound", "BootstrapWarning", "Exposure", "binary_renyi_divergence", "binomial_cdf",
     "binomial_logpmf", "binomial_sf", "clopper_pearson", "compose_rdp",
     "empirical_bernstein_interval", "epsilon_from_error_counts", "epsilon_from_scores",
-    "exposure_exact", "exposure_sampled", "fdp_one_run_epsilon",
+    "exposure_exact", "exposure_sampled", "fdp_one_run_dpsgd", "fdp_one_run_dpsgd_from_scores",
+    "fdp_one_run_epsilon",
     "fdp_one_run_from_scores", "fdp_one_run_mu", "fdp_one_run_p_value", "gdp_delta",
     "gdp_epsilon", "gdp_tradeoff_curve", "goodman_intervals", "incomplete_beta_tails",
     "leakage_bits", "null_p_value", "one_run_epsilon", "one_run_epsilon_ceiling",

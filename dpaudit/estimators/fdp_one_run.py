@@ -71,6 +71,7 @@ digits) and are jit/vmap-able.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -78,8 +79,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy import special as jsp
+from scipy import optimize
 
 from dpaudit import _validate
+from dpaudit.accounting import dpsgd
 from dpaudit.estimators import _compile, one_run
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -133,20 +136,29 @@ def _fresh(shape_like, mu, e0, de0, start):
               b_inc=z, da_inc=z, db_inc=z, live=start)
 
 
-def _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop):
+def _gaussian_curve(a, mu):
+  r""":math:`\bar f(a) = \Phi(\Phi^{-1}(a) - \mu)` of :math:`\mu`-GDP, its slope in a
+  (:math:`e^{\mu z - \mu^2/2}`; 0 once a reaches 1, where :math:`\bar f` is 1 and flat) and
+  its derivative in mu."""
+  z = jsp.ndtri(jnp.minimum(a, 1.0))
+  w = z - mu
+  slope = jnp.where(a < 1.0, jnp.exp(jnp.minimum(mu * z - 0.5 * mu * mu, 700.0)), 0.0)
+  return _ndtr(w), slope, -_pdf(w)
+
+
+def _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve=_gaussian_curve):
   """One step of the recursion (i = v - 1 - t) in every lane where ``s["live"]``: adds
   :math:`D_i` to ``b_inc`` and :math:`\\frac{i}{r-i}D_i` to ``a_inc`` (the increments
   of b and a), with their mu-derivatives, and ends the lane's evaluation at i = 0, when the
-  increments have died out or when the total passes ``cap``."""
+  increments have died out or when the total passes ``cap``. ``curve(a, mu)`` gives
+  :math:`\bar f(a)`, its slope in a and its derivative in the family's parameter
+  (:func:`_gaussian_curve`; :func:`_piecewise_linear_curve` for a fixed curve)."""
   r, v, mu, t, live = num_guesses, num_correct, s["mu"], s["t"], s["live"]
   i = v - 1.0 - t
   a = alpha + s["a_inc"]
-  z = jsp.ndtri(jnp.minimum(a, 1.0))
-  w = z - mu
-  f_bar = (k - 1.0) * _ndtr(w)
-  # d f_bar / d a = exp(mu z - mu^2 / 2); 0 once a reaches 1 (f_bar is then 1 and flat).
-  slope = jnp.where(a < 1.0, jnp.exp(jnp.minimum(mu * z - 0.5 * mu * mu, 700.0)), 0.0)
-  d_f_bar = (k - 1.0) * (slope * s["da_inc"] - _pdf(w))
+  value, slope, d_value = curve(a, mu)
+  f_bar = (k - 1.0) * value
+  d_f_bar = (k - 1.0) * (slope * s["da_inc"] + d_value)
   first = t == 0.0
   gap = f_bar - eta - s["b_inc"]
   d = jnp.where(first, s["e0"], jnp.maximum(gap, 0.0))
@@ -164,9 +176,9 @@ def _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop):
               da_inc=keep(da_inc, s["da_inc"]), db_inc=keep(db_inc, s["db_inc"]), live=live & go_on)
 
 
-def _run(s, num_guesses, num_correct, k, alpha, eta, cap, stop):
+def _run(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve=_gaussian_curve):
   """Steps until every lane's evaluation has ended."""
-  step = lambda s: _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop)
+  step = lambda s: _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve)
   return jax.lax.while_loop(lambda s: jnp.any(s["live"]), step, s)
 
 
@@ -685,3 +697,371 @@ def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str):
   epsilon = _gdp_epsilon(grid_mu[best], delta)
   return (grid_mu[best], epsilon, grid_f[best], correct[best], per_test, grid_f, correct,
           grid_mu)
+
+
+# ------------------------------------------------------------------------------ DP-SGD curves
+_NOISE_RANGE = (1e-2, 1e3)
+"""Noise multipliers searched by :func:`fdp_one_run_dpsgd`."""
+_NOISE_TOLERANCE = 1e-4
+"""Relative width of the final bracket on the noise multiplier."""
+_PROFILE_POINTS = 2048
+"""At most this many (epsilon, delta) pairs of the privacy profile make the curve."""
+_VERTICES = 2 * _PROFILE_POINTS + 2
+"""Vertex arrays are padded to this length (the most a curve has): one compiled program for
+every noise multiplier."""
+
+
+def _profile_vertices(epsilons: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  r"""Vertices on [0, 1] of :math:`\bar f(x) = f(1 - x)` for the curve
+  :math:`f(x) = \max_j \max(0, 1 - \delta_j - e^{\epsilon_j}x, e^{-\epsilon_j}(1 - \delta_j - x))`
+  (at most :data:`_PROFILE_POINTS` pairs, evenly spaced in the profile's grid): the upper
+  envelope of the lines :math:`e^{-\epsilon_j}(x - \delta_j)`,
+  :math:`e^{\epsilon_j}x - (e^{\epsilon_j} - 1 + \delta_j)` and 0, in slope order."""
+  if len(epsilons) > _PROFILE_POINTS:
+    pick = np.unique(np.linspace(0, len(epsilons) - 1, _PROFILE_POINTS).round().astype(np.int64))
+    epsilons, deltas = epsilons[pick], deltas[pick]
+  small = epsilons <= 700.0  # e^{-eps} underflows beyond: those lines are 0 on [0, 1]
+  steep = epsilons <= 30.0  # lines of slope e^eps > e^30 are positive only within e^-30 of 1
+  slopes = np.concatenate([[0.0], np.exp(-epsilons[small]), np.exp(epsilons[steep])])
+  heights = np.concatenate([[0.0], -np.exp(-epsilons[small]) * deltas[small],
+                            -(np.expm1(epsilons[steep]) + deltas[steep])])
+  order = np.lexsort((heights, slopes))
+  slopes, heights = slopes[order], heights[order]
+  last = np.append(slopes[1:] != slopes[:-1], True)  # of equal slopes, the highest line
+  hull_a: list[float] = []
+  hull_b: list[float] = []
+  for a, b in zip(slopes[last].tolist(), heights[last].tolist()):
+    while len(hull_a) >= 2:
+      a1, b1, a2, b2 = hull_a[-2], hull_b[-2], hull_a[-1], hull_b[-1]
+      if (b1 - b) * (a2 - a1) <= (b1 - b2) * (a - a1):  # the new line meets the first no later
+        hull_a.pop()
+        hull_b.pop()
+      else:
+        break
+    hull_a.append(a)
+    hull_b.append(b)
+  a, b = np.array(hull_a), np.array(hull_b)
+  breaks = (b[:-1] - b[1:]) / (a[1:] - a[:-1])
+  inner = (breaks > 0.0) & (breaks < 1.0)
+  xs = np.concatenate([[0.0], breaks[inner], [1.0]])
+  line = np.searchsorted(breaks, xs, side="left")  # the line in force left of each vertex
+  ys = np.maximum(a[line] * xs + b[line], 0.0)
+  return xs, ys
+
+
+def _piecewise_linear_curve(xs, ys):
+  """A :func:`_step` curve for the fixed convex :math:`\\bar f` through the vertices
+  ``(xs, ys)`` (no parameter: slope and derivative 0, so the early stop waits for an increment
+  of exactly 0, after which all are 0)."""
+  def curve(a, _):
+    zero = jnp.zeros_like(a)
+    return jnp.interp(jnp.minimum(a, 1.0), xs, ys), zero, zero
+  return curve
+
+
+@_compile.jit(fusion_emitters=False)
+def _curve_ratio_jit(m, r, v, k, beta, xs, ys):
+  """(a_0 + b_0 - beta r/m) / ((1 - beta) r/m) of the recursion with the curve through
+  ``(xs, ys)`` at gamma = beta, per problem: above 1 where the test rejects."""
+  alpha, eta = beta * v / m, beta * (r - v) / m
+  threshold = (1.0 - beta) * r / m
+  curve = _piecewise_linear_curve(xs, ys)
+  zero = jnp.zeros_like(m)
+  e0 = (k - 1.0) * curve(alpha, zero)[0] - eta
+  s = _fresh(m, zero, e0, zero, (v >= 1.0) & (threshold > 0.0))
+  s = _run(s, r, v, k, alpha, eta, _CAP * threshold, 0.0, _piecewise_linear_curve(xs, ys))
+  total = s["a_inc"] + s["b_inc"]
+  return jnp.where(threshold > 0.0, total / jnp.where(threshold > 0.0, threshold, 1.0), 0.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _run_curve(noise_multiplier: float, sampling_rate: float, num_steps: int, adjacency: str,
+               pld_discretization: float) -> tuple[np.ndarray, np.ndarray]:
+  """Padded vertices of the DP-SGD run's :math:`\\bar f` (cached per noise multiplier)."""
+  epsilons, deltas = dpsgd.dpsgd_privacy_profile(
+      noise_multiplier, sampling_rate, num_steps, adjacency=adjacency,
+      pld_discretization=pld_discretization)
+  xs, ys = _profile_vertices(epsilons, deltas)
+  pad = _VERTICES - len(xs)
+  return (np.concatenate([xs, 2.0 + np.arange(pad)]), np.concatenate([ys, np.full(pad, ys[-1])]))
+
+
+def _dpsgd_epsilon(noise_multiplier, sampling_rate, num_steps, delta, adjacency,
+                   pld_discretization) -> float:
+  if adjacency == "replace_one":
+    return dpsgd.dpsgd_epsilon_replace_one(noise_multiplier, sampling_rate, num_steps, delta,
+                                           pld_discretization=pld_discretization)
+  return dpsgd.dpsgd_epsilon(noise_multiplier, sampling_rate, num_steps, delta, accountant="pld",
+                             pld_discretization=pld_discretization)
+
+
+class FdpDpsgdBound(NamedTuple):
+  """Result of :func:`fdp_one_run_dpsgd`.
+
+  Attributes:
+    noise_multiplier_upper_bound: the least noise multiplier found rejected (every larger one
+      is rejected too); inf when none in [1e-2, 1e3] is.
+    epsilon: the PLD epsilon at delta of the run with that noise multiplier (0.0 when none is
+      rejected).
+    ratio: the recursion's statistic at that noise multiplier for each (r, v) (above 1:
+      rejected).
+    at_search_limit: True when even the least private noise multiplier searched (1e-2) is
+      rejected: the bound is then the search's limit, not the data's.
+  """
+  noise_multiplier_upper_bound: float
+  epsilon: float
+  ratio: np.ndarray
+  at_search_limit: bool
+
+
+def _dpsgd_search(m, r, v, k, beta, sampling_rate, num_steps, delta, adjacency,
+                  pld_discretization) -> FdpDpsgdBound:
+  """Bracket then Brent's method on log sigma (module docstring of
+  :func:`fdp_one_run_dpsgd`); returns the least rejected sigma evaluated."""
+  m, r, v, k, beta = (np.asarray(x, np.float64).reshape(-1) for x in
+                      np.broadcast_arrays(m, r, v, k, beta))
+  dtype = jnp.result_type(float)
+  args = tuple(np.asarray(x, dtype) for x in (m, r, v, k, beta))
+  seen: dict[float, np.ndarray] = {}
+
+  def ratio(sigma: float) -> np.ndarray:
+    if sigma not in seen:
+      xs, ys = _run_curve(sigma, sampling_rate, num_steps, adjacency, pld_discretization)
+      seen[sigma] = np.asarray(_curve_ratio_jit(*args, np.asarray(xs, dtype),
+                                                np.asarray(ys, dtype)))
+    return seen[sigma]
+
+  g = lambda log_sigma: float(np.max(ratio(math.exp(log_sigma)))) - 1.0
+  low, high = (math.log(x) for x in _NOISE_RANGE)
+  nothing = FdpDpsgdBound(math.inf, 0.0, np.zeros_like(m), False)
+  # No GDP curve rejected, not even mu = 0 (the identity, above every curve): nothing is.
+  mu = float(np.max(np.asarray(_mu_jit(args[0], args[1], args[2], args[4], args[3]))))
+  if mu <= 0.0:
+    return nothing
+  # Start: the noise whose CLT limit is mu-GDP (Dong, Roth & Su 2022, Thm. 3.18),
+  # mu = q sqrt(T (e^{1/sigma^2} - 1)).
+  x = math.log(1.0 / math.sqrt(max(math.log1p((mu / sampling_rate) ** 2 / num_steps), 1e-300)))
+  x = min(max(x, low), high)
+  step = math.log(1.5)
+  if g(x) > 0.0:  # rejected: walk down to an accepted point
+    hi = x
+    while g(x) > 0.0 and x > low:
+      hi, x = x, max(x - step, low)
+      step *= 2.0
+    lo = x
+    if g(lo) > 0.0:
+      sigma = _NOISE_RANGE[0]
+      return FdpDpsgdBound(sigma, _dpsgd_epsilon(sigma, sampling_rate, num_steps, delta,
+                                                 adjacency, pld_discretization),
+                           ratio(sigma), True)
+  else:
+    lo = x
+    while g(x) <= 0.0 and x < high:
+      lo, x = x, min(x + step, high)
+      step *= 2.0
+    hi = x
+    if g(hi) <= 0.0:
+      return nothing
+  optimize.brentq(g, lo, hi, xtol=0.25 * _NOISE_TOLERANCE, rtol=4.0 * np.finfo(float).eps)
+  rejected = [s for s in seen if np.max(seen[s]) > 1.0]
+  accepted = [s for s in seen if np.max(seen[s]) <= 1.0]
+  sigma_hi, sigma_lo = min(rejected), max(accepted)
+  while sigma_hi > sigma_lo * (1.0 + _NOISE_TOLERANCE):  # Brent ended on the accepted side
+    mid = math.sqrt(sigma_hi * sigma_lo)
+    if np.max(ratio(mid)) > 1.0:
+      sigma_hi = mid
+    else:
+      sigma_lo = mid
+  return FdpDpsgdBound(sigma_hi, _dpsgd_epsilon(sigma_hi, sampling_rate, num_steps, delta,
+                                                adjacency, pld_discretization),
+                       ratio(sigma_hi), False)
+
+
+def _check_dpsgd_run(sampling_rate, num_steps, adjacency, pld_discretization) -> None:
+  for name, value in (("sampling_rate", sampling_rate), ("num_steps", num_steps),
+                      ("pld_discretization", pld_discretization)):
+    if np.ndim(value) != 0:
+      raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+    _validate.check_not_boolean(name, value)
+  _validate.check_range("sampling_rate", sampling_rate, 0.0, 1.0, low_open=True)
+  _validate.check_integer_valued("num_steps", num_steps)
+  _validate.check_range("num_steps", num_steps, 1.0, finite=True)
+  _validate.check_choice("adjacency", adjacency, dpsgd.ADJACENCIES)
+  _validate.check_range("pld_discretization", pld_discretization, 0.0, 1.0, low_open=True)
+
+
+def fdp_one_run_dpsgd(num_examples, num_guesses, num_correct, *, sampling_rate, num_steps, delta,
+                      significance=0.05, num_candidates=2, adjacency: str = "add_or_remove_one",
+                      pld_discretization: float = 1e-3) -> FdpDpsgdBound:
+  r"""Upper confidence bound on the noise multiplier of a DP-SGD run from one audited run.
+
+  The f-DP one-run test of Mahloujifar, Melis & Chaudhuri (ICML 2025; the recursion of the
+  module docstring) applied to the audited run's own family of trade-off curves: DP-SGD
+  (Abadi et al. 2016) with this ``sampling_rate`` q and ``num_steps`` T and a noise multiplier
+  :math:`\sigma`. Each (r, v) pair of the inputs is one test at level ``significance`` (pass
+  ``significance / len(grid)`` for a Bonferroni-corrected sweep); :math:`\sigma` is rejected
+  when any of them rejects.
+
+  **The curve.** For a candidate :math:`\sigma`, dp_accounting's PLD accountant gives the
+  run's pessimistic privacy profile :math:`\delta(\epsilon_j)` on its loss grid
+  (:func:`dpaudit.accounting.dpsgd.dpsgd_privacy_profile`; at most 2048 of its points, evenly
+  spaced), and the test uses
+  :math:`f(x) = \max_j \max(0, 1 - \delta_j - e^{\epsilon_j}x, e^{-\epsilon_j}(1 - \delta_j -
+  x))` through :math:`\bar f(x) = f(1 - x)` (piecewise linear, the upper envelope of these
+  lines). Why a rejection is valid for the true curve :math:`f^*` of the run: the mechanism is
+  :math:`(\epsilon, \delta^*(\epsilon))`-DP for every epsilon with :math:`\delta^*` its exact
+  profile, so :math:`f^* \ge \sup_\epsilon f_{\epsilon, \delta^*(\epsilon)}` (Dong, Roth & Su
+  2022, Prop. 2.12); the PLD's :math:`\delta_j \ge \delta^*(\epsilon_j)` (pessimistic
+  discretisation and tail truncation, the larger of both directions) and a finite subset of
+  the epsilons only lower each term and drop terms. So :math:`f \le f^*` pointwise; f is a
+  symmetric, convex trade-off function (a maximum of such), the recursion's bound on
+  :math:`\Pr[\ge v \text{ right}]` holds for any mechanism that is f-DP, and every mechanism
+  that is :math:`f^*`-DP is f-DP. Rejecting f at level beta therefore rejects the run with
+  noise :math:`\sigma`.
+
+  **The search.** A larger :math:`\sigma` makes the run more private, every
+  :math:`\delta_j` smaller and f larger, so the rejected set is an interval
+  :math:`[\sigma_U, \infty)`. It starts at the noise whose CLT limit (Dong, Roth & Su 2022,
+  Thm. 3.18: :math:`\mu = q\sqrt{T(e^{1/\sigma^2} - 1)}`) is the strongest rejected
+  :math:`\mu`-GDP curve (:func:`fdp_one_run_mu`), brackets by steps in
+  :math:`\log\sigma`, then runs Brent's method on the largest statistic
+  :math:`\max (a_0 + b_0 - \beta r/m) / ((1 - \beta) r/m)` minus 1, in :math:`\log\sigma`, until
+  the bracket is 1e-4 relative; the least rejected :math:`\sigma` evaluated is returned, with
+  the PLD epsilon at ``delta`` of that run (the accountant of
+  :func:`dpaudit.accounting.dpsgd_epsilon`, same discretisation): every run of this q and T
+  with at least that much noise is rejected at level beta. The PLD's discretisation sets the
+  real accuracy: with the default ``pld_discretization`` 1e-3, the bound moved by about 1e-4
+  relative against 1e-4 (which costs 5-10x more per evaluation). The search covers
+  :math:`\sigma \in [10^{-2}, 10^3]`: when even :math:`10^3` is not rejected (or no GDP curve
+  is), the bound is inf and epsilon 0.0; when :math:`10^{-2}` is, it is returned with
+  ``at_search_limit`` True. Each evaluation builds one PLD (cached per :math:`\sigma`):
+  about 10 evaluations, 1-2 s for q = 0.1 and T = 1000 after the first call's compilation.
+
+  >>> bound = fdp_one_run_dpsgd(1000, 100, 95, sampling_rate=1.0, num_steps=1, delta=1e-6)
+  >>> round(bound.noise_multiplier_upper_bound, 3), round(bound.epsilon, 3)  # one Gaussian step
+  (1.271, 3.727)
+
+  Args:
+    num_examples: number m of canaries; scalar or 1-D, broadcasting with the others.
+    num_guesses: numbers r of guesses, 0 <= r <= m (one test per entry).
+    num_correct: numbers v of right guesses, 0 <= v <= r.
+    sampling_rate: the run's Poisson sampling rate q in (0, 1].
+    num_steps: the run's number of steps T >= 1.
+    delta: delta in [0, 1) at which epsilon is read.
+    significance: beta in (0, 1), the level of each test.
+    num_candidates: k >= 2 candidates per canary (2: membership; more: reconstruction).
+    adjacency: ``"add_or_remove_one"`` or ``"replace_one"``, the neighbouring relation of the
+      accountant (the game's: membership is add-or-remove).
+    pld_discretization: the PLD accountant's value discretisation interval, in (0, 1].
+
+  Returns:
+    :class:`FdpDpsgdBound`.
+  """
+  _check_game(num_examples, num_guesses, num_correct, num_candidates)
+  if len(np.broadcast_shapes(*(np.shape(x) for x in (num_examples, num_guesses, num_correct,
+                                                      num_candidates)))) > 1:
+    raise ValueError("num_examples, num_guesses, num_correct and num_candidates must broadcast "
+                     "to at most one dimension")
+  for name, value in (("delta", delta), ("significance", significance)):
+    if np.ndim(value) != 0:
+      raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+  _validate.check_delta(delta)
+  _validate.check_significance(significance)
+  _check_dpsgd_run(sampling_rate, num_steps, adjacency, pld_discretization)
+  return _dpsgd_search(num_examples, num_guesses, num_correct, num_candidates, significance,
+                       float(sampling_rate), int(num_steps), float(delta), adjacency,
+                       float(pld_discretization))
+
+
+class FdpDpsgdResult(NamedTuple):
+  """Result of :func:`fdp_one_run_dpsgd_from_scores`.
+
+  Attributes:
+    noise_multiplier_upper_bound: every DP-SGD run of this sampling rate and step count with a
+      larger noise multiplier is rejected (valid at level ``significance`` only with
+      ``correction="bonferroni"``); inf when none is.
+    epsilon: the PLD epsilon at the call's delta of the run with that noise multiplier
+      (``epsilon_fdp_run``; 0.0 when nothing is rejected).
+    num_guesses: the grid point whose test rejects most strongly at that noise multiplier.
+    num_correct: right guesses at that r.
+    per_test_significance: level each grid point was tested at.
+    grid: the guess counts r that were swept (sorted, deduplicated).
+    grid_correct: right guesses at each grid point.
+    optimistic: True with ``correction="none"`` (the bound is then not a valid 1 - significance
+      bound).
+    at_search_limit: True when the least private noise multiplier searched (1e-2) is rejected.
+  """
+  noise_multiplier_upper_bound: float
+  epsilon: float
+  num_guesses: jax.Array
+  num_correct: jax.Array
+  per_test_significance: jax.Array
+  grid: jax.Array
+  grid_correct: jax.Array
+  optimistic: bool = False
+  at_search_limit: bool = False
+
+
+@_compile.jit(static_argnames=("grid", "mode"), fusion_emitters=False)
+def _counts_jit(scores, is_member, grid: tuple, mode: str):
+  return one_run._correct_counts(scores, is_member, np.asarray(grid, np.int64), mode)
+
+
+def fdp_one_run_dpsgd_from_scores(scores, is_member, delta, significance=0.05, *, sampling_rate,
+                                  num_steps, num_guesses=None, mode: str = "symmetric",
+                                  correction: str = "bonferroni",
+                                  adjacency: str = "add_or_remove_one",
+                                  pld_discretization: float = 1e-3) -> FdpDpsgdResult:
+  r"""f-DP one-run bound within the audited DP-SGD run's own curve family, from membership
+  scores.
+
+  The guesses, grid and per-test level of :func:`fdp_one_run_from_scores` (and of
+  :func:`dpaudit.estimators.one_run_epsilon_from_scores`); the whole grid is tested at once by
+  :func:`fdp_one_run_dpsgd` (Mahloujifar, Melis & Chaudhuri, ICML 2025, with the run's
+  PLD-derived curve): a noise multiplier is rejected when any grid point rejects it at
+  ``significance / len(grid)`` (``correction="bonferroni"``, a union bound: valid at level
+  ``significance``) or at ``significance`` (``correction="none"``: optimistic, flagged). The
+  result's epsilon is ``epsilon_fdp_run``: valid if the trade-off curve is this DP-SGD run's
+  with some noise multiplier.
+
+  >>> import numpy as np
+  >>> rng = np.random.default_rng(0)
+  >>> member = rng.random(1000) < 0.5
+  >>> result = fdp_one_run_dpsgd_from_scores(rng.normal(2.0 * member, 1.0), member, 1e-5,
+  ...                                        sampling_rate=1.0, num_steps=1, num_guesses=[174])
+  >>> round(result.noise_multiplier_upper_bound, 3), round(result.epsilon, 3)  # one Gaussian step
+  (0.679, 6.894)
+
+  Args:
+    scores: 1-D array of m membership scores (higher = more likely member), no NaN.
+    is_member: 1-D boolean (or 0/1) array of the m true memberships.
+    delta: delta in [0, 1) at which epsilon is read.
+    significance: beta in (0, 1).
+    sampling_rate: the run's Poisson sampling rate q in (0, 1].
+    num_steps: the run's number of steps T >= 1.
+    num_guesses: 1-D grid of guess counts (static); default
+      :func:`dpaudit.estimators.one_run.default_guess_grid`.
+    mode: "symmetric" or "top".
+    correction: "bonferroni" or "none".
+    adjacency: ``"add_or_remove_one"`` or ``"replace_one"``.
+    pld_discretization: the PLD accountant's value discretisation interval, in (0, 1].
+
+  Returns:
+    :class:`FdpDpsgdResult`.
+  """
+  grid, per_test = one_run._guess_grid_and_level(scores, is_member, delta, significance,
+                                                 num_guesses, mode, correction)
+  if np.ndim(delta) != 0:
+    raise ValueError(f"delta must be a scalar, got shape {np.shape(delta)}")
+  _check_dpsgd_run(sampling_rate, num_steps, adjacency, pld_discretization)
+  correct = _counts_jit(_compile.argument(scores), _compile.argument(is_member),
+                        grid=tuple(int(r) for r in grid), mode=mode)
+  m = int(np.shape(scores)[0])
+  grid_f = jnp.asarray(grid, per_test.dtype)
+  bound = _dpsgd_search(m, np.asarray(grid, np.float64), np.asarray(correct, np.float64), 2.0,
+                        float(per_test), float(sampling_rate), int(num_steps), float(delta),
+                        adjacency, float(pld_discretization))
+  best = int(np.argmax(bound.ratio))
+  return FdpDpsgdResult(bound.noise_multiplier_upper_bound, bound.epsilon, grid_f[best],
+                        correct[best], per_test, grid_f, correct, correction == "none",
+                        bound.at_search_limit)

@@ -312,3 +312,116 @@ def test_gdp_tradeoff_curve():
 def test_bad_inputs_name_the_argument(call, name):
   with pytest.raises(ValueError, match=name):
     call()
+
+
+# ----------------------------------------------------------------------------- DP-SGD curves
+def ref_lines_f_bar(x, epsilons, deltas):
+  """f(1 - x) for f(x) = max_j max(0, 1 - d_j - e^{e_j} x, e^{-e_j}(1 - d_j - x)), as written."""
+  y = 1.0 - min(x, 1.0)
+  return max(0.0, max(max(1.0 - d - math.exp(e) * y, math.exp(-e) * (1.0 - d - y))
+                      for e, d in zip(epsilons, deltas)))
+
+
+def ref_lines_ratio(m, r, v, k, beta, epsilons, deltas):
+  """(a_0 + b_0 - beta r/m) / ((1 - beta) r/m) of the recursion with that curve."""
+  a, b = beta * v / m, beta * (r - v) / m
+  for i in range(v - 1, -1, -1):
+    b_next = max(b, (k - 1) * ref_lines_f_bar(a, epsilons, deltas))
+    a = a + i / (r - i) * (b_next - b)
+    b = b_next
+  return (a + b - beta * r / m) / ((1 - beta) * r / m)
+
+
+@functools.cache
+def sgm_profile():
+  """The privacy profile of DP-SGD (sigma 1.5, q 0.1, T 100), at most 300 points of it."""
+  from dpaudit.accounting import dpsgd
+  eps, delta = dpsgd.dpsgd_privacy_profile(1.5, 0.1, 100, pld_discretization=1e-2)
+  pick = np.unique(np.linspace(0, len(eps) - 1, 300).round().astype(int))
+  return eps[pick], delta[pick]
+
+
+def test_run_curve_recursion_matches_reference():
+  eps, delta = sgm_profile()
+  xs, ys = fdp_one_run._profile_vertices(eps, delta)
+  cases = [(1000, 100, 95, 2, 0.05), (1000, 100, 97, 2, 0.01), (50, 20, 18, 3, 0.05),
+           (1000, 100, 90, 2, 0.05), (1000, 100, 97, 2, 0.05), (200, 40, 36, 4, 0.05)]
+  m, r, v, k, beta = (np.array(c, float) for c in zip(*cases))
+  got = np.asarray(fdp_one_run._curve_ratio_jit(m, r, v, k, beta, xs, ys))
+  want = np.array([ref_lines_ratio(*case, eps, delta) for case in cases])
+  np.testing.assert_allclose(got[:4], want[:4], rtol=1e-8, atol=1e-15)
+  # Past the cap the recursion stops (the test rejects; the statistic only grows).
+  assert np.all(got[4:] > fdp_one_run._CAP) and np.all(want[4:] > fdp_one_run._CAP)
+  assert got[0] > 1.0 > got[2] > got[1] > 0.0 == got[3]  # both outcomes, and no increment
+
+
+def test_run_curve_lies_below_the_gaussian_curve():
+  """One full-batch step is exactly (1/sigma)-GDP; the PLD-derived curve must lie below it."""
+  from dpaudit.accounting import dpsgd
+  eps, delta = dpsgd.dpsgd_privacy_profile(0.8, 1.0, 1, pld_discretization=1e-3)
+  xs, ys = fdp_one_run._profile_vertices(eps, delta)
+  x = np.concatenate([np.geomspace(1e-12, 0.5, 200), np.linspace(0.5, 1.0, 50)])
+  curve = np.interp(x, xs, ys)  # f_bar(x) = f(1 - x)
+  gaussian = stats.norm.cdf(stats.norm.ppf(x) - 1.0 / 0.8)
+  assert np.all(curve <= gaussian * (1 + 1e-9) + 1e-15)
+  assert np.max(gaussian - curve) < 2e-3  # and close to it
+
+
+def test_dpsgd_bound_for_one_gaussian_step_is_the_gaussian_one():
+  """With q = 1 and T = 1 the run is (1/sigma)-GDP: its bound is 1/mu_L, from above (the PLD
+  curve lies below the Gaussian one), and epsilon at most the Gaussian family's."""
+  case = (1000, np.array([100, 100]), np.array([95, 50]))
+  got = fdp_one_run.fdp_one_run_dpsgd(*case, sampling_rate=1.0, num_steps=1, delta=1e-6)
+  mu = float(fdp_one_run.fdp_one_run_mu(1000, 100, 95))
+  assert 1.0 / mu <= got.noise_multiplier_upper_bound <= (1.0 / mu) * (1 + 1e-3)
+  gaussian = float(fdp_one_run.gdp_epsilon(mu, 1e-6))
+  assert gaussian * (1 - 1e-3) <= got.epsilon <= gaussian * (1 + 1e-9)
+  assert got.ratio[0] > 1.0 >= got.ratio[1] and not got.at_search_limit
+
+
+def test_dpsgd_bound_monotone_and_edges(monkeypatch):
+  run = dict(sampling_rate=0.1, num_steps=100, delta=1e-5)
+  bounds = [fdp_one_run.fdp_one_run_dpsgd(1000, np.array([100, 100]), np.array([v, 90]), **run)
+            for v in (94, 100)]
+  sigmas = [b.noise_multiplier_upper_bound for b in bounds]
+  epsilons = [b.epsilon for b in bounds]
+  assert sigmas[0] > sigmas[1] and epsilons[0] < epsilons[1]
+  from dpaudit.accounting import dpsgd
+  assert epsilons[1] == pytest.approx(
+      dpsgd.dpsgd_epsilon(sigmas[1], 0.1, 100, 1e-5, accountant="pld", pld_discretization=1e-3),
+      rel=1e-12)
+  # The statistic grows with the noise multiplier (a more private curve is easier to reject).
+  args = (np.array([1000.0, 1000.0]), np.array([100.0, 100.0]), np.array([96.0, 90.0]),
+          np.full(2, 2.0), np.full(2, 0.05))
+  ratios = [np.asarray(fdp_one_run._curve_ratio_jit(
+      *args, *fdp_one_run._run_curve(s, 0.1, 100, "add_or_remove_one", 1e-3)))
+      for s in (1.3, 1.4, 1.45, 1.5)]
+  first = np.array(ratios)[:, 0]  # up to the cap, where the recursion stops (rejected)
+  assert first[0] == 0.0 < first[1] < 1.0 < fdp_one_run._CAP < first[2] and first[3] > 1.0
+  nothing = fdp_one_run.fdp_one_run_dpsgd(1000, np.array([100, 100]), np.array([50, 40]), **run)
+  assert nothing.noise_multiplier_upper_bound == np.inf and nothing.epsilon == 0.0
+  monkeypatch.setattr(fdp_one_run, "_NOISE_RANGE", (1.0, 1e3))
+  capped = fdp_one_run.fdp_one_run_dpsgd(1000, np.array([100, 100]), np.array([100, 90]),
+                                         sampling_rate=1.0, num_steps=1, delta=1e-6)
+  assert capped.at_search_limit and capped.noise_multiplier_upper_bound == 1.0
+
+
+def test_dpsgd_from_scores_tests_the_grid_at_once():
+  rng = np.random.default_rng(3)
+  member = rng.random(400) < 0.5
+  scores = rng.normal(1.5 * member, 1.0)
+  grid = np.array([40, 100])
+  run = dict(sampling_rate=0.1, num_steps=100)
+  got = fdp_one_run.fdp_one_run_dpsgd_from_scores(scores, member, 1e-5, num_guesses=grid, **run)
+  order = np.argsort(-scores, kind="stable")  # the one-run guesses: top half "member",
+  ranked = member[order]  # bottom half "non-member", ties by index
+  want = [ranked[:(r + 1) // 2].sum() + (~ranked[len(ranked) - r // 2:]).sum() for r in grid]
+  np.testing.assert_array_equal(got.grid_correct, want)
+  assert float(got.per_test_significance) == pytest.approx(0.05 / 2) and not got.optimistic
+  counts = fdp_one_run.fdp_one_run_dpsgd(400, grid, np.asarray(got.grid_correct).astype(int),
+                                         delta=1e-5, significance=0.05 / 2, **run)
+  assert got.noise_multiplier_upper_bound == counts.noise_multiplier_upper_bound < np.inf
+  assert int(got.num_guesses) == grid[int(np.argmax(counts.ratio))]
+  loose = fdp_one_run.fdp_one_run_dpsgd_from_scores(scores, member, 1e-5, num_guesses=grid,
+                                                    correction="none", **run)
+  assert loose.optimistic and loose.epsilon >= got.epsilon
