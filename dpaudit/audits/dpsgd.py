@@ -753,15 +753,16 @@ def fdp_run_estimator() -> Callable | None:
   return getattr(estimators, "fdp_one_run_dpsgd_from_scores", None)
 
 
-def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan, correction: str
-                ) -> tuple[Any, Any]:
+def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan, correction: str,
+                run: bool = True) -> tuple[Any, Any]:
   """The f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri, ICML 2025) on the guesses of
-  the Steinke bound: Gaussian family, and the run's own family (None where unavailable)."""
+  the Steinke bound: Gaussian family, and (with ``run``) the run's own family (None where
+  unavailable or not asked for: its PLD search costs seconds)."""
   gaussian = estimators.fdp_one_run_from_scores(
       jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
       mode="symmetric", correction=correction)
   run_family, estimator = None, fdp_run_estimator()
-  if estimator is not None:
+  if estimator is not None and run:
     run_family = estimator(
         jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
         sampling_rate=plan.train_config.sampling_rate, num_steps=plan.train_config.num_steps,
@@ -776,7 +777,8 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan):
   family (subsampled Gaussian at the run's q and T, some noise multiplier), each with
   ``config.correction``. Under ``correction="bonferroni"`` the details also hold the
   uncorrected (optimistic, the papers' best-r) figures of the same scores,
-  ``optimistic_epsilon_steinke`` etc., so that one training run gives both.
+  ``optimistic_epsilon_steinke``, ``optimistic_epsilon_fdp_gaussian`` and the ceiling
+  ``optimistic_epsilon_ceiling``, so that one training run gives both.
 
   Returns ``(steinke, ceiling, (fdp_gaussian, fdp_run), details)``; ``fdp_run`` is NaN where
   the run-family estimator is unavailable."""
@@ -805,16 +807,16 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan):
     fdp_run = float(run_family.epsilon)
     details.update(noise_multiplier_upper_bound=float(run_family.noise_multiplier_upper_bound),
                    fdp_run_num_guesses=int(run_family.num_guesses),
-                   fdp_run_num_correct=int(run_family.num_correct))
+                   fdp_run_num_correct=int(run_family.num_correct),
+                   fdp_run_at_search_limit=bool(getattr(run_family, "at_search_limit", False)))
   if config.correction == "bonferroni":
     best = estimators.one_run_epsilon_from_scores(
         jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
         mode="symmetric", correction="none")
-    best_gaussian, best_run = _fdp_bounds(scores, members, config, plan, "none")
+    best_gaussian, _ = _fdp_bounds(scores, members, config, plan, "none", run=False)
     details.update(
         optimistic_epsilon_steinke=float(best.epsilon),
         optimistic_epsilon_fdp_gaussian=float(best_gaussian.epsilon),
-        optimistic_epsilon_fdp_run=(math.nan if best_run is None else float(best_run.epsilon)),
         optimistic_epsilon_ceiling=float(estimators.one_run_epsilon_ceiling(
             m, m, config.delta, config.significance)))
   return float(result.epsilon), float(ceiling), (float(gaussian.epsilon), fdp_run), details
