@@ -8,16 +8,18 @@ Runs the games of :mod:`dpaudit.audits.dpsgd` over a grid (:func:`dpaudit.audits
 which a library user calls with a key and a ``DPSGDGridConfig``; here the key of ``--seed``): every
 audit of ``--audits`` (pairs ``game:canary``; default the single ``--game``/``--canary``) x every
 target epsilon of ``--epsilons`` x every ``--num_canaries`` (O(1) games) x every ``--tag_weights``
-(UniAud++). Each cell reports the epsilon lower bound (1 - ``--significance`` confidence), the
-ceiling :math:`\epsilon_O` for its number of observations, the accountant's epsilon and the test
-accuracy, and is saved in ``--output_dir/cells`` as soon as it finishes; a rerun reuses finished
-cells (``--noresume`` recomputes them). ``--num_repeats=N`` plays the whole grid N times, repetition
-i exactly as the run at ``--seed`` + i (its data split and every game's key, so its cells are shared
-with that run's and reused from ``--output_dir/cells``); the table then shows eps_L and the test
-accuracy as median [min, max] over the repetitions. ``results.json`` collects the cells of every
-repetition and, per grid point, their spread (:func:`dpaudit.results.spread`), and ``audit.png``
-plots the lower bounds (medians, with min-max bars) against the target epsilon and against test
-accuracy (the utility/auditing trade-off of UniAud's Fig. 9).
+(UniAud++). Each cell reports the epsilon lower bound (1 - ``--significance`` confidence; any (eps,
+delta)-DP algorithm), for the O(1) games beside it the f-DP one-run bounds of the same guesses
+(fdp_gauss: if the trade-off curve is Gaussian; fdp_run: if it is this run's with some noise
+multiplier), the ceiling :math:`\epsilon_O` for its number of observations, the accountant's epsilon
+and the test accuracy, and is saved in ``--output_dir/cells`` as soon as it finishes; a rerun reuses
+finished cells (``--noresume`` recomputes them). ``--num_repeats=N`` plays the whole grid N times,
+repetition i exactly as the run at ``--seed`` + i (its data split and every game's key, so its cells
+are shared with that run's and reused from ``--output_dir/cells``); the table then shows eps_L and
+the test accuracy as median [min, max] over the repetitions. ``results.json`` collects the cells of
+every repetition and, per grid point, their spread (:func:`dpaudit.results.spread`), and
+``audit.png`` plots the lower bounds (medians, with min-max bars) against the target epsilon and
+against test accuracy (the utility/auditing trade-off of UniAud's Fig. 9).
 
 Data: ``--dataset`` is split (stratified, ``--seed``) into a test set (``--test_fraction``)
 and the rest, which is split in half into the training set D and a pool of held-out real
@@ -182,8 +184,9 @@ def main(argv):
     plots.dpsgd_grid(result, os.path.join(FLAGS.output_dir, "audit.png"))
   print(result.table())
   if config.correction == "none":
-    print("correction=none: the O(1) games' eps_L are optimistic (best of the guess grid, each "
-          "at the full significance), not valid lower bounds", file=sys.stderr)
+    print("correction=none: the O(1) games' eps_L, fdp_gauss and fdp_run are optimistic (best "
+          "of the guess grid, each at the full significance), not valid lower bounds",
+          file=sys.stderr)
   print(f"wrote {path} in {timer.seconds:.1f} s", file=sys.stderr)
 
 
