@@ -33,6 +33,20 @@ The families:
 * ``domias``: DOMIAS (van Breugel et al. 2023) against DP-TVAE through
   :func:`dpaudit.audit.domias`: the one-run bound of its scores, against the generator's epsilon.
 
+**f-DP rows.** Each one-run bound (the one-run, UniAud and UniAud++ games; DOMIAS) is the
+Steinke, Nasr and Jagielski bound, valid for any (epsilon, delta)-DP algorithm. Below it stand
+the f-DP one-run bounds of the *same guesses* (Mahloujifar, Melis & Chaudhuri, ICML 2025; no
+further training runs): ``... f-DP gaussian``, epsilon at delta of the strongest mu-GDP curve
+the audit rejects, valid if the mechanism's trade-off curve is Gaussian (mu-GDP); and, for the
+DP-SGD games where computed, ``... f-DP run curve``, the strongest curve of the run's own
+family (its subsampled-Gaussian composition with some noise multiplier) rejected, valid if the
+curve is of that family. They keep the kind ``finite-sample`` (how the confidence is held);
+what they assume is the row's ``assumes`` (the Steinke rows: ``any (eps, delta)-DP
+algorithm``), as in :attr:`dpaudit.audit.AuditResult.assumes`. PANORAMIA's row is its eps~
+measurement; its O(1) audit uses generated non-members and is no lower bound, so it has no
+Steinke row and no f-DP row (``python -m experiments.panoramia`` reports both beside its O(1)
+RM/RN audit).
+
 Every row records its kind (``finite-sample`` or ``asymptotic`` for bounds; an estimate or a
 measurement where it is not a bound), the number of observations behind it and its wall time.
 Seeds: the first three families' keys are split from ``seed``'s key, each later family folds
@@ -238,8 +252,12 @@ class TightnessRow:
     ceiling: the largest bound the audit could report with its observations (all of them
       classified correctly), where the game defines one; NaN otherwise.
     num_observations, unit: what the bound rests on (e.g. 2000000, ``trials``).
-    wall_time_s: seconds the audit took (its share of a shared run for noisy argmax).
+    wall_time_s: seconds the audit took (its share of a shared run for noisy argmax; an f-DP
+      row repeats its Steinke row's: they share the run).
     note: anything to know when reading the row.
+    assumes: what the bound assumes about the mechanism (:data:`dpaudit.audit.ASSUMES_ANY_DP`,
+      :data:`dpaudit.audit.ASSUMES_GAUSSIAN`, :data:`dpaudit.audit.ASSUMES_RUN_CURVE`); empty
+      where the kind and reference say it all.
   """
   audit: str
   quantity: str
@@ -253,6 +271,7 @@ class TightnessRow:
   unit: str
   wall_time_s: float
   note: str = ""
+  assumes: str = ""
 
   @property
   def ratio(self) -> float:
@@ -324,7 +343,7 @@ def dpsgd_rows(key: jax.Array, config: TightnessConfig,
     with quiet_accountant():
       result = dpsgd_audit.run(game_key, audit_config, data=data)
     unit = "runs" if game == "many_run" else "canaries"
-    rows.append(TightnessRow(
+    steinke = TightnessRow(
         audit=f"dpsgd {game}:{canary}", quantity="epsilon",
         lower_bound=float(result.epsilon_lower_bound), kind="finite-sample",
         confidence=1 - config.significance, reference=float(result.epsilon_theory),
@@ -332,9 +351,36 @@ def dpsgd_rows(key: jax.Array, config: TightnessConfig,
         num_observations=int(result.num_observations), unit=unit,
         wall_time_s=time.perf_counter() - start,
         note=f"{result.adjacency}, delta={audit_config.delta:g}, test accuracy "
-             f"{result.test_accuracy:.2f}"))
+             f"{result.test_accuracy:.2f}", assumes=audit.ASSUMES_ANY_DP)
+    new = [steinke] + (_fdp_rows(steinke, result) if game != "many_run" else [])
+    rows.extend(new)
     if progress is not None:
-      progress(_line(rows[-1]))
+      for row in new:
+        progress(_line(row))
+  return rows
+
+
+_FDP_ROWS = (("epsilon_fdp_gaussian", "f-DP gaussian", audit.ASSUMES_GAUSSIAN, "mu_lower_bound",
+              "mu >= {:.3g}"),
+             ("epsilon_fdp_run", "f-DP run curve", audit.ASSUMES_RUN_CURVE,
+              "noise_multiplier_upper_bound", "noise multiplier <= {:.3g}"))
+
+
+def _fdp_rows(steinke: TightnessRow, result: Any) -> list[TightnessRow]:
+  """The f-DP one-run rows of a one-run DP-SGD game's result (its ``epsilon_fdp_gaussian`` and
+  ``epsilon_fdp_run``; none where NaN or absent): the same guesses as ``steinke``'s bound, so
+  the same observations, run and wall time; the ceiling is not computed (NaN)."""
+  rows = []
+  details = getattr(result, "details", None) or {}
+  for field, suffix, assumes, extra, shown in _FDP_ROWS:
+    value = float(getattr(result, field, math.nan))
+    if math.isnan(value):
+      continue
+    figure = shown.format(float(details[extra])) + "; " if extra in details else ""
+    rows.append(dataclasses.replace(
+        steinke, audit=f"{steinke.audit} {suffix}", lower_bound=value, ceiling=math.nan,
+        assumes=assumes, note=f"{figure}valid {assumes}; the guesses of the row above; "
+                              f"{steinke.note}"))
   return rows
 
 
@@ -369,7 +415,26 @@ def _front_door_row(name: str, result: audit.AuditResult, seconds: float, unit: 
       confidence=float(result.confidence), reference=float(result.reference),
       reference_kind="theory upper bound", ceiling=(math.nan if result.ceiling is None
                                                     else float(result.ceiling)),
-      num_observations=int(result.observations), unit=unit, wall_time_s=seconds, note=note)
+      num_observations=int(result.observations), unit=unit, wall_time_s=seconds, note=note,
+      assumes=result.assumes or "")
+
+
+def _front_door_rows(name: str, result: audit.AuditResult, seconds: float, unit: str,
+                     note: str = "") -> list[TightnessRow]:
+  """The row of ``result`` and one per alternative bound of the same observations (the f-DP
+  one-run bound beside the Steinke one: ``name`` + `` f-DP gaussian``), each with what it
+  assumes. An alternative held against no reference (GDP mu at delta = 0) is left out."""
+  rows = [_front_door_row(name, result, seconds, unit, note)]
+  for alt in result.alternatives:
+    if alt.reference is None:
+      continue
+    suffix = "f-DP gaussian" if alt.assumes == audit.ASSUMES_GAUSSIAN else "alternative"
+    mu = alt.details.get("mu_lower_bound")
+    figure = f"mu >= {mu:.3g}; " if mu is not None else ""
+    rows.append(_front_door_row(f"{name} {suffix}", alt, seconds, unit,
+                                f"{figure}valid {alt.assumes}; the guesses of the row above; "
+                                f"{note}"))
+  return rows
 
 
 def lm_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
@@ -443,8 +508,8 @@ def domias_rows(key: jax.Array, config: TightnessConfig) -> list[TightnessRow]:
   result = audit.domias(synthetic, reference, candidates, is_member, delta=1e-5,
                         confidence=1 - config.significance,
                         reference=float(generator.model.epsilon))
-  return [_front_door_row("domias dp_tvae", result, time.perf_counter() - start, "candidates",
-                          f"AUC {result.details['auc']:.2f}, delta=1e-05")]
+  return _front_door_rows("domias dp_tvae", result, time.perf_counter() - start, "candidates",
+                          f"AUC {result.details['auc']:.2f}, delta=1e-05")
 
 
 PANORAMIA_EPSILON = 8.0  # the DP-SGD epsilon of PANORAMIA's tabular target
@@ -549,17 +614,23 @@ def _num(value: float, digits: int = 3) -> str:
 
 def table(result: TightnessResult) -> str:
   """The report as a fixed-width table, one line per audit, and what its values are."""
-  header = (f"{'audit':<28} {'quantity':<16} {'value':>7} {'conf':>5} {'kind':<26} "
+  header = (f"{'audit':<40} {'quantity':<16} {'value':>7} {'conf':>5} {'kind':<26} "
             f"{'reference':>9} {'ref kind':<18} {'ratio':>6} {'ceiling':>7} "
             f"{'observations':>22} {'s':>6}")
   lines = [header]
   for r in result.rows:
     conf = f"{r.confidence:5.2f}" if math.isfinite(r.confidence) else f"{'-':>5}"
-    lines.append(f"{r.audit:<28} {r.quantity:<16} {_num(r.lower_bound):>7} {conf} "
+    lines.append(f"{r.audit:<40} {r.quantity:<16} {_num(r.lower_bound):>7} {conf} "
                  f"{r.kind:<26} {_num(r.reference):>9} {r.reference_kind:<18} "
                  f"{_num(r.ratio, 2):>6} {_num(r.ceiling, 2):>7} "
                  f"{f'{r.num_observations} {r.unit}':>22} {r.wall_time_s:6.1f}")
   lines.append("value: a lower bound at conf where the kind is finite-sample or asymptotic; an "
                "estimate or a measurement (no confidence) where the kind says so. "
                "0 = no leakage measured.")
+  if any(r.assumes and r.assumes != audit.ASSUMES_ANY_DP for r in result.rows):
+    lines.append("f-DP rows: the f-DP one-run bound of the same guesses as the row above "
+                 "(Mahloujifar, Melis & Chaudhuri 2025); 'f-DP gaussian' is valid only if the "
+                 "trade-off curve is Gaussian (mu-GDP), 'f-DP run curve' only if it is the "
+                 "DP-SGD run's own with some noise multiplier; the rows above them hold for "
+                 "any (eps, delta)-DP algorithm.")
   return "\n".join(lines)

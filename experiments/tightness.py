@@ -11,8 +11,12 @@ bound), PATE on one query (against GNMax's data-independent RDP), PANORAMIA on a
 target and DOMIAS against DP-TVAE (against the generator's epsilon). Each row gives the lower
 bound at its confidence and how that confidence is guaranteed (or that it is an estimate),
 the value it is held against, their ratio (1 = tight), the ceiling the audit could reach with
-its observations, the number of observations and the wall time. Writes ``results.json`` and
-``tightness.png`` to ``--output_dir`` and prints the table. Under ``python -m
+its observations, the number of observations and the wall time. Below each one-run bound
+(one-run, UniAud, UniAud++, DOMIAS; valid for any (eps, delta)-DP algorithm) stand the f-DP
+one-run bounds of the same guesses, from the same run: ``f-DP gaussian`` (valid if the
+trade-off curve is Gaussian, mu-GDP) and ``f-DP run curve`` (valid if it is the DP-SGD run's
+own with some noise multiplier); ``results.json`` gives each row's ``assumes``. Writes
+``results.json`` and ``tightness.png`` to ``--output_dir`` and prints the table. Under ``python -m
 launch.multihost`` the trials, many-run runs and n-gram models are shared out over the
 processes.
 

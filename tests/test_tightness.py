@@ -18,7 +18,10 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
   """One test (one report: the checks share its cost, whichever worker runs it)."""
   lines = []
   result = tightness.run(tightness.TightnessConfig(**TINY), progress=lines.append)
-  assert [r.audit for r in result.rows] == ["dpsgd uniaud:gaussian", "dpsgd many_run:dirac"]
+  names = [r.audit for r in result.rows]
+  assert names[0] == "dpsgd uniaud:gaussian" and names[-1] == "dpsgd many_run:dirac"
+  # between them, the f-DP rows of UniAud's guesses (their logic: the stubbed test below)
+  assert all(name.startswith("dpsgd uniaud:gaussian f-DP ") for name in names[1:-1])
   assert len(lines) == len(result.rows)
   for row in result.rows:
     assert row.confidence == 0.95 and row.wall_time_s > 0 and row.num_observations > 0
@@ -30,7 +33,11 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
   assert 5.0 < uniaud.reference < 16.0  # replace-one: the PLD epsilon of that relation
   assert "replace_one" in uniaud.note
   assert uniaud.unit == "canaries" and uniaud.num_observations == 20
-  many_run = result.rows[1]
+  assert uniaud.assumes == "any (eps, delta)-DP algorithm"
+  for fdp in result.rows[1:-1]:
+    assert fdp.kind == "finite-sample" and fdp.num_observations == 20 and fdp.assumes
+    assert fdp.wall_time_s == uniaud.wall_time_s and fdp.assumes in fdp.note
+  many_run = result.rows[-1]
   assert many_run.unit == "runs" and many_run.num_observations == 8  # 2T, T = 4
   assert "add_or_remove_one" in many_run.note and many_run.kind == "finite-sample"
   assert abs(many_run.reference - 8.0) < 8e-3  # add-or-remove: the RDP target epsilon
@@ -38,7 +45,7 @@ def test_tiny_report_rows_json_plot_and_keys(tmp_path):
 
   # strict JSON, table and plot
   back = results.loads(results.dumps(result.to_dict()))
-  assert len(back["rows"]) == 2 and back["config"]["dpsgd_num_runs"] == 4
+  assert len(back["rows"]) == len(result.rows) and back["config"]["dpsgd_num_runs"] == 4
   assert "dpsgd uniaud:gaussian" in tightness.table(result)
   plots.tightness(result, str(tmp_path / "t.png"))
   assert (tmp_path / "t.png").stat().st_size > 10_000
@@ -91,16 +98,25 @@ def test_a_game_keeps_its_key_whichever_others_run(monkeypatch):
   def fake_run(key, config, data):
     seen.setdefault((config.game, config.canary), []).append(
         tuple(int(v) for v in jax.random.key_data(key)))
+    # The f-DP figures of the one-run games (NaN where not computed; many_run: none)
     return types.SimpleNamespace(epsilon_lower_bound=0.0, epsilon_theory=1.0,
                                  epsilon_ceiling=1.0, num_observations=1, adjacency="x",
-                                 test_accuracy=0.5)
+                                 test_accuracy=0.5, epsilon_fdp_gaussian=0.25,
+                                 epsilon_fdp_run=math.nan, details={"mu_lower_bound": 0.125})
 
   monkeypatch.setattr(tightness.dpsgd_audit, "run", fake_run)
   key = jax.random.key(0)
   for audits in (tightness.DPSGD_AUDITS, (("uniaud", "gaussian"), ("many_run", "dirac")),
                  (("uniaud", "orthogonal"),)):
     config = tightness.TightnessConfig(families=("dpsgd",), dpsgd_audits=audits)
-    assert len(tightness.dpsgd_rows(key, config)) == len(audits)
+    rows = tightness.dpsgd_rows(key, config)
+    one_run = [a for a in audits if a[0] != "many_run"]
+    assert len(rows) == len(audits) + len(one_run)  # one f-DP gaussian row each
+    fdp = [r for r in rows if r.audit.endswith(" f-DP gaussian")]
+    assert [r.audit for r in fdp] == [f"dpsgd {g}:{c} f-DP gaussian" for g, c in one_run]
+    assert all(r.lower_bound == 0.25 and r.note.startswith("mu >= 0.125; valid if the trade-off")
+               and math.isnan(r.ceiling) for r in fdp)
+  assert "f-DP rows" in tightness.table(tightness.TightnessResult(config, tuple(rows)))
   assert len(seen[("uniaud", "gaussian")]) == len(seen[("many_run", "dirac")]) == 2
   assert all(len(set(keys)) == 1 for keys in seen.values())  # the same key every time
   assert len({keys[0] for keys in seen.values()}) == len(seen)  # and a different one per game
@@ -116,7 +132,7 @@ def test_the_other_families_through_the_front_door_at_a_tiny_size():
   result = tightness.run(config)
   rows = {row.audit: row for row in result.rows}
   assert list(rows) == ["lm canary reconstruction", "pate 2-cut", "pate k-cut",
-                        "panoramia tabular", "domias dp_tvae"]
+                        "panoramia tabular", "domias dp_tvae", "domias dp_tvae f-DP gaussian"]
   for row in result.rows:
     assert 0.0 <= row.lower_bound <= row.reference, row
     assert row.reference_kind == "theory upper bound" and row.num_observations > 0
@@ -128,6 +144,10 @@ def test_the_other_families_through_the_front_door_at_a_tiny_size():
   assert rows["panoramia tabular"].kind == "measurement (not a bound)"
   assert rows["domias dp_tvae"].reference == pytest.approx(4.0)
   assert rows["domias dp_tvae"].num_observations == 60
+  fdp = rows["domias dp_tvae f-DP gaussian"]  # the same scores' f-DP (Gaussian family) bound
+  assert (fdp.assumes, fdp.kind) == ("if the trade-off curve is Gaussian (mu-GDP)",
+                                     "finite-sample")
+  assert rows["domias dp_tvae"].assumes == "any (eps, delta)-DP algorithm"
   back = results.loads(results.dumps(result.to_dict()))
   assert math.isnan(back["rows"][0]["confidence"])
   assert "estimate (1 model)" in tightness.table(result)
