@@ -664,12 +664,12 @@ exempt(CONTAINER, *_audit("domias", "Split", "DomiasResult"),
        "dpaudit.tightness.TightnessRow", "dpaudit.tightness.TightnessResult")
 exempt(MODULE, *_audit("panoramia_modalities", "TabularMLP", "TabularEncoder"))
 exempt(OUTPUT, *_audit("dpsgd_grid", "table", "cell_label", "progress_line", "cell_message",
-                       "reported_epsilon", "summarise"),
+                       "reported_epsilon", "summarise", "fdp_epsilon"),
        *_audit("lm_reconstruction", "table"),
        "dpaudit.tightness.table", *_audit("noisy_argmax", "format_epsilon"))
 exempt("takes no arguments", *_audit("domias", "generator_names"),
        *_audit("panoramia_modalities", "adult_binnings"),
-       *_audit("reconstruction_bounds", "default_orders"))
+       *_audit("reconstruction_bounds", "default_orders"), *_audit("dpsgd", "fdp_run_estimator"))
 
 # noisy_argmax
 for _label, _value in (("inf", np.inf), ("nan", float("nan")), ("0", 0.0), ("str", "2"),
