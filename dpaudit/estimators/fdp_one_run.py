@@ -503,7 +503,35 @@ def fdp_one_run_mu(num_examples, num_guesses, num_correct, significance=0.05,
   _validate.check_significance(significance)
   args = _compile.float_arguments(num_examples, num_guesses, num_correct, significance,
                                   num_candidates)
-  return _mu_jit(*args)
+  return _mu_threads(*args)
+
+
+_THREADS = 2
+"""Host threads that share a large batch on CPU (:func:`_mu_threads`)."""
+_POOL: list = []
+
+
+def _mu_threads(*args) -> jax.Array:
+  """:func:`_mu_jit`; a large concrete batch on CPU is cut into :data:`_THREADS` parts of equal
+  work (problems dealt in turn by number of right guesses) searched in as many host threads:
+  XLA:CPU runs each chunk's loop on one core, and the call releases the GIL."""
+  shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+  size = math.prod(shape)
+  if (_THREADS < 2 or size < 2 * _CHUNK or not _validate.is_concrete(args)
+      or _compile.platform(args) != "cpu"):
+    return _mu_jit(*args)
+  if not _POOL:
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    _POOL.append(ThreadPoolExecutor(_THREADS, thread_name_prefix="fdp_one_run"))
+  flat = [np.broadcast_to(np.asarray(a), shape).reshape(-1) for a in args]
+  order = np.argsort(flat[2], kind="stable")
+  parts = [order[i::_THREADS] for i in range(_THREADS)]
+  futures = [_POOL[0].submit(lambda p=p: np.asarray(_mu_jit(*(x[p] for x in flat))))
+             for p in parts]
+  out = np.empty(size, flat[0].dtype)
+  for p, future in zip(parts, futures):
+    out[p] = future.result()
+  return jnp.asarray(out.reshape(shape))
 
 
 def fdp_one_run_epsilon(num_examples, num_guesses, num_correct, delta, significance=0.05,

@@ -17,6 +17,10 @@ Peers:
   it and pins numpy < 2; see the README);
 * statsmodels' ``multinomial_proportions_confint`` for the k-cut intervals (one row per call:
   timed on a subset and extrapolated, which the result says).
+* PrivacyGuard's f-DP grid method (a loop over 1,000 noise levels; reimplemented, PrivacyGuard
+  is not on PyPI) for ``fdp_one_run_mu`` / ``fdp_one_run_epsilon`` (group ``fdp``,
+  :mod:`~experiments.benchmarks.estimators_fdp`; on the batches timed on a subset and
+  extrapolated).
 
 Also checked, per workload: the largest relative difference from the peer's values (accuracy
 is kept), one-run cost at large m, and that calling again with new values of the same shape
@@ -34,6 +38,7 @@ from absl import flags
 
 from experiments import common
 from experiments.benchmarks import estimators_counts as counts
+from experiments.benchmarks import estimators_fdp as fdp
 from experiments.benchmarks import estimators_renyi as renyi
 from experiments.benchmarks import estimators_scores as scores
 from experiments.benchmarks import tables
@@ -56,7 +61,7 @@ flags.DEFINE_integer("seed", 0, "Seed of the random workloads (NumPy generator).
 flags.DEFINE_float("scale", 1.0, "Multiplies every workload size (0.001 for a smoke test); "
                    "targets are judged only at scale 1.")
 flags.DEFINE_list("only", [], "Run only the workload groups named here (cp, binomial, "
-                  "error_counts, scores, panoramia, one_run, renyi, throughput); default all "
+                  "error_counts, scores, panoramia, one_run, fdp, renyi, throughput); default all "
                   "but throughput (the accelerator workload, run only when named).")
 flags.DEFINE_string("output_dir", "out/benchmarks/estimators", "Where results.json goes.")
 common.deprecated_alias("repeats", "num_repeats")
@@ -67,13 +72,15 @@ flags.DEFINE_list("throughput_precisions", ["float64", "float32"],
 flags.DEFINE_integer("throughput_reference", 100_000,
                      "throughput group: pairs of each call checked against scipy in float64.")
 
-GROUPS = ("cp", "binomial", "error_counts", "scores", "panoramia", "one_run", "renyi", "throughput")
+GROUPS = ("cp", "binomial", "error_counts", "scores", "panoramia", "one_run", "fdp", "renyi",
+          "throughput")
 DEFAULT_GROUPS = GROUPS[:-1]  # the CPU targets; throughput runs only when named
 
 
 BENCHES = {"cp": counts.bench_cp, "binomial": counts.bench_binomial,
            "error_counts": counts.bench_error_counts, "scores": scores.bench_scores,
            "panoramia": scores.bench_panoramia, "one_run": scores.bench_one_run,
+           "fdp": fdp.bench_fdp,
            "renyi": renyi.bench_renyi, "throughput": renyi.bench_throughput}
 """Each group's workload, ``(results, settings) -> None`` (appends its entries to ``results``)."""
 
@@ -158,6 +165,8 @@ def table(workloads: list[dict], judged: bool) -> list[dict]:
       rows.append(tables.row(w["name"], ours, "ms", peer=1e3 * w["peers"][fastest]["median_s"],
                              peer_name=fastest.replace("_", "-"),
                              target=w["target_ratio"] if judged else None))
+      if w["target_seconds"] is not None:  # a time goal as well (the f-DP batches)
+        rows.append(tables.goal_row(w["name"], ours, "ms", 1e3 * w["target_seconds"], judged))
     elif w["target_seconds"] is not None:
       rows.append(tables.goal_row(w["name"], ours, "ms", 1e3 * w["target_seconds"], judged))
     else:  # its peers are optional and none is installed

@@ -87,3 +87,19 @@ def test_bad_flags_give_one_line_errors(tmp_path):
   assert out.stderr.strip().splitlines()[-1] == (
       "error: --throughput_precisions=float16 names ['float16']; valid: float64, float32")
   assert not (tmp_path / "results.json").exists()
+
+
+def test_fdp_group_against_the_grid_method(tmp_path):
+  """The f-DP rows: dpaudit's epsilon at least PrivacyGuard's grid value and within one grid
+  step on issue 42's triples (whose grid values it reproduces); tiny batches."""
+  out = _run(f"--output_dir={tmp_path}", "--scale=0.0004", "--num_repeats=1", "--min_timed_s=0",
+             "--only=fdp")
+  assert out.returncode == 0, out.stderr
+  written = read_json(tmp_path / "results.json")
+  rows = written["workloads"]
+  assert [w["group"] for w in rows] == ["fdp"] * 3
+  assert all(all(w["checks"].values()) for w in rows), [w["checks"] for w in rows]
+  assert all(w["dpaudit"]["recompiles_on_new_values"] == 0 for w in rows)
+  assert all("privacyguard_grid" in w["peers"] for w in rows)
+  # A row against the grid per workload, a goal row for each batch, then the compile goal.
+  assert_table(written["table"], 3 + 2 + 1)
