@@ -753,8 +753,8 @@ def fdp_run_estimator() -> Callable | None:
   return getattr(estimators, "fdp_one_run_dpsgd_from_scores", None)
 
 
-def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan, correction: str,
-                run: bool = True) -> tuple[Any, Any]:
+def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan | None,
+                correction: str, run: bool = True) -> tuple[Any, Any]:
   """The f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri, ICML 2025) on the guesses of
   the Steinke bound: Gaussian family, and (with ``run``) the run's own family (None where
   unavailable or not asked for: its PLD search costs seconds)."""
@@ -770,18 +770,9 @@ def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan, correcti
   return gaussian, run_family
 
 
-def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan):
-  """The O(1) games' bounds from one set of scores: Steinke, Nasr & Jagielski's (Thm. 2 of
-  UniAud; any (eps, delta)-DP algorithm), and the f-DP one-run bounds of Mahloujifar, Melis &
-  Chaudhuri (ICML 2025) under the Gaussian (mu-GDP) family and under the audited run's own
-  family (subsampled Gaussian at the run's q and T, some noise multiplier), each with
-  ``config.correction``. Under ``correction="bonferroni"`` the details also hold the
-  uncorrected (optimistic, the papers' best-r) figures of the same scores,
-  ``optimistic_epsilon_steinke``, ``optimistic_epsilon_fdp_gaussian`` and the ceiling
-  ``optimistic_epsilon_ceiling``, so that one training run gives both.
-
-  Returns ``(steinke, ceiling, (fdp_gaussian, fdp_run), details)``; ``fdp_run`` is NaN where
-  the run-family estimator is unavailable."""
+def _steinke_bound(scores, members, config: DPSGDAuditConfig):
+  """Steinke, Nasr & Jagielski's one-run bound (Thm. 2 of UniAud; any (eps, delta)-DP
+  algorithm) with ``config.correction``: ``(epsilon, ceiling, details)``."""
   result = estimators.one_run_epsilon_from_scores(
       jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
       mode="symmetric", correction=config.correction)
@@ -798,7 +789,24 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan):
                  correction=config.correction, num_members=int(np.sum(members)),
                  grid=np.asarray(result.grid).tolist(),
                  grid_epsilon=np.asarray(result.grid_epsilon).tolist())
-  gaussian, run_family = _fdp_bounds(scores, members, config, plan, config.correction)
+  return float(result.epsilon), float(ceiling), details
+
+
+def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan | None = None):
+  """The O(1) games' bounds from one set of scores: Steinke, Nasr & Jagielski's
+  (:func:`_steinke_bound`), and the f-DP one-run bounds of Mahloujifar, Melis & Chaudhuri
+  (ICML 2025) under the Gaussian (mu-GDP) family and under the audited run's own family
+  (subsampled Gaussian at the run's q and T, some noise multiplier), each with
+  ``config.correction``. Under ``correction="bonferroni"`` the details also hold the
+  uncorrected (optimistic, the papers' best-r) figures of the same scores,
+  ``optimistic_epsilon_steinke``, ``optimistic_epsilon_fdp_gaussian`` and the ceiling
+  ``optimistic_epsilon_ceiling``, so that one training run gives both.
+
+  Returns ``(steinke, ceiling, (fdp_gaussian, fdp_run), details)``; ``fdp_run`` is NaN where
+  the run-family estimator is unavailable or no ``plan`` (the run's q and T) is given."""
+  lower, ceiling, details = _steinke_bound(scores, members, config)
+  gaussian, run_family = _fdp_bounds(scores, members, config, plan, config.correction,
+                                     run=plan is not None)
   details.update(mu_lower_bound=float(gaussian.mu),
                  fdp_gaussian_num_guesses=int(gaussian.num_guesses),
                  fdp_gaussian_num_correct=int(gaussian.num_correct))
@@ -810,16 +818,15 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan):
                    fdp_run_num_correct=int(run_family.num_correct),
                    fdp_run_at_search_limit=bool(getattr(run_family, "at_search_limit", False)))
   if config.correction == "bonferroni":
-    best = estimators.one_run_epsilon_from_scores(
-        jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
-        mode="symmetric", correction="none")
+    best, _, _ = _steinke_bound(scores, members, dataclasses.replace(config, correction="none"))
     best_gaussian, _ = _fdp_bounds(scores, members, config, plan, "none", run=False)
+    m = int(np.shape(scores)[0])
     details.update(
-        optimistic_epsilon_steinke=float(best.epsilon),
+        optimistic_epsilon_steinke=best,
         optimistic_epsilon_fdp_gaussian=float(best_gaussian.epsilon),
         optimistic_epsilon_ceiling=float(estimators.one_run_epsilon_ceiling(
             m, m, config.delta, config.significance)))
-  return float(result.epsilon), float(ceiling), (float(gaussian.epsilon), fdp_run), details
+  return lower, ceiling, (float(gaussian.epsilon), fdp_run), details
 
 
 def _train_once(key, model, plan, features, labels, loss_fn=clipping.softmax_cross_entropy,

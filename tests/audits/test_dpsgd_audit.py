@@ -173,7 +173,7 @@ def test_noisy_runs_stay_below_theory(noisy_results):
 
 def test_repeated_one_run_dirac_rarely_exceeds_theory(digits):
   # The one-run Dirac game of one_run_audit, ten independent trials as one vmapped program
-  # (the game's own pieces: weakest_coordinates, make_run, _one_run_bound). A bound valid at
+  # (the game's own pieces: weakest_coordinates, make_run, _steinke_bound). A bound valid at
   # level beta = 0.01 exceeds the true epsilon (<= epsilon_theory) in each trial with
   # probability <= 0.01, independently, so two or more exceedances out of 10 happen with
   # probability <= P[Binomial(10, 0.01) >= 2] ~ 0.4%: seeing two would be strong evidence of
@@ -196,7 +196,7 @@ def test_repeated_one_run_dirac_rarely_exceeds_theory(digits):
   initial = jax.vmap(audit._flat)(out.initial_params)[:, coordinates]
   final = jax.vmap(audit._flat)(out.params)[:, coordinates]
   scores = np.asarray(initial - final)
-  bounds = np.array([audit._one_run_bound(scores[i], members[i], config)[0]
+  bounds = np.array([audit._steinke_bound(scores[i], members[i], config)[0]
                      for i in range(trials)])
   # The game sees the canaries: in-canaries' scores are higher on average.
   assert np.mean(scores[members]) > np.mean(scores[~members])
@@ -217,7 +217,7 @@ def _randomized_response_scores(rng, m, epsilon):
 
 
 def test_one_run_game_handles_significance_on_a_known_epsilon():
-  """The game's own bound function (``_one_run_bound``) on scores with a known epsilon = 1.
+  """The game's own bound function (``_steinke_bound``) on scores with a known epsilon = 1.
 
   Deterministic part: the reported bound is the best grid bound at ``significance / len(grid)``,
   recomputed here from the correct-guess counts (a factor-2 error in the level fails it).
@@ -235,7 +235,7 @@ def test_one_run_game_handles_significance_on_a_known_epsilon():
                      significance=beta * SIGNIFICANCE_FACTOR, correction=correction)
     bounds = []
     for i, (scores, member) in enumerate(runs):
-      bound, _, details = audit._one_run_bound(scores, member, config)
+      bound, _, details = audit._steinke_bound(scores, member, config)
       bounds.append(bound)
       if correction == "bonferroni" and i < 3:
         grid = np.asarray(details["grid"])
