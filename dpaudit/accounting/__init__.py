@@ -8,6 +8,7 @@ from dpaudit.accounting.dpsgd import (
     dpsgd_epsilon_replace_one,
     dpsgd_event,
     dpsgd_group_rdp,
+    dpsgd_privacy_profile,
     dpsgd_rdp,
 )
 from dpaudit.accounting.noisy_argmax import (
@@ -30,6 +31,7 @@ __all__ = [
     "dpsgd_epsilon_replace_one",
     "dpsgd_event",
     "dpsgd_group_rdp",
+    "dpsgd_privacy_profile",
     "dpsgd_rdp",
     "gnmax_data_dependent_rdp",
     "gnmax_data_independent_rdp",
