@@ -526,8 +526,13 @@ def _mu_threads(*args) -> jax.Array:
   flat = [np.broadcast_to(np.asarray(a), shape).reshape(-1) for a in args]
   order = np.argsort(flat[2], kind="stable")
   parts = [order[i::_THREADS] for i in range(_THREADS)]
-  futures = [_POOL[0].submit(lambda p=p: np.asarray(_mu_jit(*(x[p] for x in flat))))
-             for p in parts]
+  x64 = jnp.result_type(float) == jnp.float64  # the caller's, maybe a thread-local setting
+
+  def search(part):
+    with jax.enable_x64(x64):  # worker threads do not inherit a thread-local jax.enable_x64
+      return np.asarray(_mu_jit(*(x[part] for x in flat)))
+
+  futures = [_POOL[0].submit(search, p) for p in parts]
   out = np.empty(size, flat[0].dtype)
   for p, future in zip(parts, futures):
     out[p] = future.result()

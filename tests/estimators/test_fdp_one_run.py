@@ -425,3 +425,18 @@ def test_dpsgd_from_scores_tests_the_grid_at_once():
   loose = fdp_one_run.fdp_one_run_dpsgd_from_scores(scores, member, 1e-5, num_guesses=grid,
                                                     correction="none", **run)
   assert loose.optimistic and loose.epsilon >= got.epsilon
+
+
+def test_host_threads_keep_a_thread_local_x64_setting(monkeypatch):
+  # A large CPU batch is searched in host threads; under a caller's thread-local
+  # jax.enable_x64(True) (global x64 off) they must compute in float64 too, as one thread does.
+  monkeypatch.setattr(fdp_one_run, "_CHUNK", 8)
+  rng = np.random.default_rng(3)
+  r = rng.integers(20, 41, 40).astype(float)
+  args = (rng.integers(1000, 5001, 40).astype(float), r, np.floor(0.9 * r))
+  with jax.enable_x64(False), jax.enable_x64(True):
+    threaded = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
+    monkeypatch.setattr(fdp_one_run, "_THREADS", 1)
+    single = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
+  assert threaded.dtype == np.float64
+  np.testing.assert_array_equal(threaded, single)
