@@ -434,9 +434,13 @@ def test_host_threads_keep_a_thread_local_x64_setting(monkeypatch):
   rng = np.random.default_rng(3)
   r = rng.integers(20, 41, 40).astype(float)
   args = (rng.integers(1000, 5001, 40).astype(float), r, np.floor(0.9 * r))
-  with jax.enable_x64(False), jax.enable_x64(True):
-    threaded = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
-    monkeypatch.setattr(fdp_one_run, "_THREADS", 1)
-    single = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
+  jax.config.update("jax_enable_x64", False)  # global off (what worker threads see) ...
+  try:
+    with jax.enable_x64(True):  # ... and on in the caller's thread only
+      threaded = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
+      monkeypatch.setattr(fdp_one_run, "_THREADS", 1)
+      single = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
+  finally:
+    jax.config.update("jax_enable_x64", True)  # the suite's setting (tests/conftest.py)
   assert threaded.dtype == np.float64
   np.testing.assert_array_equal(threaded, single)
