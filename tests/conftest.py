@@ -30,9 +30,11 @@ The suite's time goes mostly to compiling small programs, so three settings make
 
 import gc
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
+import tempfile
 
 # jaxlib 0.11 has no loop emitters and aborts on their flag (dpaudit.estimators._compile).
 _JAXLIB = tuple(int(p) for p in importlib.metadata.version("jaxlib").split(".")[:2])
@@ -59,6 +61,47 @@ def run_module(module: str, *flags: str) -> subprocess.CompletedProcess:
   output captured as text."""
   return subprocess.run([sys.executable, "-m", module, *flags], capture_output=True, text=True,
                         cwd=ROOT)
+
+
+def run_cli_plan(plan, timeout_s: int = 600) -> list[list[subprocess.CompletedProcess]]:
+  """Runs the command lines of ``plan`` (``[(module, [case, ...]), ...]``; a case is a list of
+  flags, or a dict with them as ``argv`` and, optionally, ``env`` (variables set for that case)
+  and ``copy_after`` (``[[src, dst], ...]``: copied once it ends, for what a later case
+  overwrites)) one after another in ONE Python process
+  (:mod:`tests.experiments.cli_driver`), each through its CLI's entry point as ``python -m
+  module *flags`` runs it: the flags parsed afresh, the one-line error and exit status of
+  :func:`experiments.common.run`, its stdout and stderr captured. Per module, one
+  ``CompletedProcess`` per case.
+
+  A CLI test with several command lines (a run, its rerun or resume, the refused flags) pays
+  the interpreter's start and the imports (about 3 s of CPU each) once, and a rerun finds the
+  programs it traces already compiled; what a rerun reuses (cells, models, checkpoints) it still
+  reads from ``--output_dir``, as a new process would. ``timeout_s`` bounds each case."""
+  with tempfile.TemporaryDirectory(prefix="dpaudit-cli-plan-") as scratch:
+    plan_path, results_path = (os.path.join(scratch, n) for n in ("plan.json", "results.json"))
+    with open(plan_path, "w") as f:
+      json.dump([{"module": module, "cases": [c if isinstance(c, dict) else list(c)
+                                              for c in cases]} for module, cases in plan], f)
+    done = subprocess.run([sys.executable, "-m", "tests.experiments.cli_driver", plan_path,
+                           results_path, str(timeout_s)], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(results_path) as f:
+      outcomes = json.load(f)
+  out = []
+  for (module, cases), results in zip(plan, outcomes):
+    out.append([])
+    for case, r in zip(cases, results):
+      argv = case["argv"] if isinstance(case, dict) else list(case)
+      assert not r["timed_out"], f"{module} {argv} ran past {timeout_s} s"
+      out[-1].append(subprocess.CompletedProcess([sys.executable, "-m", module, *argv],
+                                                 r["code"], r["stdout"], r["stderr"]))
+  return out
+
+
+def run_cli_cases(module: str, *cases) -> list[subprocess.CompletedProcess]:
+  """:func:`run_cli_plan` of one module's cases."""
+  return run_cli_plan([(module, cases)])[0]
 
 # Test files that take 20 s or more (measured with --durations), run first: pytest-xdist hands
 # out tests in collection order, so a long test collected last would keep one worker busy while

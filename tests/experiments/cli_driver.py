@@ -1,19 +1,23 @@
 """Drives experiment CLIs on many command lines in ONE process (used by
-tests/experiments/test_cli_bad_inputs.py; not a test itself).
+tests/experiments/test_cli_bad_inputs.py, and by :func:`tests.conftest.run_cli_cases` for the
+CLI smoke tests; not a test itself).
 
   python -m tests.experiments.cli_driver PLAN.json RESULTS.json [CASE_TIMEOUT_S]
 
 ``PLAN.json`` holds ``[{"module": name, "cases": [argv, ...]}, ...]``, each argv without the
-program name. The modules are imported one after another (each one's flags are removed before
-the next is imported, so flags of the same name do not clash). For each case the flags are
-reset (``FLAGS.unparse_flags()``) and the module's entry point runs exactly as its
-``if __name__ == "__main__"`` block does: :func:`experiments.common.run` (absl's ``app.run``
-with the one-line flag parser and :func:`experiments.common.cli` around ``main``), after the
-module's ``define_flags()`` where it has one. File descriptor 2 is redirected to a file during
-each case, so everything written to stderr - Python's, absl's and XLA's C++ logging - is
-captured. A case that is not refused within CASE_TIMEOUT_S seconds (SIGALRM; default 30) is
-stopped and reported as ``timed_out``. ``RESULTS.json`` gets, per module, one ``{"code",
-"stderr", "timed_out", "seconds"}`` per case.
+program name, or ``{"argv": argv, "env": {name: value}, "copy_after": [[src, dst], ...]}``:
+environment variables set for that case alone, and files or directories copied once it ends
+(what a later case overwrites, kept for the test). The modules are imported one after another
+(each one's flags are removed before the next is imported, so flags of the same name do not
+clash). For each case the flags are reset (``FLAGS.unparse_flags()``) and the module's entry
+point runs exactly as its ``if __name__ == "__main__"`` block does:
+:func:`experiments.common.run` (absl's ``app.run`` with the one-line flag parser and
+:func:`experiments.common.cli` around ``main``), after the module's ``define_flags()`` where it
+has one. File descriptors 2 and 1 are redirected to files
+during each case, so everything written to stderr - Python's, absl's and XLA's C++ logging -
+and to stdout is captured. A case that is not refused within CASE_TIMEOUT_S seconds (SIGALRM;
+default 30) is stopped and reported as ``timed_out``. ``RESULTS.json`` gets, per module, one
+``{"code", "stderr", "stdout", "timed_out", "seconds"}`` per case.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -36,17 +41,17 @@ def _alarm(signum, frame):
   raise CaseTimeout()
 
 
-def run_case(entry, argv: list[str], timeout_s: int) -> dict:
+def run_case(entry, argv: list[str], timeout_s: int, env: dict | None = None) -> dict:
   from absl import flags
   flags.FLAGS.unparse_flags()
+  saved_env = {name: os.environ.get(name) for name in env or {}}
+  os.environ.update(env or {})
   sys.stdout.flush()
   sys.stderr.flush()
   saved_err, saved_out = os.dup(2), os.dup(1)
-  with tempfile.TemporaryFile() as captured:
+  with tempfile.TemporaryFile() as captured, tempfile.TemporaryFile() as printed:
     os.dup2(captured.fileno(), 2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    os.dup2(printed.fileno(), 1)
     code, timed_out = None, False
     start = time.perf_counter()
     signal.alarm(timeout_s)
@@ -71,7 +76,14 @@ def run_case(entry, argv: list[str], timeout_s: int) -> dict:
       os.close(saved_out)
     captured.seek(0)
     stderr = captured.read().decode(errors="replace")
-  return {"code": code, "stderr": stderr, "timed_out": timed_out,
+    printed.seek(0)
+    stdout = printed.read().decode(errors="replace")
+  for name, value in saved_env.items():
+    if value is None:
+      os.environ.pop(name, None)
+    else:
+      os.environ[name] = value
+  return {"code": code, "stderr": stderr, "stdout": stdout, "timed_out": timed_out,
           "seconds": time.perf_counter() - start}
 
 
@@ -102,7 +114,12 @@ def main() -> None:
     if hasattr(module, "define_flags"):
       module.define_flags()
     entry = lambda argv, m=module, n=module_name: common.run(m.main, [n, *argv])  # noqa: E731
-    out.append([run_case(entry, argv, timeout_s) for argv in item["cases"]])
+    out.append([])
+    for case in item["cases"]:
+      case = {"argv": case} if isinstance(case, list) else case
+      out[-1].append(run_case(entry, case["argv"], timeout_s, case.get("env")))
+      for src, dst in case.get("copy_after", []):
+        (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
     forget_flags(before)
   with open(results_path, "w") as f:
     json.dump(out, f)

@@ -4,25 +4,39 @@
 import pytest
 
 from dpaudit.results import read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 
-
-def _run(*flags):
-  return run_module("experiments.lm_reconstruction", *flags)
+BAD_FLAGS = [
+    ("--noise_multipliers=-1", "--noise_multipliers=-1"),
+    ("--analysis_noise_multiplier=3", "--analysis_noise_multiplier=3"),
+]
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-  return str(tmp_path_factory.mktemp("tensorflow_datasets"))
-
-
-def test_tiny_run_writes_results_and_resumes(tmp_path, data_dir):
-  flags = (f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--num_train=200",
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the refused
+  flags, then a tiny run (its --output_dir copied to ``first_dir`` once it ends) and its rerun
+  on the same --output_dir."""
+  data_dir = tmp_path_factory.mktemp("tensorflow_datasets")
+  out_dir = tmp_path_factory.mktemp("lm_reconstruction")
+  flags = (f"--output_dir={out_dir}", f"--data_dir={data_dir}", "--num_train=200",
            "--num_reference=200", "--num_test=60", "--num_generated=40", "--epochs=1",
            "--batch_size=64", "--hidden_size=16", "--noise_multipliers=2",
            "--analysis_noise_multiplier=2", "--num_exposure_samples=300",
            "--secret_digits=8", "--canary_repetitions=2", "--top_k=20")
-  out = _run(*flags)
+  bad = [(f"--output_dir={tmp_path_factory.mktemp('bad')}", f"--data_dir={data_dir}", flag)
+         for flag, _ in BAD_FLAGS]
+  first_dir = out_dir.parent / f"{out_dir.name}_first"
+  *refused, first, again = run_cli_cases(
+      "experiments.lm_reconstruction", *bad,
+      {"argv": flags, "copy_after": [[str(out_dir), str(first_dir)]]}, flags)
+  return {"out_dir": out_dir, "first_dir": first_dir, "first": first, "again": again,
+          **{flag: out for (flag, _), out in zip(BAD_FLAGS, refused)}}
+
+
+def test_tiny_run_writes_results_and_resumes(runs):
+  tmp_path = runs["first_dir"]  # as the first run left it
+  out = runs["first"]
   assert out.returncode == 0, out.stderr
   r = read_json(tmp_path / "results.json")
   assert r["canary"].startswith("John Doe's credit card number is ")
@@ -41,19 +55,16 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, data_dir):
   assert 0 < sets["test"]["fraction_memorised"] < 0.2
   for name in ("fig5_at_risk.png", "secrecy.png"):
     assert (tmp_path / name).stat().st_size > 0
-  again = _run(*flags)
+  again = runs["again"]
   assert again.returncode == 0, again.stderr
   assert again.stderr.count("reused") == 2  # the reference and the target
-  r2 = read_json(tmp_path / "results.json")
+  r2 = read_json(runs["out_dir"] / "results.json")
   assert r2["secrecy"] == r["secrecy"]
 
 
-@pytest.mark.parametrize("flag,message", [
-    ("--noise_multipliers=-1", "--noise_multipliers=-1"),
-    ("--analysis_noise_multiplier=3", "--analysis_noise_multiplier=3"),
-])
-def test_bad_flags_give_one_line_errors(tmp_path, data_dir, flag, message):
-  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", flag)
+@pytest.mark.parametrize("flag,message", BAD_FLAGS)
+def test_bad_flags_give_one_line_errors(runs, flag, message):
+  out = runs[flag]
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr

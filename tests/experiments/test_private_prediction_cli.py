@@ -1,14 +1,11 @@
 """Smoke test of `python -m experiments.private_prediction`: results, resume, bad flags."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
+import pytest
 
 from dpaudit.results import read_json
+from tests.conftest import run_cli_cases
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # private_knn runs in tests/audits/test_private_prediction_audit.py (validity of its 2-cut).
 TINY = ("--algorithms=pate,promptpate", "--feature_epochs=2", "--feature_model=mlp",
         "--adversaries=pois_miaq", "--num_teachers=5",
@@ -17,18 +14,37 @@ TINY = ("--algorithms=pate,promptpate", "--feature_epochs=2", "--feature_model=m
         "--report_orders=2,8", "--model=logistic", "--k_cut_method=goodman")
 
 
-def _run(*flags, env=None):
-  return subprocess.run([sys.executable, "-m", "experiments.private_prediction", *flags],
-                        capture_output=True, text=True, cwd=ROOT,
-                        env=None if env is None else {**os.environ, **env})
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the refused
+  ones, then a tiny run (its --output_dir copied to ``first_dir`` once it ends) and a rerun
+  on the same --output_dir."""
+  out_dir = tmp_path_factory.mktemp("private_prediction")
+  first_dir = out_dir.parent / f"{out_dir.name}_first"
+  bad = {name: tmp_path_factory.mktemp(name) for name in ("orders", "flags", "text")}
+  cases = [
+      (f"--output_dir={bad['orders']}", "--orders=2,8", "--report_orders=2,32"),
+      (f"--output_dir={bad['flags']}", "--adversaries=nat_miaq,spy"),
+      {"argv": [f"--output_dir={bad['text']}", "--algorithms=promptpate",
+                "--text_dataset=sst2"],
+       "env": {"DPAUDIT_DATA_DIR": str(bad["text"] / "tfds")}},
+      {"argv": [f"--output_dir={out_dir}", *TINY, "--poison_label=runner_up"],
+       "copy_after": [[str(out_dir), str(first_dir)]]},
+      (f"--output_dir={out_dir}", *TINY, "--poison_label=runner_up", "--algorithms=pate",
+       "--num_repeats=2"),
+  ]
+  orders, flags, text, first, again = run_cli_cases("experiments.private_prediction", *cases)
+  return {"out_dir": out_dir, "first_dir": first_dir, "first": first, "again": again,
+          "orders": orders, "flags": flags, "text": text, "bad_dirs": bad}
 
 
-def test_tiny_run_writes_results_and_resumes(tmp_path):
+def test_tiny_run_writes_results_and_resumes(runs):
   """A tiny run: RDP first and labelled, the composed numbers apart with their caveat, the
   model divergence with its spread; a rerun reuses the cells, and --num_repeats=2 reuses the
   first seed's cell, adds the second's and reports their spread."""
   from dpaudit.audits import private_prediction as pp
-  out = _run(f"--output_dir={tmp_path}", *TINY, "--poison_label=runner_up")
+  tmp_path = runs["first_dir"]  # as the first run left it
+  out = runs["first"]
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   cells = written["cells"]
@@ -72,11 +88,10 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   assert "not (eps, delta) lower bounds" in table and "(exact)" in table and " ± " in table
   headers = [line for line in table.splitlines() if line.startswith("cell")]
   assert len(headers) == 3 and all("model div." in line for line in headers)
-  again = _run(f"--output_dir={tmp_path}", *TINY, "--poison_label=runner_up",
-               "--algorithms=pate", "--num_repeats=2")
+  again = runs["again"]  # --algorithms=pate --num_repeats=2
   assert again.returncode == 0, again.stderr
   assert again.stderr.count("(reused)") == 1  # seed 0's cell; seed 1's is new
-  rerun = read_json(tmp_path / "results.json")
+  rerun = read_json(runs["out_dir"] / "results.json")
   assert rerun["cells"] == {"pate/pois_miaq": pate}
   assert [r["seed"] for r in rerun["repetitions"]] == [0, 1]
   first, second = (r["cells"]["pate/pois_miaq"] for r in rerun["repetitions"])
@@ -92,25 +107,24 @@ def test_tiny_run_writes_results_and_resumes(tmp_path):
   assert "median [min, max] over 2 repetitions (seeds 0..1)" in again.stdout
 
 
-def test_report_orders_not_audited_is_one_line(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--orders=2,8", "--report_orders=2,32")
+def test_report_orders_not_audited_is_one_line(runs):
+  out = runs["orders"]  # --orders=2,8 --report_orders=2,32
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == [
       "error: --report_orders=2,32 names orders [32.0] that are not among --orders=2,8"]
-  assert not (tmp_path / "results.json").exists()
+  assert not (runs["bad_dirs"]["orders"] / "results.json").exists()
 
 
-def test_bad_flags_give_one_line_errors(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--adversaries=nat_miaq,spy")
+def test_bad_flags_give_one_line_errors(runs):
+  out = runs["flags"]  # --adversaries=nat_miaq,spy
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == [
       "error: --adversaries=nat_miaq,spy names ['spy']; valid: nat_miaq, pois_miaq, pois_minq"]
-  assert not (tmp_path / "results.json").exists()
+  assert not (runs["bad_dirs"]["flags"] / "results.json").exists()
 
 
-def test_a_text_set_not_prepared_is_one_line(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--algorithms=promptpate", "--text_dataset=sst2",
-             env={"DPAUDIT_DATA_DIR": str(tmp_path / "tfds")})
+def test_a_text_set_not_prepared_is_one_line(runs):
+  out = runs["text"]  # --algorithms=promptpate --text_dataset=sst2, an empty data directory
   assert out.returncode == 2
   [line] = out.stderr.strip().splitlines()
   assert line.startswith("error: dataset 'glue/sst2' is not prepared") and "tfds build" in line
