@@ -3,19 +3,34 @@ the CLI and the error path. The library logic (dpaudit.audits.reconstruction_bou
 in tests/audits/test_reconstruction_bounds.py."""
 
 import numpy as np
+import pytest
 
 from dpaudit.results import read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 
 
-def _run(*flags):
-  return run_module("experiments.reconstruction_bounds", *flags)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases)."""
+  grid, orders = (tmp_path_factory.mktemp(name) for name in ("grid", "orders"))
+  cases = {
+      "sigma": ("--noise_multipliers=-1", "--noplot"),
+      "steps": ("--min_steps=10", "--max_steps=5"),
+      "grid": (f"--output_dir={grid}", "--noise_multipliers=0.5,1.0", "--num_steps=20000",
+               "--max_bits=60", "--num_bits=13", "--min_steps=100", "--max_steps=100000",
+               "--num_step_points=4", "--fig2_bits=40"),
+      "orders": (f"--output_dir={orders}", "--noise_multipliers=0.7", "--num_steps=500",
+                 "--sampling_rate=0.01", "--orders=3,1.5,2,2,40", "--nopld", "--noplot",
+                 "--max_bits=20", "--num_bits=5", "--min_steps=10", "--max_steps=20",
+                 "--num_step_points=30", "--fig2_bits=0"),
+  }
+  outs = run_cli_cases("experiments.reconstruction_bounds", *cases.values())
+  return {**dict(zip(cases, outs)), "grid_dir": grid, "orders_dir": orders}
 
 
-def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--noise_multipliers=0.5,1.0", "--num_steps=20000",
-             "--max_bits=60", "--num_bits=13", "--min_steps=100", "--max_steps=100000",
-             "--num_step_points=4", "--fig2_bits=40")
+def test_small_grid_writes_results_plots_and_bounds_have_their_properties(runs):
+  tmp_path = runs["grid_dir"]
+  out = runs["grid"]
   assert out.returncode == 0, out.stderr
   results = read_json(tmp_path / "results.json")
   for key in ("fig1", "fig2", "properties_hold", "experiment", "config", "versions",
@@ -51,22 +66,20 @@ def test_small_grid_writes_results_plots_and_bounds_have_their_properties(tmp_pa
   assert np.all(np.diff(f2["epsilon_rdp"]) > 0)
 
 
-def test_bad_flag_is_one_line_error():
-  out = _run("--noise_multipliers=-1", "--noplot")
+def test_bad_flag_is_one_line_error(runs):
+  out = runs["sigma"]  # --noise_multipliers=-1 --noplot
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
   assert "--noise_multipliers=-1" in lines[0], out.stderr
   assert "Traceback" not in out.stderr
-  out = _run("--min_steps=10", "--max_steps=5")
+  out = runs["steps"]  # --min_steps=10 --max_steps=5
   assert out.returncode == 2 and out.stderr.startswith("error: --max_steps=5")
 
 
-def test_orders_pld_and_plot_flags_reach_the_config(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--noise_multipliers=0.7", "--num_steps=500",
-             "--sampling_rate=0.01", "--orders=3,1.5,2,2,40", "--nopld", "--noplot",
-             "--max_bits=20", "--num_bits=5", "--min_steps=10", "--max_steps=20",
-             "--num_step_points=30", "--fig2_bits=0")
+def test_orders_pld_and_plot_flags_reach_the_config(runs):
+  tmp_path = runs["orders_dir"]
+  out = runs["orders"]  # --orders=3,1.5,2,2,40 --nopld --noplot ...
   assert out.returncode == 0, out.stderr
   results = read_json(tmp_path / "results.json")
   assert results["config"]["orders"] == [1.5, 2.0, 3.0, 40.0] and results["config"]["pld"] is False
