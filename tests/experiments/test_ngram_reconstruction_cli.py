@@ -2,75 +2,41 @@
 of the benchmark `python -m experiments.benchmarks.ngram`."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from dpaudit.results import loads, read_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import run_cli_plan
 
 TINY_FLAGS = ("--noise_multipliers=1,4", "--num_models=500", "--num_steps=10",
               "--canary_length=4")
 
 
-def _run(module, *flags):
-  return subprocess.run([sys.executable, "-m", module, *flags], capture_output=True, text=True,
-                        cwd=ROOT)
-
-
-class _Started:
-  """A CLI run started in the background (output to files, so no pipe can fill up)."""
-
-  def __init__(self, directory, module, *flags):
-    os.makedirs(directory, exist_ok=True)
-    self.directory = directory
-    self._out = open(os.path.join(directory, "stdout.txt"), "w+")
-    self._err = open(os.path.join(directory, "stderr.txt"), "w+")
-    self._proc = subprocess.Popen([sys.executable, "-m", module, *flags], cwd=ROOT,
-                                  stdout=self._out, stderr=self._err, text=True)
-
-  def result(self, timeout=300):
-    returncode = self._proc.wait(timeout=timeout)
-    outputs = []
-    for f in (self._out, self._err):
-      f.seek(0)
-      outputs.append(f.read())
-      f.close()
-    return subprocess.CompletedProcess(self._proc.args, returncode, *outputs)
-
-
 @pytest.fixture(scope="module")
 def started(tmp_path_factory):
-  """The independent CLI runs of this module, started at once: they are mostly
-  single-threaded compilation, so running them side by side halves the wall time."""
+  """This module's command lines in one process (tests.conftest.run_cli_plan): the benchmark's
+  refused flag and tiny run, then the experiment's refused flag, a tiny run (its --output_dir
+  copied to ``tiny_first`` once it ends) and its rerun on the same --output_dir."""
   root = tmp_path_factory.mktemp("ngram_cli")
-  runs = {
-      "tiny": _Started(root / "tiny", "experiments.ngram_reconstruction",
-                       f"--output_dir={root / 'tiny' / 'out'}", *TINY_FLAGS),
-      "benchmark": _Started(root / "bench", "experiments.benchmarks.ngram",
-                            f"--output_dir={root / 'bench' / 'out'}", "--num_models=64",
-                            "--num_steps=5", "--sequential_models=4", "--check_models=2",
-                            "--num_repeats=1"),
-      "bad_sigma": _Started(root / "bad_sigma", "experiments.ngram_reconstruction",
-                            f"--output_dir={root / 'bad_sigma' / 'out'}",
-                            "--noise_multipliers=0"),
-      "bad_flag": _Started(root / "bad_flag", "experiments.benchmarks.ngram",
-                           f"--output_dir={root / 'bad_flag' / 'out'}",
-                           "--sequential_models=0"),
-  }
-  yield runs
-  for run in runs.values():  # only the processes started here, each by its own handle
-    if run._proc.poll() is None:
-      run._proc.kill()
-      run._proc.wait()
+  tiny = root / "tiny" / "out"
+  (bad_flag, benchmark), (bad_sigma, first, again) = run_cli_plan([
+      ("experiments.benchmarks.ngram", [
+          (f"--output_dir={root / 'bad_flag' / 'out'}", "--sequential_models=0"),
+          (f"--output_dir={root / 'bench' / 'out'}", "--num_models=64", "--num_steps=5",
+           "--sequential_models=4", "--check_models=2", "--num_repeats=1")]),
+      ("experiments.ngram_reconstruction", [
+          (f"--output_dir={root / 'bad_sigma' / 'out'}", "--noise_multipliers=0"),
+          {"argv": [f"--output_dir={tiny}", *TINY_FLAGS],
+           "copy_after": [[str(tiny), str(root / "tiny_first")]]},
+          (f"--output_dir={tiny}", *TINY_FLAGS)]),
+  ])
+  return {"root": root, "bad_flag": bad_flag, "benchmark": benchmark, "bad_sigma": bad_sigma,
+          "tiny": first, "again": again}
 
 
 def test_tiny_run_writes_results_and_rerun_reuses_cells(started):
-  out_dir = started["tiny"].directory / "out"
-  flags = (f"--output_dir={out_dir}",) + TINY_FLAGS
-  out = started["tiny"].result()
+  out_dir = started["root"] / "tiny_first"  # as the first run left it
+  out = started["tiny"]
   assert out.returncode == 0, out.stderr
   results = read_json(out_dir / "results.json")
   for key in ("canary", "log_p0", "points", "config", "versions", "wall_time_s"):
@@ -96,15 +62,15 @@ def test_tiny_run_writes_results_and_rerun_reuses_cells(started):
   assert all(c.endswith(".json") for c in cells), cells
   assert "L(p0)" in out.stdout and "reused" not in out.stderr
 
-  again = _run("experiments.ngram_reconstruction", *flags)
+  again = started["again"]
   assert again.returncode == 0, again.stderr
   assert again.stderr.count("reused") == 2, again.stderr
-  rerun = read_json(out_dir / "results.json")
+  rerun = read_json(started["root"] / "tiny" / "out" / "results.json")
   assert rerun["points"] == points and rerun["canary"] == results["canary"]
 
 
 def test_ngram_reconstruction_bad_input_exits_2(started):
-  out = started["bad_sigma"].result()
+  out = started["bad_sigma"]
   assert out.returncode == 2
   assert out.stderr.strip().count("\n") == 0, out.stderr
   assert out.stderr.startswith("error:") and "noise_multipliers" in out.stderr
@@ -112,8 +78,8 @@ def test_ngram_reconstruction_bad_input_exits_2(started):
 
 
 def test_benchmark_tiny_run(started):
-  out = started["benchmark"].result()
-  tmp_path = started["benchmark"].directory / "out"
+  out = started["benchmark"]
+  tmp_path = started["root"] / "bench" / "out"
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)
   saved = read_json(tmp_path / "results.json")
@@ -136,7 +102,7 @@ def test_benchmark_tiny_run(started):
 
 
 def test_benchmark_bad_flag_exits_2(started):
-  out = started["bad_flag"].result()
+  out = started["bad_flag"]
   assert out.returncode == 2
   assert out.stderr.strip().count("\n") == 0, out.stderr
   assert out.stderr.startswith("error: --sequential_models=0")
