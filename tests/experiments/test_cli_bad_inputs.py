@@ -331,10 +331,16 @@ CASES: dict[str, dict[str, list[str]]] = {
         "absurd_size_2": [f"--host_devices={BIG}"],
         "unknown_choice": ["--teacher_models=nope"],
     },
+    "experiments.uniaud_paper_docs": {
+        "results_missing": ["--results={out}/results.json"],
+        "unknown_flag": ["--no_such_flag=1"],
+        "positional": ["stray"],
+    },
 }
 
 NO_OUTPUT_DIR = {"experiments.benchmarks.dpsgd_torch",  # prints its JSON line, writes nothing
-                 "experiments.benchmarks.performance_docs"}  # writes the one page --output names
+                 "experiments.benchmarks.performance_docs",  # writes the one page --output names
+                 "experiments.uniaud_paper_docs"}  # writes the kept JSON and two pages' blocks
 
 # Split so that the two xdist workers each drive about half of the CLIs.
 GROUPS = {
