@@ -166,7 +166,8 @@ def targets_line(record: Mapping[str, Any]) -> str:
 
 
 def readme_table(record: Mapping[str, Any]) -> str:
-  """The README's table: eps = 8 and inf, median [min, max] over seeds; :func:`targets_line`."""
+  """The README's table (m = 2000; eps = 8, inf; median [min, max]), :func:`targets_line`."""
+  record = {**record, "rows": [r for r in record["rows"] if r["m"] == 2000]}
   commands = "; ".join(f"`{c}`" for c in record["commands"])
   return "\n".join([f"Made by {commands}. {_settings_line(record)}", "",
                     *_table(record, (8.0, math.inf), extra=False), "", targets_line(record)])
@@ -186,8 +187,7 @@ def _markers(name: str) -> tuple[str, str]:
 
 def block(text: str, name: str) -> str | None:
   """The generated block ``name`` of a page's ``text`` (between its markers), or None."""
-  begin, end = _markers(name)
-  found = re.search(re.escape(begin) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+  found = re.search(r"\n(.*?)\n".join(map(re.escape, _markers(name))), text, re.S)
   return None if found is None else found.group(1)
 
 
