@@ -65,9 +65,10 @@ def run_module(module: str, *flags: str) -> subprocess.CompletedProcess:
 
 def run_cli_plan(plan, timeout_s: int = 600) -> list[list[subprocess.CompletedProcess]]:
   """Runs the command lines of ``plan`` (``[(module, [case, ...]), ...]``; a case is a list of
-  flags, or a dict with them as ``argv`` and, optionally, ``env`` (variables set for that case)
-  and ``copy_after`` (``[[src, dst], ...]``: copied once it ends, for what a later case
-  overwrites)) one after another in ONE Python process
+  flags, or a dict with them as ``argv`` and, optionally, ``env`` (variables set for that case),
+  ``copy_after`` (``[[src, dst], ...]``: copied once it ends, for what a later case overwrites)
+  and ``remove_after`` (glob patterns of files removed then)) one after another in ONE Python
+  process
   (:mod:`tests.experiments.cli_driver`), each through its CLI's entry point as ``python -m
   module *flags`` runs it: the flags parsed afresh, the one-line error and exit status of
   :func:`experiments.common.run`, its stdout and stderr captured. Per module, one

@@ -5,9 +5,10 @@ CLI smoke tests; not a test itself).
   python -m tests.experiments.cli_driver PLAN.json RESULTS.json [CASE_TIMEOUT_S]
 
 ``PLAN.json`` holds ``[{"module": name, "cases": [argv, ...]}, ...]``, each argv without the
-program name, or ``{"argv": argv, "env": {name: value}, "copy_after": [[src, dst], ...]}``:
-environment variables set for that case alone, and files or directories copied once it ends
-(what a later case overwrites, kept for the test). The modules are imported one after another
+program name, or ``{"argv": argv, "env": {name: value}, "copy_after": [[src, dst], ...],
+"remove_after": [pattern, ...]}``: environment variables set for that case alone; once it
+ends, files or directories copied (what a later case overwrites, kept for the test), then the
+files matching the glob patterns removed. The modules are imported one after another
 (each one's flags are removed before the next is imported, so flags of the same name do not
 clash). For each case the flags are reset (``FLAGS.unparse_flags()``) and the module's entry
 point runs exactly as its ``if __name__ == "__main__"`` block does:
@@ -22,6 +23,7 @@ default 30) is stopped and reported as ``timed_out``. ``RESULTS.json`` gets, per
 
 from __future__ import annotations
 
+import glob
 import importlib
 import json
 import os
@@ -120,6 +122,8 @@ def main() -> None:
       out[-1].append(run_case(entry, case["argv"], timeout_s, case.get("env")))
       for src, dst in case.get("copy_after", []):
         (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
+      for path in (p for pattern in case.get("remove_after", []) for p in glob.glob(pattern)):
+        os.remove(path)
     forget_flags(before)
   with open(results_path, "w") as f:
     json.dump(out, f)
