@@ -24,7 +24,11 @@ Four games, one engine (:mod:`dpaudit.dpsgd`), one estimator module (:mod:`dpaud
 
 Every result reports the epsilon lower bound, the ceiling :math:`\epsilon_O` the game could
 reach with its number of observations, the accountant's epsilon for the run, and the test
-accuracy of the trained model(s).
+accuracy of the trained model(s). The O(1) games also report, from the same scores and guesses,
+the f-DP one-run bounds of Mahloujifar, Melis & Chaudhuri (ICML 2025): ``epsilon_fdp_gaussian``
+(valid if the trade-off curve is Gaussian, mu-GDP) and ``epsilon_fdp_run`` (valid if it is the
+audited run's own subsampled-Gaussian curve with some noise multiplier), beside the Steinke
+bound, which holds for any (eps, delta)-DP algorithm.
 
 Neighbouring relations: ``many_run`` and ``one_run`` add or remove a canary, the relation
 DP-SGD's accountant is stated for. ``uniaud`` and ``uniaud_plus`` present one of two

@@ -502,9 +502,9 @@ def fdp_epsilon(result: Mapping[str, Any], name: str) -> float | None:
 
 
 def _legend(optimistic: bool) -> list[str]:
-  star = (" (*: correction=none, optimistic: the best of several tests, not a valid lower bound)"
-          if optimistic else "")
-  return [f"{name}: {what}" for name, what in BOUND_LABELS] + ([star.strip()] if star else [])
+  """The table's footer: what each bound assumes, and (``optimistic``) that they are not."""
+  star = ["(*: correction=none, optimistic: the best of several tests, not a valid lower bound)"]
+  return [f"{name}: {what}" for name, what in BOUND_LABELS] + (star if optimistic else [])
 
 
 def summarise(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -590,8 +590,8 @@ def table(cells: Iterable[Mapping[str, Any]]) -> str:
   steps; a skipped cell shows its reason. A footer says what each bound assumes
   (``BOUND_LABELS``) and, under ``correction="none"``, that they are optimistic.
 
-  When a grid point has several repetitions, one row per point: eps_L and test accuracy as
-  ``median [min, max]`` (:func:`dpaudit.results.format_spread`), the other columns as medians,
+  When a grid point has several repetitions, one row per point: the bounds and test accuracy
+  as ``median [min, max]`` (:func:`dpaudit.results.format_spread`), the other columns as medians,
   under a line saying how many repetitions (seeds) there are."""
   cells = list(cells)
   points = summarise(cells)
