@@ -12,7 +12,7 @@ from dpaudit.results import read_json
 # Only the flag-free module: importing the CLI would define its absl flags in this process,
 # where other tests import other CLIs.
 from experiments.benchmarks import accelerator_workloads as w
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 from tests.experiments.test_performance_docs import assert_table
 
 ROW_KEYS = {"workload", "name", "unit", "accelerator", "cpu", "accelerator_over_cpu", "peer",
@@ -22,10 +22,26 @@ REPORT_KEYS = {"benchmark", "device", "device_kind", "platform", "cpu_cores", "t
                "measure_s", "budget_s", "workloads", "versions", "command", "wall_time_s"}
 
 
-def test_tiny_suite_reports_every_workload(tmp_path):
-  # One process: in CI the other xdist worker already keeps the second core busy.
-  out = run_module("experiments.benchmarks.accelerator", "--tiny", "--processes=1",
-                   f"--output_dir={tmp_path}")
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """The suite's command lines in one process (tests.conftest.run_cli_cases): the tiny suite
+  (one worker process: in CI the other xdist worker already keeps the second core busy), a
+  run past its time budget, and a merge of two runs' results (written by the test first)."""
+  tiny, budget, merge = (tmp_path_factory.mktemp(n) for n in ("tiny", "budget", "merge"))
+  for i, report in enumerate(MERGED):
+    (merge / f"r{i}.json").write_text(json.dumps(report))
+  outs = run_cli_cases(
+      "experiments.benchmarks.accelerator",
+      ("--tiny", "--processes=1", f"--output_dir={tiny}"),
+      ("--only=montecarlo,ngram", "--budget_s=1e-9", "--processes=1",
+       f"--output_dir={budget}"),
+      (f"--from_results={merge / 'r0.json'},{merge / 'r1.json'}",
+       f"--output_dir={merge / 'merged'}"))
+  return {"tiny": (outs[0], tiny), "budget": (outs[1], budget), "merge": (outs[2], merge)}
+
+
+def test_tiny_suite_reports_every_workload(runs):
+  out, tmp_path = runs["tiny"]
   assert out.returncode == 0, out.stderr[-3000:]
   report = read_json(tmp_path / "results.json")
   assert REPORT_KEYS <= set(report) and report["tiny"] is True and report["platform"] == "cpu"
@@ -43,7 +59,7 @@ def test_tiny_suite_reports_every_workload(tmp_path):
       assert row["met"] is None  # targets are judged on an accelerator only
       assert f"| {name} | {row['name']} |" in table
   estimator_rows = report["workloads"]["estimators"]["rows"]
-  assert len(estimator_rows) == 12  # six estimators, two precisions, one tiny size
+  assert len(estimator_rows) == 14  # seven estimators, two precisions, one tiny size
   for row in estimator_rows:
     # No accelerator here: float64 is the reference itself, float32 close to it.
     assert row["max_rel_err"] <= (0.0 if row["name"].endswith("float64") else 1e-3), row
@@ -58,9 +74,8 @@ def test_tiny_suite_reports_every_workload(tmp_path):
   assert report["machine"]["device"] == "cpu:cpu"
 
 
-def test_budget_skips_workloads_and_exits_non_zero(tmp_path):
-  out = run_module("experiments.benchmarks.accelerator", "--only=montecarlo,ngram",
-                   "--budget_s=1e-9", "--processes=1", f"--output_dir={tmp_path}")
+def test_budget_skips_workloads_and_exits_non_zero(runs):
+  out, tmp_path = runs["budget"]  # --only=montecarlo,ngram --budget_s=1e-9
   assert out.returncode == 1
   assert out.stderr.strip().splitlines()[-1].endswith(
       f"workloads failed or skipped: montecarlo, ngram (see {tmp_path}/results.json)")
@@ -117,22 +132,20 @@ def _report(kind, workloads, command="run"):
           "wall_time_s": 1.0, "workloads": workloads}
 
 
-def test_merge_takes_each_workload_from_the_last_run_that_finished_it(tmp_path):
-  good = {"rows": [w.row("estimators", "cp", "pairs/s", 2.0, 1.0)], "wall_s": 1.0,
-          "error": None}
-  failed = {"rows": [], "wall_s": 1.0, "error": "RuntimeError: x"}
-  first = _report("H100", {"montecarlo": good, "estimators": failed}, "all")
-  second = _report("H100", {"estimators": good, "montecarlo": failed}, "--only=estimators")
+GOOD = {"rows": [w.row("estimators", "cp", "pairs/s", 2.0, 1.0)], "wall_s": 1.0, "error": None}
+FAILED = {"rows": [], "wall_s": 1.0, "error": "RuntimeError: x"}
+MERGED = (_report("H100", {"montecarlo": GOOD, "estimators": FAILED}, "all"),
+          _report("H100", {"estimators": GOOD, "montecarlo": FAILED}, "--only=estimators"))
+
+
+def test_merge_takes_each_workload_from_the_last_run_that_finished_it(runs):
+  first, second = MERGED
   merged = w.merge_reports([first, second])
-  assert merged["workloads"] == {"montecarlo": good, "estimators": good}
+  assert merged["workloads"] == {"montecarlo": GOOD, "estimators": GOOD}
   assert [m["command"] for m in merged["merged_from"]] == ["all", "--only=estimators"]
   with pytest.raises(ValueError, match="mixes devices"):
     w.merge_reports([first, _report("H200", {})])
-  # The CLI writes the merged files without running anything.
-  for i, report in enumerate((first, second)):
-    (tmp_path / f"r{i}.json").write_text(json.dumps(report))
-  out = run_module("experiments.benchmarks.accelerator",
-                   f"--from_results={tmp_path / 'r0.json'},{tmp_path / 'r1.json'}",
-                   f"--output_dir={tmp_path / 'merged'}")
+  # The CLI writes the merged files without running anything (runs: --from_results=r0,r1).
+  out, tmp_path = runs["merge"]
   assert out.returncode == 0, out.stderr
-  assert read_json(tmp_path / "merged" / "results.json")["workloads"]["estimators"] == good
+  assert read_json(tmp_path / "merged" / "results.json")["workloads"]["estimators"] == GOOD
