@@ -1,25 +1,29 @@
 """Smoke test of `python -m experiments.benchmarks.private_prediction` (tiny sizes) and its
 errors."""
 
-import os
-import subprocess
-import sys
+import pytest
 
 from dpaudit.results import loads, read_json
+from tests.conftest import run_cli_cases
 from tests.experiments.test_performance_docs import assert_table
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """Both command lines in one process (tests.conftest.run_cli_cases): the tiny benchmark
+  (first: it sets the host's device count before JAX starts), then a refused flag."""
+  tiny, bad = tmp_path_factory.mktemp("tiny"), tmp_path_factory.mktemp("bad")
+  outs = run_cli_cases(
+      "experiments.benchmarks.private_prediction",
+      (f"--output_dir={tiny}", "--num_trials=20000", "--numpy_trials=20000",
+       "--num_repeats=1", "--num_teachers=30", "--num_classes=4",
+       "--num_trained_teachers=3", "--teacher_epochs=1", "--teacher_models=logistic"),
+      (f"--output_dir={bad}", "--num_classes=1"))
+  return {"tiny": (outs[0], tiny), "bad": (outs[1], bad)}
 
 
-def _run(*flags):
-  return subprocess.run([sys.executable, "-m", "experiments.benchmarks.private_prediction",
-                         *flags], capture_output=True, text=True, cwd=ROOT)
-
-
-def test_tiny_benchmark_compares_with_numpy(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--num_trials=20000", "--numpy_trials=20000",
-             "--num_repeats=1", "--num_teachers=30", "--num_classes=4",
-             "--num_trained_teachers=3", "--teacher_epochs=1", "--teacher_models=logistic")
+def test_tiny_benchmark_compares_with_numpy(runs):
+  out, tmp_path = runs["tiny"]
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert loads(out.stdout) == written
@@ -45,8 +49,8 @@ def test_tiny_benchmark_compares_with_numpy(tmp_path):
   assert written["table"][-1]["dpaudit"] == teachers["vmapped_teachers_per_s"]
 
 
-def test_bad_flags_give_one_line_errors(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--num_classes=1")
+def test_bad_flags_give_one_line_errors(runs):
+  out, tmp_path = runs["bad"]  # --num_classes=1
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == [
       "error: --num_classes=1 is outside the valid range [2, 64]"]
