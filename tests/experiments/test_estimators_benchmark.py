@@ -100,6 +100,6 @@ def test_fdp_group_against_the_grid_method(tmp_path):
   assert [w["group"] for w in rows] == ["fdp"] * 3
   assert all(all(w["checks"].values()) for w in rows), [w["checks"] for w in rows]
   assert all(w["dpaudit"]["recompiles_on_new_values"] == 0 for w in rows)
-  assert all("privacyguard_grid" in w["peers"] for w in rows)
+  assert all("privacyguard_grid_reimplemented" in w["peers"] for w in rows)
   # A row against the grid per workload, a goal row for each batch, then the compile goal.
   assert_table(written["table"], 3 + 2 + 1)
