@@ -2,8 +2,8 @@
 (flag-free; the CLI is :mod:`experiments.uniaud_paper_docs`). Per cell and seed, from one set of
 scores: Steinke et al.'s one-run bound (valid, Bonferroni), the same uncorrected (optimistic, as
 the paper reports it) and the f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri, ICML 2025),
-median [min, max] over seeds beside the paper's values (Liu & Xiong, Table IV, 2-layer ReLU MLP).
-The README's and docs/dpsgd.md's blocks are these renderings (tests check it)."""
+median [min, max] over seeds beside the paper's values (Liu & Xiong, Table IV, 2-layer ReLU MLP),
+rendered into the README's and docs/dpsgd.md's blocks (tests check it)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ AUDITS = (("uniaud", "gaussian", "gaussian, w/ comparison"),
           ("one_run", "gaussian", "gaussian, w/o comparison"),
           ("uniaud", "orthogonal", "orthogonal, w/ comparison"),
           ("one_run", "orthogonal", "orthogonal, w/o comparison"))
-# UniAud Table IV, 2-layer ReLU MLP, best r uncorrected: m -> eps_L at eps = 1, 8, inf of
-# gaussian w/o, w/, orthogonal w/o, w/ comparison.
+# Table IV, 2-layer MLP, best r uncorrected: eps 1, 8, inf; gaussian w/o, w/, orth. w/o, w/.
 _PAPER_ROWS = {
     2000: ((0.322, 2.362, 6.395), (0.620, 2.707, 6.449), (0.447, 3.032, 6.395),
            (1.089, 3.059, 6.449)),
@@ -139,7 +138,7 @@ def _settings_line(record: Mapping[str, Any]) -> str:
           f"{s['learning_rate']:g}, clip {s['l2_clip_norm']:g}, delta = {s['delta']:g}, 95%.")
 
 
-# Targets for a valid bound of gaussian canaries w/ comparison at m = 2000 (issue 42).
+# Targets for a valid bound of gaussian canaries w/ comparison at m = 2000.
 TARGETS = ((8.0, 4.0), (math.inf, 6.0))
 VALID = (("fdp_run", "f-DP run curve"), ("fdp_gaussian", "f-DP Gaussian"), ("steinke", "Steinke"))
 
@@ -166,18 +165,19 @@ def targets_line(record: Mapping[str, Any]) -> str:
 
 
 def readme_table(record: Mapping[str, Any]) -> str:
-  """The README's table (m = 2000; eps = 8, inf; median [min, max]), :func:`targets_line`."""
-  record = {**record, "rows": [r for r in record["rows"] if r["m"] == 2000]}
+  """The README's table (m = 2000; eps = 8, inf; median [min, max]) and its command."""
+  record = {**record, "rows": [r for r in record["rows"] if r["m"] == 2000], "commands": [
+      c for c in record["commands"] if "--num_canaries=" not in c or "--num_canaries=2000 " in c]}
   commands = "; ".join(f"`{c}`" for c in record["commands"])
   return "\n".join([f"Made by {commands}. {_settings_line(record)}", "",
-                    *_table(record, (8.0, math.inf), extra=False), "", targets_line(record)])
+                    *_table(record, (8.0, math.inf), extra=False)])
 
 
 def docs_table(record: Mapping[str, Any]) -> str:
-  """docs/dpsgd.md's table: every epsilon, with the ceilings and the accountant's epsilon."""
+  """docs/dpsgd.md's table (every epsilon, ceilings, accountant's epsilon), targets line."""
   commands = "\n".join(f"    {c}" for c in record["commands"])
   return "\n".join(["Commands:", "", commands, "", _settings_line(record), "",
-                    *_table(record, EPSILONS, extra=True)])
+                    *_table(record, EPSILONS, extra=True), "", targets_line(record)])
 
 
 def _markers(name: str) -> tuple[str, str]:

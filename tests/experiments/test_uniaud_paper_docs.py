@@ -48,11 +48,14 @@ def test_rows_render_as_median_min_max_beside_the_paper():
                       "3.20 [3.00, 3.50] | 3.50 [3.00, 4.00] | - | 2.71 |")
   assert lines[5].startswith("| 2000 | gaussian, w/o comparison | inf | 1 | 4.00 | 5.00 |")
   assert "| 4.77 / 6.45 |" in page.docs_table(record) and "q = 0.1," in lines[0]
-  assert page.readme_table(_one_epsilon(record, 1.0)).count("\n") == 5  # eps = 1: docs only
+  assert page.readme_table(_one_epsilon(record, 1.0)).count("\n") == 3  # eps = 1: docs only
   larger = {**record, "rows": record["rows"] + [{**record["rows"][0], "m": 10000}]}
   assert page.readme_table(larger) == page.readme_table(record)  # m = 2000 only
+  ten = {**record, "commands": ["python -m x --num_canaries=2000 --y",
+                                "python -m x --num_canaries=10000 --y"]}
+  assert "10000" not in page.readme_table(ten).splitlines()[0]
   assert "| 10000 | gaussian, w/ comparison | 8 | 1 | 2.00 |" in page.docs_table(larger)
-  assert lines[-1] == (
+  assert page.docs_table(record).splitlines()[-1] == (
       "Targets for a valid bound (gaussian w/ comparison, m = 2000, medians over seeds): "
       "eps = 8, not met (4; short by 0.50): f-DP Gaussian 3.50, Steinke 2.20; eps = inf: not "
       "run.")
