@@ -669,7 +669,7 @@ exempt(OUTPUT, *_audit("dpsgd_grid", "table", "cell_label", "progress_line", "ce
        "dpaudit.tightness.table", *_audit("noisy_argmax", "format_epsilon"))
 exempt("takes no arguments", *_audit("domias", "generator_names"),
        *_audit("panoramia_modalities", "adult_binnings"),
-       *_audit("reconstruction_bounds", "default_orders"), *_audit("dpsgd", "fdp_run_estimator"))
+       *_audit("reconstruction_bounds", "default_orders"))
 
 # noisy_argmax
 for _label, _value in (("inf", np.inf), ("nan", float("nan")), ("0", 0.0), ("str", "2"),

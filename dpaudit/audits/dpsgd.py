@@ -320,8 +320,7 @@ class DPSGDAuditResult:
     epsilon_fdp_run: the same within the audited run's own family (the subsampled-Gaussian
       composition at its sampling rate and step count, some noise multiplier
       ``details["noise_multiplier_upper_bound"]``): a lower bound *if the curve is this DP-SGD
-      run's with some noise multiplier*. NaN for ``many_run`` or where
-      ``dpaudit.estimators`` has no such estimator.
+      run's with some noise multiplier*. NaN for ``many_run``.
   """
   game: str
   canary: str
@@ -751,23 +750,17 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
                  2 * t, details, start)
 
 
-def fdp_run_estimator() -> Callable | None:
-  """``dpaudit.estimators.fdp_one_run_dpsgd_from_scores`` (the f-DP one-run bound within the
-  audited DP-SGD run's own curve family), or None where this install lacks it."""
-  return getattr(estimators, "fdp_one_run_dpsgd_from_scores", None)
-
-
 def _fdp_bounds(scores, members, config: DPSGDAuditConfig, plan: _Plan | None,
                 correction: str, run: bool = True) -> tuple[Any, Any]:
   """The f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri, ICML 2025) on the guesses of
   the Steinke bound: Gaussian family, and (with ``run``) the run's own family (None where
-  unavailable or not asked for: its PLD search costs seconds)."""
+  not asked for: its PLD search costs seconds)."""
   gaussian = estimators.fdp_one_run_from_scores(
       jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
       mode="symmetric", correction=correction)
-  run_family, estimator = None, fdp_run_estimator()
-  if estimator is not None and run:
-    run_family = estimator(
+  run_family = None
+  if run:
+    run_family = estimators.fdp_one_run_dpsgd_from_scores(
         jnp.asarray(scores), jnp.asarray(members), config.delta, config.significance,
         sampling_rate=plan.train_config.sampling_rate, num_steps=plan.train_config.num_steps,
         mode="symmetric", correction=correction, adjacency=config.adjacency)
@@ -807,7 +800,7 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan | None
   ``optimistic_epsilon_ceiling``, so that one training run gives both.
 
   Returns ``(steinke, ceiling, (fdp_gaussian, fdp_run), details)``; ``fdp_run`` is NaN where
-  the run-family estimator is unavailable or no ``plan`` (the run's q and T) is given."""
+  no ``plan`` (the run's q and T) is given."""
   lower, ceiling, details = _steinke_bound(scores, members, config)
   gaussian, run_family = _fdp_bounds(scores, members, config, plan, config.correction,
                                      run=plan is not None)
@@ -820,7 +813,7 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan | None
     details.update(noise_multiplier_upper_bound=float(run_family.noise_multiplier_upper_bound),
                    fdp_run_num_guesses=int(run_family.num_guesses),
                    fdp_run_num_correct=int(run_family.num_correct),
-                   fdp_run_at_search_limit=bool(getattr(run_family, "at_search_limit", False)))
+                   fdp_run_at_search_limit=bool(run_family.at_search_limit))
   if config.correction == "bonferroni":
     best, _, _ = _steinke_bound(scores, members, dataclasses.replace(config, correction="none"))
     best_gaussian, _ = _fdp_bounds(scores, members, config, plan, "none", run=False)
