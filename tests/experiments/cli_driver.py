@@ -14,7 +14,8 @@ clash). For each case the flags are reset (``FLAGS.unparse_flags()``) and the mo
 point runs exactly as its ``if __name__ == "__main__"`` block does:
 :func:`experiments.common.run` (absl's ``app.run`` with the one-line flag parser and
 :func:`experiments.common.cli` around ``main``), after the module's ``define_flags()`` where it
-has one. File descriptors 2 and 1 are redirected to files
+has one, with ``sys.argv`` as ``python -m module *argv`` sets it (the module's file, then the
+flags). File descriptors 2 and 1 are redirected to files
 during each case, so everything written to stderr - Python's, absl's and XLA's C++ logging -
 and to stdout is captured. A case that is not refused within CASE_TIMEOUT_S seconds (SIGALRM;
 default 30) is stopped and reported as ``timed_out``. ``RESULTS.json`` gets, per module, one
@@ -43,9 +44,15 @@ def _alarm(signum, frame):
   raise CaseTimeout()
 
 
-def run_case(entry, argv: list[str], timeout_s: int, env: dict | None = None) -> dict:
+def run_case(entry, argv: list[str], timeout_s: int, env: dict | None = None,
+             argv0: str | None = None) -> dict:
+  """Runs ``entry(argv)``; ``sys.argv`` reads ``[argv0, *argv]`` meanwhile, as in ``python -m
+  module *argv`` (a CLI records its command line from it), when ``argv0`` is given."""
   from absl import flags
   flags.FLAGS.unparse_flags()
+  saved_argv = sys.argv
+  if argv0 is not None:
+    sys.argv = [argv0, *argv]
   saved_env = {name: os.environ.get(name) for name in env or {}}
   os.environ.update(env or {})
   sys.stdout.flush()
@@ -80,6 +87,7 @@ def run_case(entry, argv: list[str], timeout_s: int, env: dict | None = None) ->
     stderr = captured.read().decode(errors="replace")
     printed.seek(0)
     stdout = printed.read().decode(errors="replace")
+  sys.argv = saved_argv
   for name, value in saved_env.items():
     if value is None:
       os.environ.pop(name, None)
@@ -119,7 +127,7 @@ def main() -> None:
     out.append([])
     for case in item["cases"]:
       case = {"argv": case} if isinstance(case, list) else case
-      out[-1].append(run_case(entry, case["argv"], timeout_s, case.get("env")))
+      out[-1].append(run_case(entry, case["argv"], timeout_s, case.get("env"), module.__file__))
       for src, dst in case.get("copy_after", []):
         (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
       for path in (p for pattern in case.get("remove_after", []) for p in glob.glob(pattern)):
