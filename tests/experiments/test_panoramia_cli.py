@@ -4,25 +4,44 @@ one-line errors. The pipeline is tested in tests/audits/test_panoramia_*.py."""
 import pytest
 
 from dpaudit.results import read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 
 TINY = ("--modality=text", "--max_examples=500", "--num_canaries=100", "--num_audit=100",
         "--num_classifier_train=100", "--num_helper_train=100", "--helpers=generated,none",
         "--classifier_epochs=2", "--generator_epochs=1", "--helper_epochs=1",
         "--target_batch_size=100", "--text_max_length=32",
         "--text_hidden_size=32")
+BAD_FLAGS = [
+    ("--modality=audio", "modality='audio'"),
+    ("--target=x5", "target='x5' must be eN"),
+    ("--target_model=resnet", "target_model='resnet' is not one of"),
+    ("--helper_model=resnet18", "applies to modality='image' only"),
+]
 
 
-def _run(*flags):
-  return run_module("experiments.panoramia", *flags)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the refused
+  flags, then the tiny run with two repetitions (its --output_dir copied to ``first_dir`` once
+  it ends) and its rerun with one on the same --output_dir."""
+  out_dir = tmp_path_factory.mktemp("panoramia")
+  first_dir = out_dir.parent / f"{out_dir.name}_first"
+  flags = (*TINY, "--target=dp8", "--null_samples=30", f"--output_dir={out_dir}")
+  bad = [(*TINY, f"--output_dir={tmp_path_factory.mktemp('bad')}", flag) for flag, _ in BAD_FLAGS]
+  *refused, first, again = run_cli_cases(
+      "experiments.panoramia", *bad,
+      {"argv": [*flags, "--num_repeats=2"], "copy_after": [[str(out_dir), str(first_dir)]]},
+      flags)
+  return {"out_dir": out_dir, "first_dir": first_dir, "first": first, "again": again,
+          **{flag: out for (flag, _), out in zip(BAD_FLAGS, refused)}}
 
 
-def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
+def test_tiny_text_run_writes_tables_and_figures_and_resumes(runs):
   """Two repetitions (seeds 0 and 1) of a two-baseline audit: c_lb is the strongest baseline's,
   the null reference and the spread over repetitions are in results.json and the tables; a
   rerun with one repetition reuses seed 0's setup and cell."""
-  flags = (*TINY, "--target=dp8", "--null_samples=30", f"--output_dir={tmp_path}")
-  out = _run(*flags, "--num_repeats=2")
+  tmp_path = runs["first_dir"]  # as the first run left it
+  out = runs["first"]  # --num_repeats=2
   assert out.returncode == 0, out.stderr
   results = read_json(tmp_path / "results.json")
   assert results["experiment"] == "panoramia" and results["config"]["seeds"] == [0, 1]
@@ -49,21 +68,16 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(tmp_path):
   assert (tmp_path / "precision_recall.png").stat().st_size > 10_000
   assert len((tmp_path / "samples.txt").read_text().splitlines()) == 100
 
-  again = _run(*flags)
+  again = runs["again"]
   assert again.returncode == 0, again.stderr
   assert "seed 0: audit setup (reused)" in again.stderr and "seed 0: dp8 (reused)" in again.stderr
   assert again.stderr.count("(reused)") == 2 and "[2/2]" in again.stderr
-  assert read_json(tmp_path / "results.json")["cells"] == cells
+  assert read_json(runs["out_dir"] / "results.json")["cells"] == cells
 
 
-@pytest.mark.parametrize("flag,match", [
-    ("--modality=audio", "modality='audio'"),
-    ("--target=x5", "target='x5' must be eN"),
-    ("--target_model=resnet", "target_model='resnet' is not one of"),
-    ("--helper_model=resnet18", "applies to modality='image' only"),
-])
-def test_bad_flag_is_one_line_error(tmp_path, flag, match):
-  out = _run(*TINY, f"--output_dir={tmp_path}", flag)
+@pytest.mark.parametrize("flag,match", BAD_FLAGS)
+def test_bad_flag_is_one_line_error(runs, flag, match):
+  out = runs[flag]
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and match in lines[0], out.stderr
