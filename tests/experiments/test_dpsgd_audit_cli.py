@@ -8,27 +8,56 @@ import sys
 import pytest
 
 from dpaudit.results import read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _run(*flags):
-  return run_module("experiments.dpsgd_audit", *flags)
+BAD_FLAGS = [
+    ("--audits=uniaud:mislabelled", "canary='mislabelled' is not valid for game='uniaud'"),
+    ("--audits=one_run", "must be game:canary"),
+    ("--epsilons=0", "epsilon"),
+    ("--num_canaries=ten", "--num_canaries=ten must be a comma-separated list of integers"),
+    ("--pool_fraction=1.5", "pool_fraction"),
+    ("--num_repeats=0", "--num_repeats=0 must be an integer >= 1"),
+]
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-  return str(tmp_path_factory.mktemp("tensorflow_datasets"))
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the refused
+  flags, the four games (their --output_dir copied to ``first_dir`` once they end) and their
+  rerun on the same --output_dir, the skipped cells and Case I, on one --data_dir."""
+  data_dir = tmp_path_factory.mktemp("tensorflow_datasets")
+  out_dir = tmp_path_factory.mktemp("four_games") / "out"
+  first_dir = out_dir.parent / "out_first"
+  skipped_dir, case_one_dir = (tmp_path_factory.mktemp(n) for n in ("skipped", "case_one"))
+  four = (f"--output_dir={out_dir}", f"--data_dir={data_dir}", "--dataset=digits",
+          "--audits=many_run:dirac,one_run:mislabelled,uniaud:gaussian,uniaud_plus:trigger",
+          "--epsilons=4", "--num_canaries=100", "--num_runs=10", "--epochs=2",
+          "--batch_size=64", "--hidden_sizes=16", "--num_tags=10")
+  # and a non-private cell: no noise, the accountant's epsilon is inf ("Infinity" in JSON);
+  # played twice (--num_repeats=2: seeds 7 and 8), summarised as median [min, max].
+  skipped = (f"--output_dir={skipped_dir}", f"--data_dir={data_dir}", "--dataset=digits",
+             "--audits=one_run:in_distribution", "--num_canaries=5000,50", "--epochs=1",
+             "--hidden_sizes=8", "--epsilons=inf", "--seed=7", "--num_repeats=2")
+  # UniAud's Table IV setting in miniature: Case I (canaries only), d and C of their own.
+  case_one = (f"--output_dir={case_one_dir}", f"--data_dir={data_dir}", "--dataset=digits",
+              "--audits=one_run:orthogonal,uniaud:gaussian", "--canaries_only",
+              "--canary_dim=40", "--num_canary_classes=40", "--model=logistic",
+              "--num_canaries=48", "--epochs=2", "--batch_size=16", "--epsilons=inf",
+              "--noplot")
+  bad = [(f"--output_dir={tmp_path_factory.mktemp('bad')}", f"--data_dir={data_dir}", flag)
+         for flag, _ in BAD_FLAGS]
+  *refused, first, again, skipped_out, case_one_out = run_cli_cases(
+      "experiments.dpsgd_audit", *bad,
+      {"argv": four, "copy_after": [[str(out_dir), str(first_dir)]]}, four, skipped, case_one)
+  return {"out_dir": out_dir, "first_dir": first_dir, "first": first, "again": again,
+          "skipped": (skipped_out, skipped_dir), "case_one": (case_one_out, case_one_dir),
+          **{flag: out for (flag, _), out in zip(BAD_FLAGS, refused)}}
 
 
-def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
-  out_dir = tmp_path / "out"
-  flags = (f"--output_dir={out_dir}", f"--data_dir={data_dir}", "--dataset=digits",
-           "--audits=many_run:dirac,one_run:mislabelled,uniaud:gaussian,uniaud_plus:trigger",
-           "--epsilons=4", "--num_canaries=100", "--num_runs=10", "--epochs=2",
-           "--batch_size=64", "--hidden_sizes=16", "--num_tags=10")
-  out = _run(*flags)
+def test_all_four_games_run_write_results_and_resume(runs):
+  out_dir = runs["first_dir"]  # as the first run left it
+  out = runs["first"]
   assert out.returncode == 0, out.stderr
   results = read_json(out_dir / "results.json")
   cells = results["cells"]
@@ -53,19 +82,17 @@ def test_all_four_games_run_write_results_and_resume(tmp_path, data_dir):
   assert table.split()[:2] == ["audit", "eps"]  # one repetition: the table as ever
   assert "[" not in table and "repetitions" not in out.stdout and "rep 1/1" not in out.stderr
   assert results["config"]["repetitions"] == 1 and len(results["summary"]) == 4
-  again = _run(*flags)
+  again = runs["again"]
   assert again.returncode == 0, again.stderr
   assert again.stderr.count(" reused") == 4
-  assert read_json(out_dir / "results.json")["cells"][0]["result"] == cells[0][
+  assert read_json(runs["out_dir"] / "results.json")["cells"][0]["result"] == cells[0][
       "result"]
 
 
-def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_dir):
+def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(runs):
   # and a non-private cell: no noise, the accountant's epsilon is inf ("Infinity" in JSON);
   # played twice (--num_repeats=2: seeds 7 and 8), summarised as median [min, max].
-  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
-             "--audits=one_run:in_distribution", "--num_canaries=5000,50", "--epochs=1",
-             "--hidden_sizes=8", "--epsilons=inf", "--seed=7", "--num_repeats=2")
+  out, tmp_path = runs["skipped"]  # --num_canaries=5000,50 --epsilons=inf --num_repeats=2
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert [(c["seed"], c["status"]) for c in written["cells"]] == [
@@ -86,13 +113,9 @@ def test_cells_the_pool_cannot_fill_are_skipped_with_the_reason(tmp_path, data_d
   assert "[4/4] rep 2/2 (seed 8) one_run:in_distribution eps=inf m=50 done" in out.stderr
 
 
-def test_case_one_with_canaries_of_their_own_shape_and_a_model_by_name(tmp_path, data_dir):
+def test_case_one_with_canaries_of_their_own_shape_and_a_model_by_name(runs):
   # UniAud's Table IV setting in miniature: Case I (canaries only), d and C of their own.
-  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", "--dataset=digits",
-             "--audits=one_run:orthogonal,uniaud:gaussian", "--canaries_only",
-             "--canary_dim=40", "--num_canary_classes=40", "--model=logistic",
-             "--num_canaries=48", "--epochs=2", "--batch_size=16", "--epsilons=inf",
-             "--noplot")
+  out, tmp_path = runs["case_one"]  # --canaries_only --canary_dim=40 --model=logistic
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert written["config"]["canary_dim"] == 40 and written["config"]["model"] == "logistic"
@@ -102,16 +125,9 @@ def test_case_one_with_canaries_of_their_own_shape_and_a_model_by_name(tmp_path,
     assert math.isnan(cell["result"]["test_accuracy"])
 
 
-@pytest.mark.parametrize("flag, message", [
-    ("--audits=uniaud:mislabelled", "canary='mislabelled' is not valid for game='uniaud'"),
-    ("--audits=one_run", "must be game:canary"),
-    ("--epsilons=0", "epsilon"),
-    ("--num_canaries=ten", "--num_canaries=ten must be a comma-separated list of integers"),
-    ("--pool_fraction=1.5", "pool_fraction"),
-    ("--num_repeats=0", "--num_repeats=0 must be an integer >= 1"),
-])
-def test_bad_flags_give_one_line_errors(tmp_path, data_dir, flag, message):
-  out = _run(f"--output_dir={tmp_path}", f"--data_dir={data_dir}", flag)
+@pytest.mark.parametrize("flag, message", BAD_FLAGS)
+def test_bad_flags_give_one_line_errors(runs, flag, message):
+  out = runs[flag]
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], out.stderr
