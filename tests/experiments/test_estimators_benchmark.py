@@ -1,17 +1,37 @@
 """Smoke test of `python -m experiments.benchmarks.estimators` (tiny sizes) and its errors."""
 
+import pytest
+
 from dpaudit.results import loads, read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 from tests.experiments.test_performance_docs import assert_table
 
 
-def _run(*flags):
-  return run_module("experiments.benchmarks.estimators", *flags)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the three
+  refused flags on one --output_dir, then the tiny cp and one_run groups, the throughput group
+  and the f-DP group, each on its own --output_dir."""
+  bad, tiny, throughput, fdp = (tmp_path_factory.mktemp(n)
+                                for n in ("bad", "tiny", "throughput", "fdp"))
+  outs = run_cli_cases(
+      "experiments.benchmarks.estimators",
+      (f"--output_dir={bad}", "--only=cp,sorting"),
+      (f"--output_dir={bad}", "--scale=2"),
+      (f"--output_dir={bad}", "--throughput_precisions=float16"),
+      (f"--output_dir={tiny}", "--scale=0.0005", "--num_repeats=2", "--min_timed_s=0",
+       "--only=cp,one_run"),
+      (f"--output_dir={throughput}", "--only=throughput", "--throughput_sizes=3000",
+       "--throughput_reference=500", "--num_repeats=1", "--min_timed_s=0"),
+      (f"--output_dir={fdp}", "--scale=0.0004", "--num_repeats=1", "--min_timed_s=0",
+       "--only=fdp"))
+  return {"bad": (outs[:3], bad), "tiny": (outs[3], tiny), "throughput": (outs[4], throughput),
+          "fdp": (outs[5], fdp)}
 
 
-def test_tiny_benchmark_prints_and_writes_json(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--scale=0.0005", "--num_repeats=2", "--min_timed_s=0",
-             "--only=cp,one_run")
+def test_tiny_benchmark_prints_and_writes_json(runs):
+  # --scale=0.0005 --num_repeats=2 --min_timed_s=0 --only=cp,one_run
+  out, tmp_path = runs["tiny"]
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)
   written = read_json(tmp_path / "results.json")
@@ -55,9 +75,9 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   assert table[-1]["dpaudit"] == max(w["dpaudit"]["compile_s"] for w in written["workloads"])
 
 
-def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--only=throughput", "--throughput_sizes=3000",
-             "--throughput_reference=500", "--num_repeats=1", "--min_timed_s=0")
+def test_throughput_group_times_each_precision_and_checks_against_scipy(runs):
+  # --only=throughput --throughput_sizes=3000 --throughput_reference=500 --num_repeats=1
+  out, tmp_path = runs["throughput"]
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert written["config"]["throughput_sizes"] == [3000]
@@ -74,26 +94,26 @@ def test_throughput_group_times_each_precision_and_checks_against_scipy(tmp_path
   assert written["table"][0]["peer_name"] == "scipy, one core (extrapolated)"
 
 
-def test_bad_flags_give_one_line_errors(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--only=cp,sorting")
+def test_bad_flags_give_one_line_errors(runs):
+  (sorting, scale, float16), tmp_path = runs["bad"]  # on one --output_dir
+  out = sorting
   assert out.returncode == 2
   assert out.stderr.strip().splitlines()[-1].startswith(
       "error: --only=cp,sorting names unknown groups ['sorting']")
-  out = _run(f"--output_dir={tmp_path}", "--scale=2")
+  out = scale
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == ["error: --scale=2.0 is outside the valid range (0, 1]"]
-  out = _run(f"--output_dir={tmp_path}", "--throughput_precisions=float16")
+  out = float16
   assert out.returncode == 2
   assert out.stderr.strip().splitlines()[-1] == (
       "error: --throughput_precisions=float16 names ['float16']; valid: float64, float32")
   assert not (tmp_path / "results.json").exists()
 
 
-def test_fdp_group_against_the_grid_method(tmp_path):
+def test_fdp_group_against_the_grid_method(runs):
   """The f-DP rows: dpaudit's epsilon at least PrivacyGuard's grid value and within one grid
   step on issue 42's triples (whose grid values it reproduces); tiny batches."""
-  out = _run(f"--output_dir={tmp_path}", "--scale=0.0004", "--num_repeats=1", "--min_timed_s=0",
-             "--only=fdp")
+  out, tmp_path = runs["fdp"]  # --scale=0.0004 --num_repeats=1 --min_timed_s=0 --only=fdp
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   rows = written["workloads"]
