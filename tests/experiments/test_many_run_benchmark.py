@@ -1,20 +1,31 @@
 """Smoke test of `python -m experiments.benchmarks.many_run` (tiny sizes) and its error path."""
 
+import pytest
+
 from dpaudit.results import loads, read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 from tests.experiments.test_performance_docs import assert_table
 
 
-def _run(*flags):
-  return run_module("experiments.benchmarks.many_run", *flags)
-
-
-def test_tiny_benchmark_prints_and_writes_json(tmp_path):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the two refused
+  flags on one --output_dir, then the tiny benchmark on its own."""
+  bad, tiny = tmp_path_factory.mktemp("bad"), tmp_path_factory.mktemp("tiny")
   # 8 runs in chunks of 3 (one padded run) exercise the chunking; 2 runs are also trained in
   # the sequential loop and must end with the vmapped runs' parameters and batch sizes.
-  out = _run(f"--output_dir={tmp_path}", "--num_runs=8", "--num_steps=3",
-             "--sequential_runs=2", "--check_runs=2", "--num_repeats=1", "--chunk_size=3",
-             "--model=mlp")
+  cnn, too_many, out = run_cli_cases(
+      "experiments.benchmarks.many_run", (f"--output_dir={bad}", "--model=cnn"),
+      (f"--output_dir={bad}", "--num_runs=4", "--sequential_runs=5"),
+      (f"--output_dir={tiny}", "--num_runs=8", "--num_steps=3", "--sequential_runs=2",
+       "--check_runs=2", "--num_repeats=1", "--chunk_size=3", "--model=mlp"))
+  return {"bad": (cnn, too_many, bad), "tiny": (out, tiny)}
+
+
+def test_tiny_benchmark_prints_and_writes_json(runs):
+  # 8 runs in chunks of 3 (one padded run) exercise the chunking; 2 runs are also trained in
+  # the sequential loop and must end with the vmapped runs' parameters and batch sizes.
+  out, tmp_path = runs["tiny"]
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)
   written = read_json(tmp_path / "results.json")
@@ -47,11 +58,12 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   assert written["machine"]["cpu_cores"] > 0 and "many_run" in written["command"]
 
 
-def test_bad_flags_give_one_line_errors(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--model=cnn")
+def test_bad_flags_give_one_line_errors(runs):
+  cnn, too_many, tmp_path = runs["bad"]  # on one --output_dir
+  out = cnn
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == ["error: --model='cnn' is not one of logistic, mlp"]
-  out = _run(f"--output_dir={tmp_path}", "--num_runs=4", "--sequential_runs=5")
+  out = too_many
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == [
       "error: --sequential_runs=5 exceeds --num_runs=4"]
