@@ -1,17 +1,26 @@
 """Smoke test of `python -m experiments.benchmarks.domias` (tiny sizes) and its error path."""
 
+import pytest
+
 from dpaudit.results import loads, read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 from tests.experiments.test_performance_docs import assert_table
 
 
-def _run(*flags):
-  return run_module("experiments.benchmarks.domias", *flags)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the refused
+  flag, then the tiny benchmark, each on its own --output_dir."""
+  bad, tiny = tmp_path_factory.mktemp("bad"), tmp_path_factory.mktemp("tiny")
+  refused, out = run_cli_cases(
+      "experiments.benchmarks.domias", (f"--output_dir={bad}", "--num_seeds=0"),
+      (f"--output_dir={tiny}", "--num_seeds=2", "--num_rows=200", "--num_queries=100",
+       "--num_repeats=1", "--flow_rows=100", "--flow_hidden_dim=4", "--flow_epochs=1"))
+  return {"bad": (refused, bad), "tiny": (out, tiny)}
 
 
-def test_tiny_benchmark_prints_and_writes_json(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--num_seeds=2", "--num_rows=200", "--num_queries=100",
-             "--num_repeats=1", "--flow_rows=100", "--flow_hidden_dim=4", "--flow_epochs=1")
+def test_tiny_benchmark_prints_and_writes_json(runs):
+  out, tmp_path = runs["tiny"]
   assert out.returncode == 0, out.stderr
   written = read_json(tmp_path / "results.json")
   assert loads(out.stdout) == written
@@ -32,8 +41,8 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
                                           f"flow: {flow['speedup']:.2f}x"]
 
 
-def test_bad_flag_is_one_line(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--num_seeds=0")
+def test_bad_flag_is_one_line(runs):
+  out, tmp_path = runs["bad"]  # --num_seeds=0
   assert out.returncode == 2
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith(
