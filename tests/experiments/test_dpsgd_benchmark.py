@@ -1,17 +1,26 @@
 """Smoke test of `python -m experiments.benchmarks.dpsgd` (tiny sizes) and its error path."""
 
+import pytest
+
 from dpaudit.results import loads, read_json
-from tests.conftest import run_module
+from tests.conftest import run_cli_cases
 from tests.experiments.test_performance_docs import assert_table
 
 
-def _run(*flags):
-  return run_module("experiments.benchmarks.dpsgd", *flags)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """This module's command lines in one process (tests.conftest.run_cli_cases): the refused
+  flag, then the tiny benchmark, each on its own --output_dir."""
+  bad, tiny = tmp_path_factory.mktemp("bad"), tmp_path_factory.mktemp("tiny")
+  refused, out = run_cli_cases(
+      "experiments.benchmarks.dpsgd", (f"--output_dir={bad}", "--models=resnet50", "--notorch"),
+      (f"--output_dir={tiny}", "--models=mlp,lenet5", "--batch_size=4", "--num_rounds=1",
+       "--steps_per_round=2", "--vmap_steps_per_round=1", "--notorch"))
+  return {"bad": refused, "tiny": (out, tiny)}
 
 
-def test_tiny_benchmark_prints_and_writes_json(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--models=mlp,lenet5", "--batch_size=4",
-             "--num_rounds=1", "--steps_per_round=2", "--vmap_steps_per_round=1", "--notorch")
+def test_tiny_benchmark_prints_and_writes_json(runs):
+  out, tmp_path = runs["tiny"]
   assert out.returncode == 0, out.stderr
   printed = loads(out.stdout)
   written = read_json(tmp_path / "results.json")
@@ -36,8 +45,8 @@ def test_tiny_benchmark_prints_and_writes_json(tmp_path):
   assert written["machine"]["cpu_cores"] > 0 and "dpsgd" in written["command"]
 
 
-def test_bad_flags_give_one_line_errors(tmp_path):
-  out = _run(f"--output_dir={tmp_path}", "--models=resnet50", "--notorch")
+def test_bad_flags_give_one_line_errors(runs):
+  out = runs["bad"]  # --models=resnet50 --notorch
   assert out.returncode == 2
   assert out.stderr.strip().splitlines() == [
       "error: --models contains 'resnet50'; valid: mlp, lenet5, wrn16_4"]
