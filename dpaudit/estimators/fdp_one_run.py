@@ -419,18 +419,9 @@ def _epsilon_jit(m, r, v, delta, beta, k):
 
 
 # ------------------------------------------------------------------------------ validation
-def _check_shapes(**arrays) -> None:
-  shapes = {name: np.shape(a) for name, a in arrays.items()}
-  try:
-    np.broadcast_shapes(*shapes.values())
-  except ValueError:
-    desc = ", ".join(f"{name} has shape {shape}" for name, shape in shapes.items())
-    raise ValueError(f"shapes do not broadcast: {desc}") from None
-
-
 def _check_game(num_examples, num_guesses, num_correct, num_candidates, **others) -> None:
-  _check_shapes(num_examples=num_examples, num_guesses=num_guesses, num_correct=num_correct,
-                num_candidates=num_candidates, **others)
+  one_run._check_shapes(num_examples=num_examples, num_guesses=num_guesses, num_correct=num_correct,
+                        num_candidates=num_candidates, **others)
   _validate.check_counts("num_examples", num_examples)
   _validate.check_counts("num_guesses", num_guesses, num_examples, "num_examples")
   _validate.check_counts("num_correct", num_correct, num_guesses, "num_guesses")
@@ -587,7 +578,7 @@ def gdp_delta(mu, epsilon) -> jax.Array:
   Returns:
     delta, with the broadcast shape.
   """
-  _check_shapes(mu=mu, epsilon=epsilon)
+  one_run._check_shapes(mu=mu, epsilon=epsilon)
   _validate.check_range("mu", mu, 0.0, finite=True)
   _validate.check_range("epsilon", epsilon, 0.0)
   return _gdp_delta_jit(*_compile.float_arguments(mu, epsilon))
@@ -609,7 +600,7 @@ def gdp_epsilon(mu, delta) -> jax.Array:
   Returns:
     epsilon, with the broadcast shape.
   """
-  _check_shapes(mu=mu, delta=delta)
+  one_run._check_shapes(mu=mu, delta=delta)
   _validate.check_range("mu", mu, 0.0, finite=True)
   _validate.check_delta(delta)
   return _gdp_epsilon_jit(*_compile.float_arguments(mu, delta))
@@ -630,7 +621,7 @@ def gdp_tradeoff_curve(mu, alphas) -> jax.Array:
   Returns:
     The type-II errors, with the broadcast shape.
   """
-  _check_shapes(mu=mu, alphas=alphas)
+  one_run._check_shapes(mu=mu, alphas=alphas)
   _validate.check_range("mu", mu, 0.0, finite=True)
   _validate.check_range("alphas", alphas, 0.0, 1.0)
   mu, alphas = _compile.float_arguments(mu, alphas)
