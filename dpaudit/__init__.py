@@ -8,6 +8,13 @@ Subpackages (each layer imports only those listed before it):
 * ``dpaudit.mechanisms``: randomized mechanisms as pure sampling functions ``f(key, ...)``.
 * ``dpaudit.montecarlo``: outcome counts over very many trials in bounded memory.
 * ``dpaudit.audits``: audit games joining mechanisms, Monte Carlo and estimators.
+
+Importing dpaudit turns on a persistent compilation cache (:mod:`dpaudit.compilation_cache`:
+its directory, the opt-out ``DPAUDIT_COMPILATION_CACHE=off``).
 """
+
+from dpaudit import compilation_cache as _compilation_cache
+
+_compilation_cache.enable_by_default()
 
 __version__ = "0.1.0"

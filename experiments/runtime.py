@@ -19,6 +19,8 @@ from typing import Any
 import jax
 from absl import flags
 
+from dpaudit import compilation_cache
+
 
 def _flag(name: str, default: Any) -> Any:
   """The parsed value of a shared flag, or ``default`` before parsing or when undefined."""
@@ -34,9 +36,8 @@ def enable_x64() -> None:
 
 
 def default_cache_dir() -> str:
-  """``$DPAUDIT_COMPILATION_CACHE_DIR`` or ``~/.cache/dpaudit/jax_compilation_cache``."""
-  return os.environ.get("DPAUDIT_COMPILATION_CACHE_DIR",
-                        os.path.join("~", ".cache", "dpaudit", "jax_compilation_cache"))
+  """The library's cache directory (:func:`dpaudit.compilation_cache.default_dir`)."""
+  return compilation_cache.default_dir()
 
 
 DISTRIBUTED_ENV = ("DPAUDIT_COORDINATOR_ADDRESS", "DPAUDIT_NUM_PROCESSES", "DPAUDIT_PROCESS_ID")
@@ -78,29 +79,17 @@ def is_main_process() -> bool:
 
 
 def enable_compilation_cache() -> str | None:
-  """Turns on JAX's persistent compilation cache at ``--compilation_cache_dir``, so that a rerun,
-  a resumed run or the next cell of a sweep loads its compiled programs instead of compiling
-  them again (seconds each on a CPU).
-
-  Programs that took at least 0.5 s to compile (``$DPAUDIT_COMPILATION_CACHE_MIN_SECS`` to
-  change it) are kept, keyed by JAX on the program, the JAX version and the device, so a stale
-  entry is never used. Every experiment calls this; benchmarks do not (they time compilation).
-  Returns the directory, or None when it is off."""
+  """Turns on JAX's persistent compilation cache at ``--compilation_cache_dir`` (importing dpaudit
+  already turns it on at the default directory; the flag moves it, and an empty flag turns it
+  off), so that a rerun, a resumed run or the next cell of a sweep loads its compiled programs
+  instead of compiling them again (seconds each on a CPU). What is kept, and how concurrent
+  processes share it: :mod:`dpaudit.compilation_cache`. Every experiment calls this; benchmarks
+  do not (they time compilation). Returns the directory, or None when it is off."""
   path = _flag("compilation_cache_dir", default_cache_dir())
   if not path:
+    compilation_cache.disable()
     return None
-  path = os.path.expanduser(path)
-  os.makedirs(path, exist_ok=True)
-  jax.config.update("jax_compilation_cache_dir", path)
-  minimum = os.environ.get("DPAUDIT_COMPILATION_CACHE_MIN_SECS", "0.5")
-  try:
-    minimum = float(minimum)
-  except ValueError:
-    raise ValueError(f"DPAUDIT_COMPILATION_CACHE_MIN_SECS={minimum!r} must be a number of "
-                     "seconds") from None
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", minimum)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-  return path
+  return compilation_cache.enable(path)
 
 
 def quiet_logging() -> None:

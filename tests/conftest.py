@@ -50,6 +50,9 @@ import pytest  # noqa: E402  # after XLA_FLAGS
 from experiments import common  # noqa: E402  # after XLA_FLAGS
 
 jax.config.update("jax_enable_x64", True)
+# Accuracy tests test the compiled programs; the host paths of first calls have tests of their
+# own (dpaudit.estimators._compile.first_call). CLI subprocesses inherit this.
+os.environ.setdefault("DPAUDIT_FIRST_CALLS", "compiled")
 os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_MIN_SECS", "0")
 common.enable_compilation_cache()
 
