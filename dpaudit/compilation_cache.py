@@ -7,7 +7,9 @@ CPU a compile takes 1-2 s; a load 0.2-0.8 s). Inputs are padded to power-of-two 
 its bucket.
 
 * Directory: ``$DPAUDIT_COMPILATION_CACHE_DIR``, else ``$XDG_CACHE_HOME/dpaudit/
-  jax_compilation_cache``, else ``~/.cache/dpaudit/jax_compilation_cache``.
+  compilation_cache``, else ``~/.cache/dpaudit/compilation_cache``. (JAX's bounded cache needs
+  every entry's access-time file: a directory filled by an unbounded cache fails its writes, so
+  dpaudit's is not the ``jax_compilation_cache`` directory older versions used.)
 * Opt out: ``DPAUDIT_COMPILATION_CACHE=off`` (or ``0``/``false``/``no``) before importing
   dpaudit, or :func:`disable` afterwards. A cache directory the caller set in JAX
   (``jax.config.update("jax_compilation_cache_dir", ...)``) before importing dpaudit is kept.
@@ -40,13 +42,13 @@ OFF_VALUES = ("off", "0", "false", "no")
 def default_dir() -> str:
   """The cache directory dpaudit uses unless told otherwise (not expanded).
 
-  >>> default_dir().endswith("jax_compilation_cache") or DIR_VARIABLE in os.environ
+  >>> default_dir().endswith("compilation_cache") or DIR_VARIABLE in os.environ
   True
   """
   if os.environ.get(DIR_VARIABLE):
     return os.environ[DIR_VARIABLE]
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-  return os.path.join(base, "dpaudit", "jax_compilation_cache")
+  return os.path.join(base, "dpaudit", "compilation_cache")
 
 
 def _number(variable: str, default: float, low: float) -> float:

@@ -332,7 +332,7 @@ def _cut(y, size: int, shape: tuple):
   ``shape`` plus ``y``'s trailing axes. On a CPU the cut is a NumPy view copied into a new
   array, so that no new size compiles a slicing program."""
   if _host_array(y):
-    return jnp.asarray(np.asarray(y)[:size].reshape(shape + np.shape(y)[1:]))
+    return to_device(np.asarray(y)[:size].reshape(shape + np.shape(y)[1:]))
   return y[:size].reshape(shape + y.shape[1:])
 
 
@@ -461,11 +461,18 @@ def first_call(compiled: Callable, host: Callable | None, args: tuple, size: int
   return out
 
 
+def to_device(y) -> jax.Array:
+  """A NumPy value as a JAX array on the default device, without compiling anything.
+  (``jnp.asarray`` of a NumPy array compiles a small staging program for each new shape, in
+  jax 0.10: a compile per call for inputs of new sizes.)"""
+  return jax.device_put(np.asarray(y))
+
+
 def _as_jax(out):
   """A host path's NumPy result as JAX arrays in the default float dtype where floating."""
   dtype = jnp.result_type(float)
 
   def convert(y):
     y = np.asarray(y)
-    return jnp.asarray(y.astype(dtype) if np.issubdtype(y.dtype, np.floating) else y)
+    return to_device(y.astype(dtype) if np.issubdtype(y.dtype, np.floating) else y)
   return jax.tree_util.tree_map(convert, out)

@@ -1,0 +1,200 @@
+"""Buckets, first calls on the host and the persistent compilation cache
+(dpaudit.estimators._compile, dpaudit.compilation_cache)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpaudit import compilation_cache
+from dpaudit.estimators import _compile
+
+
+class CompileCounter:
+  """Counts the programs JAX lowers (one per compile, cached or not) while it is open."""
+
+  def __init__(self):
+    self.count = 0
+
+  def __enter__(self):
+    def listen(event, duration, **kwargs):
+      del duration, kwargs
+      if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+        self.count += 1
+    self._listen = listen
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return self
+
+  def __exit__(self, *exc):
+    jax.monitoring.unregister_event_duration_listener(self._listen)
+
+
+@pytest.mark.parametrize("n, bucket", [(0, 128), (1, 128), (128, 128), (129, 256), (1000, 1024),
+                                       (1024, 1024), (1025, 2048), (10**6, 2**20)])
+def test_bucket_size_is_the_least_power_of_two_at_or_above(n, bucket):
+  assert _compile.bucket_size(n) == bucket
+
+
+def test_pad_edge_repeats_the_last_element():
+  x = np.arange(6.0).reshape(2, 3)
+  np.testing.assert_array_equal(_compile.pad_edge(x, 5), [[0, 1, 2, 2, 2], [3, 4, 5, 5, 5]])
+  np.testing.assert_array_equal(_compile.pad_edge(x, 4, axis=0)[2:], [[3, 4, 5], [3, 4, 5]])
+  assert _compile.pad_edge(x, 3) is not None
+  with pytest.raises(ValueError, match="size=2"):
+    _compile.pad_edge(x, 2)
+
+
+def test_elementwise_gives_the_direct_values_and_compiles_once_per_bucket():
+  program = jax.jit(lambda a, b: (a * b + jnp.sin(a), jnp.stack([a, b], axis=-1)))
+  rng = np.random.default_rng(0)
+  with CompileCounter() as counter:
+    for shape in [(1000,), (1001,), (7, 143), (1002,)]:  # all in the bucket of 1024
+      a = rng.normal(size=shape)
+      out, stacked = _compile.elementwise(program, a, 2.0)
+      assert isinstance(out, jax.Array) and out.shape == shape
+      assert stacked.shape == shape + (2,)
+      np.testing.assert_array_equal(out, a * 2.0 + np.sin(a))
+  assert counter.count == 1
+  traced = jax.jit(lambda a: _compile.elementwise(lambda x: x + 1.0, a))(jnp.ones(3))
+  np.testing.assert_array_equal(traced, 2.0)
+
+
+def _host_and_program():
+  calls = {"host": 0}
+
+  def host(x):
+    calls["host"] += 1
+    return np.cumsum(x)
+  return jax.jit(jnp.cumsum), host, calls
+
+
+def test_first_call_answers_on_the_host_then_takes_the_compiled_program(monkeypatch):
+  monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "auto")
+  program, host, calls = _host_and_program()
+  x = np.arange(5.0)
+  first = _compile.first_call(program, host, (x,), x.size)
+  assert calls["host"] == 1 and isinstance(first, jax.Array)
+  np.testing.assert_array_equal(first, [0, 1, 3, 6, 10])
+  _compile._compiles[_compile.program_key(program, (x,))].result(timeout=60)
+  again = _compile.first_call(program, host, (x + 1.0,), x.size)  # same bucket: compiled
+  assert calls["host"] == 1
+  np.testing.assert_array_equal(again, np.cumsum(x + 1.0))
+
+
+@pytest.mark.parametrize("mode, size, host_calls", [("compiled", 5, 0), ("host", 5, 2),
+                                                    ("auto", _compile.SMALL_ELEMENTS + 1, 0)])
+def test_first_call_modes_and_large_inputs(monkeypatch, mode, size, host_calls):
+  monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, mode)
+  program, host, calls = _host_and_program()
+  for _ in range(2):
+    _compile.first_call(program, host, (np.ones(3),), size)
+  assert calls["host"] == host_calls
+
+
+def test_first_call_inside_a_trace_takes_the_program(monkeypatch):
+  monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "host")
+  program, host, calls = _host_and_program()
+  out = jax.jit(lambda x: _compile.first_call(program, host, (x,), 3))(jnp.ones(3))
+  np.testing.assert_array_equal(out, [1, 2, 3])
+  assert calls["host"] == 0
+
+
+def test_first_calls_mode_names_the_variable(monkeypatch):
+  monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "sometimes")
+  with pytest.raises(ValueError, match="DPAUDIT_FIRST_CALLS='sometimes'.*auto, compiled, host"):
+    _compile.first_calls_mode()
+
+
+def test_program_keys_follow_buckets_dtypes_and_static_values():
+  key = _compile.program_key
+  f = jax.jit(jnp.sum)
+  assert key(f, (np.ones(1000), 0.05)) == key(f, (np.ones(1001), 0.01))
+  assert key(f, (np.ones(1000),)) != key(f, (np.ones(1025),))
+  assert key(f, (np.ones(10),)) != key(f, (np.ones(10, np.float32),))
+  assert key(f, (np.ones(10), "two-sided")) != key(f, (np.ones(10), "less"))
+
+
+_PROBE = ("import jax, dpaudit; from dpaudit import compilation_cache as c; "
+          "print(c.directory()); print(jax.config.jax_compilation_cache_max_size)")
+
+
+
+
+def test_importing_dpaudit_turns_the_cache_on_with_an_opt_out(tmp_path):
+  base = {k: v for k, v in os.environ.items() if not k.startswith("DPAUDIT_COMPILATION_CACHE")}
+  cases = {
+      "xdg": ({"XDG_CACHE_HOME": str(tmp_path / "xdg")},
+              str(tmp_path / "xdg" / "dpaudit" / "compilation_cache")),
+      "off": ({compilation_cache.SWITCH_VARIABLE: "off"}, "None"),
+      "unwritable": ({compilation_cache.DIR_VARIABLE: "/proc/no/such/dir"}, "None"),
+  }
+  runs = {name: subprocess.Popen([sys.executable, "-c", _PROBE], env={**base, **extra},
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+          for name, (extra, _) in cases.items()}
+  kept = subprocess.run(
+      [sys.executable, "-c", "import jax; jax.config.update('jax_compilation_cache_dir', "
+       f"{str(tmp_path / 'own')!r}); " + _PROBE.split("; ", 1)[1]],
+      env=base, capture_output=True, text=True, check=True)
+  assert kept.stdout.split()[0] == str(tmp_path / "own")
+  for name, (_, expected) in cases.items():
+    out, err = runs[name].communicate(timeout=120)
+    assert runs[name].returncode == 0, err
+    assert out.split()[0] == expected, name
+    if expected != "None":
+      assert out.split()[1] == str(compilation_cache.DEFAULT_MAX_BYTES)
+      assert os.path.isdir(expected)
+
+
+def test_bad_cache_settings_name_the_variable(monkeypatch, tmp_path):
+  monkeypatch.setenv(compilation_cache.MIN_SECONDS_VARIABLE, "soon")
+  before = compilation_cache.directory()
+  try:
+    with pytest.raises(ValueError, match="DPAUDIT_COMPILATION_CACHE_MIN_SECS='soon'"):
+      compilation_cache.enable(str(tmp_path))
+  finally:
+    jax.config.update("jax_compilation_cache_dir", before)
+
+
+_WRITER = """
+import sys, jax, jax.numpy as jnp
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+import dpaudit
+f = jax.jit(lambda x: jnp.cumsum(jnp.sin(x) * jnp.arange(x.size)))
+print(float(f(jnp.ones(int(sys.argv[1])))[-1]))
+"""
+
+
+def test_processes_share_the_cache_and_a_broken_entry_is_compiled_again(tmp_path):
+  env = {**{k: v for k, v in os.environ.items() if not k.startswith("DPAUDIT_COMPILATION")},
+         compilation_cache.DIR_VARIABLE: str(tmp_path), compilation_cache.MIN_SECONDS_VARIABLE: "0"}
+
+  def start():
+    return subprocess.Popen([sys.executable, "-c", _WRITER, "300"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  writers = [start(), start()]  # at once, on one directory
+  outputs = {w.communicate(timeout=120)[0].strip() for w in writers}
+  assert all(w.returncode == 0 for w in writers) and len(outputs) == 1
+  entries = [p for p in tmp_path.iterdir() if p.name.endswith("-cache")]
+  assert entries
+  for entry in entries:  # as a process killed while writing would leave them
+    entry.write_bytes(entry.read_bytes()[:20])
+  again = start()
+  out, err = again.communicate(timeout=120)
+  assert again.returncode == 0 and {out.strip()} == outputs
+  assert "Error reading persistent compilation cache entry" in err
+
+
+def test_background_compiles_are_bounded(monkeypatch):
+  monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "auto")
+  started = time.perf_counter()
+  programs = [jax.jit(lambda x, i=i: x + i) for i in range(_compile.MAX_PENDING_COMPILES + 3)]
+  for program in programs:
+    _compile.first_call(program, lambda x: x, (np.ones(2),), 2)
+  for future in list(_compile._compiles.values()):
+    future.result(timeout=60)
+  assert time.perf_counter() - started < 60
