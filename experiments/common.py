@@ -100,7 +100,7 @@ from experiments.runtime import (  # noqa: F401
 flags.DEFINE_string(
     "compilation_cache_dir", runtime.default_cache_dir(),
     "JAX persistent compilation cache of the experiments (default "
-    "$DPAUDIT_COMPILATION_CACHE_DIR or ~/.cache/dpaudit/jax_compilation_cache): reruns, resumed "
+    "$DPAUDIT_COMPILATION_CACHE_DIR or ~/.cache/dpaudit/compilation_cache): reruns, resumed "
     "runs and sweep cells load compiled programs instead of compiling again. Empty: off.")
 flags.DEFINE_enum(
     "distributed", "auto", ["auto", "off"],

@@ -19,7 +19,7 @@ The suite's time goes mostly to compiling small programs, so three settings make
   level 3 and the estimators' own options) is checked against scipy in a subprocess without
   these flags: ``tests/estimators/test_production_compile.py``.
 * In-process tests share the experiments' persistent compilation cache
-  (``$DPAUDIT_COMPILATION_CACHE_DIR`` or ``~/.cache/dpaudit/jax_compilation_cache``, as
+  (``$DPAUDIT_COMPILATION_CACHE_DIR`` or ``~/.cache/dpaudit/compilation_cache``, as
   :func:`experiments.common.enable_compilation_cache`): a program that both xdist workers, or a
   library test and a CLI subprocess, compile is compiled once. The tests keep every program
   there, however quick its compile (``DPAUDIT_COMPILATION_CACHE_MIN_SECS=0``, inherited by the
