@@ -21,7 +21,10 @@ its bucket.
   2 GiB, least recently used entries evicted), which makes JAX take a file lock around every read
   and write, so processes sharing the directory never see each other's half-written entries. An
   entry left incomplete by a killed process fails JAX's integrity check on reading and is
-  compiled again (with a warning), never used.
+  compiled again (with a warning), never used. ``-1`` (or ``0``) leaves the cache unbounded and
+  unlocked: for one process at a time, such as a CI run, where the bounded cache's scan of the
+  directory at every write costs more than it saves; every process sharing a directory must
+  then use the same setting (the bounded cache cannot write next to an unbounded one's entries).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def enable(path: str | None = None) -> str:
                     _number(MIN_SECONDS_VARIABLE, DEFAULT_MIN_SECONDS, 0.0))
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
   jax.config.update("jax_compilation_cache_max_size",
-                    int(_number(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES, 1)))
+                    int(_number(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES, -1)) or -1)
   return path
 
 

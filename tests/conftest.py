@@ -54,6 +54,9 @@ jax.config.update("jax_enable_x64", True)
 # own (dpaudit.estimators._compile.first_call). CLI subprocesses inherit this.
 os.environ.setdefault("DPAUDIT_FIRST_CALLS", "compiled")
 os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_MIN_SECS", "0")
+# Unbounded, without the bounded cache's directory scan at every write (thousands of the tests'
+# programs); the CLI subprocesses inherit it, so every process writes the directory alike.
+os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_MAX_BYTES", "-1")
 common.enable_compilation_cache()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
