@@ -20,6 +20,7 @@ must be static) and compute in ``jnp.result_type(float)``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -259,7 +260,8 @@ def _epsilon_ceiling(num_guesses, num_correct, significance):
   return jnp.log(rate) - jnp.log1p(-rate)
 
 
-@_compile.jit(static_argnames="with_delta", fusion_emitters=False)
+@_compile.jit(static_argnames="with_delta",
+              fusion_emitters=_compile.fusion_below(_compile.SMALL_ELEMENTS + 1))
 def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, with_delta: bool):
   m, r, v, d, sig = _broadcast_float(num_examples, num_guesses, num_correct, delta,
                                      significance)
@@ -347,7 +349,11 @@ def one_run_p_value(num_examples, num_guesses, num_correct, epsilon,
   _validate.check_range("epsilon", epsilon, 0.0)
   _validate.check_delta(delta)
   args = _compile.float_arguments(num_examples, num_guesses, num_correct, epsilon, delta)
-  return _p_value_jit(*args, with_delta=not _delta_is_zero(delta))
+  with_delta = not _delta_is_zero(delta)
+  return _compile.elementwise(
+      lambda *flat: _compile.first_call(_P_VALUE_PROGRAMS[with_delta],
+                                        _host_path(_HOST_P_VALUE[with_delta], with_delta, flat[2]),
+                                        flat, _flat_size(flat)), *args)
 
 
 def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
@@ -395,7 +401,11 @@ def one_run_epsilon(num_examples, num_guesses, num_correct, delta=0.0,
   _validate.check_delta(delta)
   _validate.check_significance(significance)
   args = _compile.float_arguments(num_examples, num_guesses, num_correct, delta, significance)
-  return _epsilon_jit(*args, with_delta=not _delta_is_zero(delta))
+  with_delta = not _delta_is_zero(delta)
+  return _compile.elementwise(
+      lambda *flat: _compile.first_call(_EPSILON_PROGRAMS[with_delta],
+                                        _host_path(_HOST_EPSILON[with_delta], with_delta, flat[2]),
+                                        flat, _flat_size(flat)), *args)
 
 
 def one_run_epsilon_ceiling(num_examples, num_guesses, delta=0.0,
@@ -468,15 +478,20 @@ def default_guess_grid(num_examples: int, size: int = DEFAULT_GRID_SIZE) -> np.n
   return np.unique(np.clip(grid, 1, m))
 
 
-def _correct_counts(scores, is_member, grid: np.ndarray, mode: str):
-  """Correct guesses for each r in ``grid`` (one stable sort and cumulative counts)."""
+def _correct_counts(scores, is_member, grid, mode: str, num_examples=None):
+  """Correct guesses for each r in ``grid`` (one stable sort and cumulative counts).
+  ``num_examples`` (traced) is the number m of real canaries when ``scores`` is padded to its
+  bucket: the padding sorts after them and counts as no member."""
   dtype = _float_dtype()
   scores = jnp.asarray(scores)
-  m = scores.shape[-1]
+  size = scores.shape[-1]
+  m = size if num_examples is None else num_examples
+  valid = None if num_examples is None else jnp.arange(size) < num_examples
   # Ties: lower index first. top_members[k]: members among the k highest scores, counted as
   # integers (a host callback's float64 output trips JAX's output check when x64 is on only
   # in the caller's thread and the backend runs callbacks on another: seen on a GPU machine).
-  _, in_top = descending_cumulative(scores, jnp.asarray(is_member) != 0, stable=True)
+  _, in_top = descending_cumulative(scores, jnp.asarray(is_member) != 0, stable=True,
+                                    valid=valid)
   in_top = in_top.astype(dtype)
   top_members = jnp.concatenate([jnp.zeros(in_top.shape[:-1] + (1,), dtype), in_top], axis=-1)
   if mode == "top":
@@ -568,24 +583,48 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   grid, per_test = _guess_grid_and_level(scores, is_member, delta, significance, num_guesses,
                                          mode, correction)
   dtype = per_test.dtype
-  out = _from_scores(_compile.argument(scores), _compile.argument(is_member),
-                     _compile.argument(delta, dtype), per_test,
-                     grid=tuple(int(r) for r in grid), mode=mode,
-                     with_delta=not _delta_is_zero(delta))
+  m = int(np.shape(scores)[0])
+  delta = _compile.argument(delta, dtype)
+  scores, is_member = _compile.argument(scores), _compile.argument(is_member)
+  with_delta = not _delta_is_zero(delta)
+  if not _validate.is_concrete((scores, is_member, delta)):
+    # Inside a caller's trace the shapes are the caller's: no padding, no host path.
+    out = _from_scores(scores, is_member, np.int32(m), grid.astype(np.int32), delta, per_test,
+                       mode=mode, with_delta=with_delta)
+    return OneRunResult(*out, optimistic=correction == "none")
+  size = _compile.bucket_size(m)
+  args = (_compile.pad_edge(scores, size), _compile.pad_edge(is_member, size), np.int32(m),
+          _compile.pad_edge(grid.astype(np.int32), grid_bucket(len(grid))), delta, per_test,
+          mode, with_delta)
+  host = _host_path(_host_from_scores, with_delta, np.full(2 * len(args[3]), m))
+  out = _compile.first_call(_from_scores_program, host, args, size)
+  n = len(grid)
+  out = tuple(x if i < 5 else jax.device_put(np.asarray(x)[:n]) for i, x in enumerate(out))
   return OneRunResult(*out, optimistic=correction == "none")
 
 
-@_compile.jit(static_argnames=("grid", "mode", "with_delta"), fusion_emitters=False,
+GRID_BUCKET = 32
+"""The smallest bucket of a guess grid (the default grid has at most 30 points)."""
+
+
+def grid_bucket(n: int) -> int:
+  """The padded length of a grid of ``n`` guess counts: the least power of two >= ``n`` and
+  >= :data:`GRID_BUCKET`. The grid is a traced argument padded with its last point (whose bound
+  repeats; the first maximiser is kept), so grids of one bucket share a program."""
+  return max(GRID_BUCKET, 1 << max(0, n - 1).bit_length())
+
+
+@_compile.jit(static_argnames=("mode", "with_delta"),
+              fusion_emitters=_compile.fusion_below(_compile.SMALL_ELEMENTS + 1),
               tree_reductions=False)
-def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, with_delta: bool):
+def _from_scores(scores, is_member, num_examples, grid, delta, per_test, mode: str,
+                 with_delta: bool):
   dtype = per_test.dtype
-  grid = np.asarray(grid, np.int64)
-  m = scores.shape[0]
-  correct = _correct_counts(scores, is_member, grid, mode)
-  n = len(grid)
-  grid_f = jnp.asarray(grid, dtype)
+  correct = _correct_counts(scores, is_member, grid, mode, num_examples)
+  n = grid.shape[0]
+  grid_f = grid.astype(dtype)
   # One solve for the bounds (v = correct) and the ceilings (v = r) of every grid point.
-  both = _epsilon_jit(*_as_float(m, jnp.concatenate([grid_f, grid_f]),
+  both = _epsilon_jit(*_as_float(num_examples, jnp.concatenate([grid_f, grid_f]),
                                  jnp.concatenate([correct, grid_f]), delta, per_test),
                       with_delta=with_delta)
   grid_eps, grid_ceiling = both[:n], both[n:]
@@ -596,3 +635,173 @@ def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str, wit
   best = jnp.argmax(grid_eps)
   return (grid_eps[best], grid_f[best], correct[best], grid_ceiling[best], per_test, grid_f,
           correct, grid_eps, grid_ceiling, ceiling_without_delta)
+
+
+def _from_scores_program(scores, is_member, num_examples, grid, delta, per_test, mode: str,
+                         with_delta: bool):
+  """:func:`_from_scores` with its static arguments passed by position (for
+  :func:`dpaudit.estimators._compile.first_call`)."""
+  return _from_scores(scores, is_member, num_examples, grid, delta, per_test, mode=mode,
+                      with_delta=with_delta)
+
+
+_P_VALUE_PROGRAMS = {w: functools.partial(_p_value_jit, with_delta=w) for w in (False, True)}
+_EPSILON_PROGRAMS = {w: functools.partial(_epsilon_jit, with_delta=w) for w in (False, True)}
+
+
+# --- Exact NumPy/scipy paths for first calls on small inputs ---------------------------------
+#
+# The same equations as the compiled programs, evaluated with scipy's binomial tails
+# (``scipy.special.bdtrc``) and a log-scale cumulative sum of the pmf for alpha, and inverted by
+# a bracketing root search to the compiled solver's tolerance. They answer a first call while
+# its program compiles (:func:`dpaudit.estimators._compile.first_call`) and agree with the
+# programs to about 1e-10 relative (tests/estimators/test_one_run.py).
+
+HOST_ALPHA_ELEMENTS = 1 << 19
+"""Most pmf terms one evaluation of alpha may take on the host (elements times the largest
+correct count v); larger problems wait for the compiled program."""
+
+
+def _host_log_pmf(k, n, log_q, log_1mq):
+  from scipy import special
+  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
+          + k * log_q + (n - k) * log_1mq)
+
+
+def _host_beta_alpha(r, v, epsilon):
+  r"""Eqs. 8-9 on the host: :math:`\beta = \Pr[\check W \ge v]` and
+  :math:`\alpha = \max_i \frac2i \Pr[v - i \le \check W < v]`, the latter from the running
+  log-sums of the pmf at v - 1, v - 2, ..., 0 (1-D arrays of one length)."""
+  from scipy import special
+  q = special.expit(epsilon)
+  beta = np.where(v <= 0, 1.0, special.bdtrc(np.maximum(v - 1.0, 0.0), r, q))
+  top = int(np.max(v, initial=0.0))
+  if top == 0:
+    return beta, np.zeros_like(beta)
+  i = np.arange(1, top + 1, dtype=np.float64)
+  k = v[:, None] - i[None, :]
+  log_q, log_1mq = -np.logaddexp(0.0, -epsilon), -np.logaddexp(0.0, epsilon)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    log_s = np.where(k >= 0.0, _host_log_pmf(np.maximum(k, 0.0), r[:, None], log_q[:, None],
+                                             log_1mq[:, None]), -np.inf)
+  log_mean = np.logaddexp.accumulate(log_s, axis=1) - np.log(i)[None, :]
+  alpha = 2.0 * np.exp(np.max(log_mean, axis=1))
+  return beta, np.where(v <= 0.0, 0.0, alpha)
+
+
+def _host_p_value_values(m, r, v, epsilon, delta, with_delta: bool):
+  if not with_delta:
+    from scipy import special
+    q = special.expit(epsilon)
+    return np.where(v <= 0.0, 1.0, special.bdtrc(np.maximum(v - 1.0, 0.0), r, q))
+  beta, alpha = _host_beta_alpha(r, v, epsilon)
+  return np.minimum(beta + alpha * m * delta, 1.0)
+
+
+def _host_path(host, with_delta: bool, num_correct):
+  """``host``, or None (the compiled program) where alpha's pmf terms on the host (elements
+  times the largest ``num_correct``) would exceed :data:`HOST_ALPHA_ELEMENTS`."""
+  if not with_delta or isinstance(num_correct, jax.core.Tracer):
+    return host
+  v = np.asarray(num_correct)
+  return host if v.size * float(np.max(v, initial=0.0)) <= HOST_ALPHA_ELEMENTS else None
+
+
+def _host_p_value(with_delta: bool):
+  def run(m, r, v, epsilon, delta):
+    m, r, v, epsilon, delta = np.broadcast_arrays(
+        *(np.asarray(x, np.float64) for x in (m, r, v, epsilon, delta)))
+    return _host_p_value_values(m, r, v, epsilon, delta, with_delta)
+  return run
+
+
+def _host_epsilon_ceiling(r, v, significance):
+  rate = np.where(v >= r, np.exp(np.log(significance) / np.maximum(r, 1.0)),
+                  v / np.maximum(r, 1.0))
+  rate = np.clip(rate, 0.5, 1.0 - 1e-300)
+  return np.log(rate) - np.log1p(-rate)
+
+
+def _host_epsilon_values(m, r, v, delta, significance, with_delta: bool):
+  """One-run epsilon bounds on the host: the delta-free closed form, or the largest epsilon
+  with p-value <= significance by false position (Illinois) with a bisection every third step,
+  inside [0, ceiling] as the compiled solver, to the same tolerance; the lower end is returned."""
+  from scipy import special
+  if not with_delta:
+    with np.errstate(invalid="ignore"):
+      limit = special.betaincinv(np.maximum(v, 1.0), r - v + 1.0, significance)
+    positive = (v > 0.0) & (limit > 0.5)
+    safe = np.where(positive, limit, 0.75)
+    return np.where(positive, np.log(safe) - np.log1p(-safe), 0.0)
+  log_sig = np.log(significance)
+
+  def f(idx, eps):
+    p = _host_p_value_values(m[idx], r[idx], v[idx], eps, delta[idx], True)
+    return np.log(p) - log_sig[idx]
+
+  lo, hi = np.zeros_like(r), _host_epsilon_ceiling(r, v, significance)
+  all_idx = np.arange(r.size)
+  f_lo, f_hi = f(all_idx, lo), f(all_idx, hi)
+  result = np.where(f_hi <= 0.0, hi, 0.0)  # p(hi) <= significance: hi; p(0) > significance: 0
+  open_ = (f_lo <= 0.0) & (f_hi > 0.0)
+  tol = 1e-10
+  step = 0
+  while True:
+    idx = np.flatnonzero(open_ & (hi - lo > tol * np.maximum(hi, 1.0)))
+    if idx.size == 0 or step >= 400:
+      break
+    a, b, fa, fb = lo[idx], hi[idx], f_lo[idx], f_hi[idx]
+    secant = a - fa * (b - a) / (fb - fa)
+    bisect = 0.5 * (a + b)
+    use_secant = (step % 3 != 2) & np.isfinite(secant) & (secant > a) & (secant < b)
+    x = np.where(use_secant, secant, bisect)
+    fx = f(idx, x)
+    below = fx <= 0.0
+    lo[idx] = np.where(below, x, a)
+    f_lo[idx] = np.where(below, fx, fa * np.where(below, 1.0, 0.5))
+    hi[idx] = np.where(below, b, x)
+    f_hi[idx] = np.where(below, fb * 0.5, fx)
+    step += 1
+  return np.where(open_, lo, result)
+
+
+def _host_epsilon(with_delta: bool):
+  def run(m, r, v, delta, significance):
+    arrays = np.broadcast_arrays(*(np.asarray(x, np.float64)
+                                   for x in (m, r, v, delta, significance)))
+    return _host_epsilon_values(*(np.array(a) for a in arrays), with_delta)
+  return run
+
+
+def _host_from_scores(scores, is_member, num_examples, grid, delta, per_test, mode: str,
+                      with_delta: bool):
+  """:func:`_from_scores` on the host (padded arguments as the program takes them)."""
+  m = int(num_examples)
+  scores, member = np.asarray(scores)[:m], np.asarray(is_member)[:m] != 0
+  top = np.concatenate([[0], np.cumsum(member[np.argsort(-scores, kind="stable")])])
+  grid = np.asarray(grid, np.int64)
+  if mode == "top":
+    correct = top[grid]
+  else:
+    n_bottom = grid // 2
+    correct = top[(grid + 1) // 2] + n_bottom - (top[m] - top[m - n_bottom])
+  grid_f, correct = grid.astype(np.float64), correct.astype(np.float64)
+  n = grid.size
+  both = _host_epsilon_values(np.full(2 * n, float(m)), np.concatenate([grid_f, grid_f]),
+                              np.concatenate([correct, grid_f]), np.full(2 * n, float(delta)),
+                              np.full(2 * n, float(per_test)), with_delta)
+  grid_eps, grid_ceiling = both[:n], both[n:]
+  without = (_host_epsilon_ceiling(grid_f, grid_f, float(per_test)) if with_delta
+             else grid_ceiling)
+  best = int(np.argmax(grid_eps))
+  return (grid_eps[best], grid_f[best], correct[best], grid_ceiling[best],
+          np.asarray(per_test, np.float64), grid_f, correct, grid_eps, grid_ceiling, without)
+
+
+_HOST_P_VALUE = {w: _host_p_value(w) for w in (False, True)}
+_HOST_EPSILON = {w: _host_epsilon(w) for w in (False, True)}
+
+
+def _flat_size(arrays) -> int:
+  """Elements of the largest of ``arrays`` (the batch :func:`_compile.elementwise` passes)."""
+  return max(math.prod(np.shape(a)) for a in arrays)
