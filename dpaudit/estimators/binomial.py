@@ -736,13 +736,22 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
     if value is not None:
       _validate.check_not_boolean(name, value, "points")
       _validate.check_range(name, value)  # real, not NaN (clipped to [0, 1] below)
-  a, b, x = _as_float(a, b, x)
-  y = 1.0 - x if y is None else _as_float(y)[0]
-  return _incomplete_beta_tails(a, b, x, y)
+  args = _compile.float_arguments(a, b, x, *(() if y is None else (y,)))
+  return _compile.first_call(_bucketed_beta_tails, host_incomplete_beta_tails, args,
+                             _broadcast_size(*args))
+
+
+def _bucketed_beta_tails(a, b, x, y=None):
+  """:func:`_incomplete_beta_tails` on batches padded to their bucket
+  (:func:`dpaudit.estimators._compile.elementwise`)."""
+  if y is None:
+    return _compile.elementwise(_incomplete_beta_tails, a, b, x)
+  return _compile.elementwise(_incomplete_beta_tails, a, b, x, y)
 
 
 @_compile.jit
-def _incomplete_beta_tails(a, b, x, y):
+def _incomplete_beta_tails(a, b, x, y=None):
+  y = 1.0 - x if y is None else y
   a, b, x, y = jnp.broadcast_arrays(a, b, x, y)
   interior = jnp.logical_and(x > 0.0, y > 0.0)
   xs = jnp.where(interior, x, 0.5)
@@ -781,7 +790,8 @@ def binomial_sf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   (0.3222, 0.3222)
   """
   _check_binomial(k, n, p)
-  return _binomial_sf(*_compile.float_arguments(k, n, p))
+  args = _compile.float_arguments(k, n, p)
+  return _compile.first_call(_bucketed_sf, host_binomial_sf, args, _broadcast_size(*args))
 
 
 def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
@@ -792,7 +802,21 @@ def binomial_cdf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
   0.6778
   """
   _check_binomial(k, n, p)
-  return _binomial_cdf(*_compile.float_arguments(k, n, p))
+  args = _compile.float_arguments(k, n, p)
+  return _compile.first_call(_bucketed_cdf, host_binomial_cdf, args, _broadcast_size(*args))
+
+
+def _broadcast_size(*arrays) -> int:
+  """Elements of the broadcast shape of ``arrays`` (the size a first call is judged by)."""
+  return math.prod(np.broadcast_shapes(*(np.shape(v) for v in arrays)))
+
+
+def _bucketed_sf(k, n, p):
+  return _compile.elementwise(_binomial_sf, k, n, p)
+
+
+def _bucketed_cdf(k, n, p):
+  return _compile.elementwise(_binomial_cdf, k, n, p)
 
 
 # The broadcasting and the exponential are in the tails' programs: run eagerly around them,
@@ -896,8 +920,21 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
   -1.6028
   """
   _check_binomial(k, n, p, q)
-  k, n, p = _as_float(k, n, p)
-  q = 1.0 - p if q is None else _as_float(q)[0]
+  args = _compile.float_arguments(k, n, p, *(() if q is None else (q,)))
+  return _compile.first_call(_bucketed_logpmf, host_binomial_logpmf, args,
+                             _broadcast_size(*args))
+
+
+def _bucketed_logpmf(k, n, p, q=None):
+  """:func:`_binomial_logpmf` on batches padded to their bucket."""
+  if q is None:
+    return _compile.elementwise(_binomial_logpmf, k, n, p)
+  return _compile.elementwise(_binomial_logpmf, k, n, p, q)
+
+
+@_compile.jit
+def _binomial_logpmf(k, n, p, q=None):
+  q = 1.0 - p if q is None else q
   k, n, p, q = jnp.broadcast_arrays(k, n, p, q)
   interior = jnp.logical_and(k > 0.0, k < n)
   ks = jnp.where(interior, k, 1.0)
@@ -1288,10 +1325,27 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   _validate.check_counts("successes", successes, trials, "trials")
   _validate.check_range("trials", trials, 1)
   k, n, beta = _compile.float_arguments(successes, trials, significance)
+  return _compile.first_call(_bucketed_clopper_pearson, host_clopper_pearson,
+                             (k, n, beta, alternative), _broadcast_size(k, n, beta))
+
+
+def _bucketed_clopper_pearson(k, n, beta, alternative: str) -> Interval:
+  """:func:`_clopper_pearson` on the pairs padded to their bucket
+  (:func:`dpaudit.estimators._compile.elementwise`), with the grouping order of large batches
+  formed on the host from the padded pairs (:func:`_host_order`). A significance shared by all
+  pairs stays one value (its tail's terms are computed once)."""
   two_sided = alternative == "two-sided"
-  order = _host_order(functools.partial(_host_cp_key, halve=two_sided), k, n, beta,
-                      parts=1 + two_sided)
-  return _clopper_pearson(k, n, beta, alternative, order)
+
+  def call(k, n, beta):
+    order = _host_order(functools.partial(_host_cp_key, halve=two_sided), k, n, beta,
+                        parts=1 + two_sided)
+    return _clopper_pearson(k, n, beta, alternative, order)
+
+  if _compile._traced((k, n, beta), {}):
+    return call(k, n, beta)
+  if np.ndim(beta) == 0:
+    return _compile.elementwise(lambda k, n: call(k, n, beta), k, n)
+  return _compile.elementwise(call, k, n, beta)
 
 
 def _cp_key(k, n, z, xp=jnp):
@@ -1410,3 +1464,179 @@ def _clopper_pearson(k, n, beta, alternative, order=None):
     return Interval(jnp.zeros_like(k), upper)
   (lower,) = _cp_limits(k, n, jnp.log(beta), True, False, fast=True, order=order)
   return Interval(lower, jnp.ones_like(k))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exact host paths (NumPy and scipy) for first calls on small inputs.
+# ----------------------------------------------------------------------------------------------
+#
+# A first call on a small input is answered by these while its program compiles
+# (:func:`dpaudit.estimators._compile.first_call`). They keep the compiled estimators'
+# conventions (closed forms at k = 0 and k = n, the tails' values outside [1, n], broadcasting)
+# and return float64 NumPy arrays (``first_call`` casts them to the default float dtype). Other
+# estimators' host paths build on them (Clopper-Pearson limits above all), so they take any
+# array-likes, check nothing (their public callers have checked) and never trace.
+
+
+def _host_floats(*xs):
+  """``xs`` as float64 NumPy arrays broadcast against each other."""
+  return np.broadcast_arrays(*(np.asarray(x, np.float64) for x in xs))
+
+
+def host_cp_lower_limit(k, n, log_tail) -> np.ndarray:
+  """:func:`cp_lower_limit` by scipy: p with ``Pr[Bin(n, p) >= k] = exp(log_tail)``, i.e. the
+  Beta(k, n - k + 1) quantile (``scipy.special.betaincinv``); 0 for k = 0 and
+  ``exp(log_tail / n)`` for k = n. Tails down to the smallest normal double (``log_tail >=
+  -708``); float64 NumPy."""
+  k, n, log_tail = _host_floats(k, n, log_tail)
+  inside = np.logical_and(k > 0.0, k < n)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    solved = scipy.special.betaincinv(np.where(inside, k, 1.0), np.where(inside, n - k + 1.0, 1.0),
+                                      np.exp(log_tail))
+    closed = np.exp(log_tail / np.where(n > 0.0, n, 1.0))
+  return np.where(k <= 0.0, 0.0, np.where(k >= n, closed, solved))
+
+
+def host_cp_upper_limit(k, n, log_tail) -> np.ndarray:
+  """:func:`cp_upper_limit` by scipy: p with ``Pr[Bin(n, p) <= k] = exp(log_tail)``, i.e. the
+  upper ``exp(log_tail)`` quantile of Beta(k + 1, n - k) (``scipy.special.betainccinv``, accurate
+  in p near 0 as near 1); 1 for k = n and ``-expm1(log_tail / n)`` for k = 0. Tails as in
+  :func:`host_cp_lower_limit`; float64 NumPy."""
+  k, n, log_tail = _host_floats(k, n, log_tail)
+  inside = np.logical_and(k > 0.0, k < n)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    solved = scipy.special.betainccinv(np.where(inside, k + 1.0, 1.0),
+                                       np.where(inside, n - k, 1.0), np.exp(log_tail))
+    closed = -np.expm1(log_tail / np.where(n > 0.0, n, 1.0))
+  return np.where(k >= n, 1.0, np.where(k <= 0.0, closed, solved))
+
+
+def host_clopper_pearson(successes, trials, significance=0.05,
+                         alternative: str = "two-sided") -> Interval:
+  """:func:`clopper_pearson` by scipy's Beta quantiles (:func:`host_cp_lower_limit`,
+  :func:`host_cp_upper_limit`): the same limits, closed forms and alternatives, as float64
+  NumPy arrays of the broadcast shape. Checks ``alternative`` only.
+
+  >>> interval = host_clopper_pearson(7, 10)
+  >>> round(float(interval.lower), 4), round(float(interval.upper), 4)
+  (0.3475, 0.9333)
+  """
+  _validate.check_choice("alternative", alternative, ALTERNATIVES)
+  k, n, beta = _host_floats(successes, trials, significance)
+  if alternative == "two-sided":
+    log_tail = np.log(beta / 2.0)
+    return Interval(host_cp_lower_limit(k, n, log_tail), host_cp_upper_limit(k, n, log_tail))
+  if alternative == "less":
+    return Interval(np.zeros(k.shape), host_cp_upper_limit(k, n, np.log(beta)))
+  return Interval(host_cp_lower_limit(k, n, np.log(beta)), np.ones(k.shape))
+
+
+def _host_binomial_tail(k, n, p, upper: bool) -> np.ndarray:
+  """``Pr[Bin(n, p) >= k]`` (``upper``) or ``Pr[Bin(n, p) < k]`` by scipy's regularized
+  incomplete beta function or its complement (each accurate in relative terms), with the
+  conventions of :func:`log_binomial_tails_and_density` outside ``1 <= k <= n, 0 < p < 1``."""
+  k, n, p = _host_floats(k, n, p)
+  p = np.clip(p, 0.0, 1.0)
+  q = 1.0 - p
+  inside = np.logical_and(np.logical_and(k >= 1.0, k <= n), np.logical_and(p > 0.0, q > 0.0))
+  a, b = np.where(inside, k, 1.0), np.where(inside, n - k + 1.0, 1.0)
+  x = np.where(inside, p, 0.5)
+  certain = np.logical_or(k <= 0.0, np.logical_and(k <= n, q <= 0.0))
+  if upper:
+    return np.where(inside, scipy.special.betainc(a, b, x), np.where(certain, 1.0, 0.0))
+  return np.where(inside, scipy.special.betaincc(a, b, x), np.where(certain, 0.0, 1.0))
+
+
+def host_binomial_sf(k, n, p) -> np.ndarray:
+  """:func:`binomial_sf` by scipy (``scipy.special.betainc``); float64 NumPy.
+
+  >>> round(float(host_binomial_sf(3, 10, 0.2)), 4)
+  0.3222
+  """
+  return _host_binomial_tail(k, n, p, upper=True)
+
+
+def host_binomial_cdf(k, n, p) -> np.ndarray:
+  """:func:`binomial_cdf` by scipy (``scipy.special.betaincc``); float64 NumPy.
+
+  >>> round(float(host_binomial_cdf(2, 10, 0.2)), 4)
+  0.6778
+  """
+  return _host_binomial_tail(np.asarray(k, np.float64) + 1.0, n, p, upper=False)
+
+
+def _host_stirling_whole(z):
+  """:func:`stirling_remainder` of whole ``z >= 1`` (the table) and of any ``z > 15`` (the
+  series), in NumPy."""
+  table = _WHOLE_STIRLING[np.clip(z, 1.0, 15.0).astype(np.int64)]
+  return np.where(z > 15.0, _stirling_series(np.maximum(z, 16.0)), table)
+
+
+def _host_deviance(k, m):
+  """:func:`binomial_deviance` in NumPy (``k >= 0``, ``m > 0``), as :func:`_deviance`."""
+  close = np.abs(k - m) < 0.1 * (k + m)
+  v = np.where(close, (k - m) / np.where(k + m > 0.0, k + m, 1.0), 0.0)
+  total, term, v2 = (k - m) * v, 2.0 * k * v, v * v
+  for j in range(1, 11):
+    term = term * v2
+    total = total + term / (2 * j + 1)
+  with np.errstate(divide="ignore"):
+    direct = np.where(k > 0.0, k * np.log(np.where(k > 0.0, k, 1.0) / m), 0.0) + m - k
+  return np.where(close, total, direct)
+
+
+def host_binomial_logpmf(k, n, p, q=None) -> np.ndarray:
+  """:func:`binomial_logpmf` by scipy: the log of ``scipy.stats.binom.pmf`` (Boost's binomial
+  density), from ``Bin(n, q)`` at ``n - k`` where ``p > 1/2`` (so that a ``q`` passed for p near
+  1 keeps its accuracy), with the closed forms ``n log q`` and ``n log p`` at ``k = 0`` and
+  ``k = n``; where the pmf is below 1e-300 (no longer a normal double), Loader's saddle-point
+  form in NumPy (:func:`binomial_logpmf`). float64 NumPy.
+
+  >>> round(float(host_binomial_logpmf(3, 10, 0.2)), 4)
+  -1.6028
+  """
+  import scipy.stats
+  k, n, p = _host_floats(k, n, p)
+  q = 1.0 - p if q is None else _host_floats(q, k)[0]
+  flip = p > 0.5
+  j, r = np.where(flip, n - k, k), np.where(flip, q, p)  # Bin(n, r) at j
+  s = 1.0 - r
+  with np.errstate(divide="ignore", invalid="ignore"):
+    pmf = scipy.stats.binom.pmf(j, n, r)
+    # The ends in closed form (r <= 1/2, so log1p keeps s^n accurate next to 1).
+    out = np.where(j <= 0.0, n * np.log1p(-r), np.where(j >= n, n * np.log(r), np.log(pmf)))
+    interior = np.logical_and(j > 0.0, j < n)
+    js, ns = np.where(interior, j, 1.0), np.where(interior, n, 2.0)
+    rs = np.where(interior, r, 0.5)
+    loader = (_host_stirling_whole(ns) - _host_stirling_whole(js)
+              - _host_stirling_whole(ns - js) - _host_deviance(js, ns * rs)
+              - _host_deviance(ns - js, ns * (1.0 - rs))
+              + 0.5 * (np.log(ns) - np.log(js) - np.log(ns - js)) - _HALF_LOG_2PI)
+  tiny = np.logical_and(np.logical_and(interior, pmf < 1e-300),
+                        np.logical_and(r > 0.0, s > 0.0))
+  out = np.where(tiny, loader, out)
+  out = np.where(np.logical_and(interior, np.logical_or(r <= 0.0, s <= 0.0)), -np.inf, out)
+  return np.where(np.logical_or(k < 0.0, k > n), -np.inf, out)
+
+
+def host_incomplete_beta_tails(a, b, x, y=None) -> BetaTails:
+  """:func:`incomplete_beta_tails` by scipy (``scipy.special.betainc`` and ``betaincc``, at
+  ``1 - x`` with the parameters swapped where x > 1/2, so that a ``y`` passed for x near 1
+  keeps its accuracy); float64 NumPy.
+
+  >>> tails = host_incomplete_beta_tails(2.0, 3.0, 0.4)
+  >>> round(float(tails.lower), 4), round(float(tails.upper), 4)
+  (0.5248, 0.4752)
+  """
+  a, b, x = _host_floats(a, b, x)
+  y = 1.0 - x if y is None else _host_floats(y, x)[0]
+  interior = np.logical_and(x > 0.0, y > 0.0)
+  near = x <= 0.5  # else I_x(a, b) = 1 - I_y(b, a)
+  point = np.where(interior, np.where(near, x, y), 0.5)
+  first, second = np.where(near, a, b), np.where(near, b, a)
+  small = scipy.special.betainc(first, second, point)
+  large = scipy.special.betaincc(first, second, point)
+  lower, upper = np.where(near, small, large), np.where(near, large, small)
+  lower = np.where(interior, lower, np.where(x <= 0.0, 0.0, 1.0))
+  upper = np.where(interior, upper, np.where(x <= 0.0, 1.0, 0.0))
+  return BetaTails(lower=lower, upper=upper)
