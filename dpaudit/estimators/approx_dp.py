@@ -80,9 +80,11 @@ def epsilon_from_error_counts(false_positives, negatives, false_negatives, posit
   _validate.check_counts("false_negatives", false_negatives, positives, "positives")
   _validate.check_range("negatives", negatives, 1)
   _validate.check_range("positives", positives, 1)
-  return _epsilon_from_error_counts(*(_float(v) for v in (false_positives, negatives,
-                                                          false_negatives, positives, delta,
-                                                          significance)))
+  args = _compile.float_arguments(false_positives, negatives, false_negatives, positives, delta,
+                                  significance)
+  return _compile.elementwise(
+      lambda *flat: _compile.first_call(_epsilon_from_error_counts, _host_error_counts, flat,
+                                        max(int(np.size(a)) for a in flat)), *args)
 
 
 @_compile.jit(fusion_emitters=False, tree_reductions=False)
@@ -129,24 +131,44 @@ def threshold_counts(in_scores, out_scores) -> ThresholdCounts:
   """
   _check_scores("in_scores", in_scores)
   _check_scores("out_scores", out_scores)
-  in_scores = jnp.asarray(in_scores)
-  out_scores = jnp.asarray(out_scores)
+  return _threshold_counts(jnp.asarray(in_scores), jnp.asarray(out_scores))
+
+
+def _threshold_counts(in_scores, out_scores, n_in=None, n_out=None) -> ThresholdCounts:
+  """:func:`threshold_counts` of the first ``n_in`` and ``n_out`` scores (traced counts) of
+  lists padded to their buckets (all of them when None). The padding sorts after every real
+  score and counts in no error; positions past the real ones repeat the last real position's
+  counts and are no thresholds."""
   scores = jnp.concatenate([in_scores, out_scores]).astype(jnp.result_type(float))
   is_in = jnp.concatenate([jnp.ones(in_scores.shape, jnp.int32),
                            jnp.zeros(out_scores.shape, jnp.int32)])
+  padded = n_in is not None
+  valid, real = None, scores.shape[0]
+  if padded:
+    valid = jnp.concatenate([jnp.arange(in_scores.shape[0]) < n_in,
+                             jnp.arange(out_scores.shape[0]) < n_out])
+    real = n_in + n_out
+  else:
+    n_in = in_scores.shape[0]
   # Ties in any order: only their group ends are thresholds.
-  order, in_top = descending_cumulative(scores, is_in)
+  order, in_top = descending_cumulative(scores, is_in, valid=valid)
   sorted_scores = scores[order]
   zero = jnp.zeros((1,), jnp.int32)
   true_positives = jnp.concatenate([zero, in_top])
   predicted = jnp.arange(scores.shape[0] + 1)
+  if padded:
+    predicted = jnp.minimum(predicted, real)
   false_positives = predicted - true_positives
-  false_negatives = in_scores.shape[0] - true_positives
+  false_negatives = n_in - true_positives
   # Position j (j highest scores predicted D') is a threshold unless it splits a tie.
   splits_tie = jnp.concatenate([jnp.zeros((1,), bool), sorted_scores[:-1] == sorted_scores[1:],
                                 jnp.zeros((1,), bool)])
   thresholds = jnp.concatenate([jnp.full((1,), jnp.inf, sorted_scores.dtype), sorted_scores])
-  return ThresholdCounts(thresholds, false_positives, false_negatives, jnp.logical_not(splits_tie))
+  is_threshold = jnp.logical_not(splits_tie)
+  if padded:
+    position = jnp.arange(scores.shape[0] + 1)
+    is_threshold = jnp.logical_or(is_threshold, position == real) & (position <= real)
+  return ThresholdCounts(thresholds, false_positives, false_negatives, is_threshold)
 
 
 class ScoreEpsilon(NamedTuple):
@@ -245,10 +267,11 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   def evaluation_jobs(state):
     """The split method's evaluation counts at the best threshold so far (used in the last
     step, when the stack is empty)."""
-    eval_out, eval_in = evaluation
+    eval_out, eval_in = evaluation[:2]
+    sizes = evaluation[2:] or (eval_out.shape[0], eval_in.shape[0])
     threshold = counts.thresholds[jnp.minimum(state.best_index, size - 1)]
-    k = jnp.stack(_evaluation_counts(eval_out, eval_in, threshold)).astype(dtype)
-    return k, jnp.asarray([eval_out.shape[0], eval_in.shape[0]], dtype)
+    k = jnp.stack(_evaluation_counts(eval_out, eval_in, threshold, *evaluation[2:])).astype(dtype)
+    return k, jnp.stack([jnp.asarray(n, dtype) for n in sizes])
 
   def body(state):
     take = jnp.minimum(state.top, _GROUP)
@@ -267,7 +290,7 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
     ks = [jnp.where(inside, fp_all[fp_pos], 0.0).reshape(-1),
           jnp.where(live[:, None], fn_all[fn_pos], 0.0).reshape(-1)]
     ns = [jnp.full((_GROUP * _BRANCH,), n_out, dtype),
-          jnp.full((_GROUP * (_BRANCH + 1),), n_in, dtype)]
+          jnp.full((_GROUP * (_BRANCH + 1),), n_in, dtype)]  # n_out, n_in may be traced
     if evaluation is not None:
       k_eval, n_eval = evaluation_jobs(state)
       ks.append(k_eval)
@@ -327,36 +350,57 @@ def _best_threshold(counts: ThresholdCounts, n_out: int, n_in: int, delta, log_t
   return _Search(state.best_index, state.best_eps, state.best_evaluation)
 
 
-@_compile.jit(fusion_emitters=False, tree_reductions=False)
-def _bonferroni(in_scores, out_scores, delta, significance):
-  n_in, n_out = in_scores.shape[0], out_scores.shape[0]
+_SCORE_EMITTERS = _compile.fusion_below(_compile.SMALL_ELEMENTS + 1)
+"""The score bounds' emitters: fusion (faster calls) for batches whose first call the host path
+answers while the program compiles, loop (faster compiles) for larger ones."""
+
+
+@_compile.jit(fusion_emitters=_SCORE_EMITTERS, tree_reductions=False)
+def _bonferroni(in_scores, out_scores, delta, significance, n_in=None, n_out=None):
+  if n_in is None:
+    n_in, n_out = in_scores.shape[0], out_scores.shape[0]
+    counts = _threshold_counts(in_scores, out_scores)
+  else:
+    counts = _threshold_counts(in_scores, out_scores, n_in, n_out)
   corrected = 2.0 * significance / (n_in + n_out + 2)
-  counts = threshold_counts(in_scores, out_scores)
   best = _best_threshold(counts, n_out, n_in, delta, jnp.log(corrected / 2.0))
   return ScoreEpsilon(best.epsilon, counts.thresholds[best.index],
                       counts.false_positives[best.index], jnp.asarray(n_out),
                       counts.false_negatives[best.index], jnp.asarray(n_in), corrected)
 
 
-def _evaluation_counts(eval_out, eval_in, threshold):
+def _evaluation_counts(eval_out, eval_in, threshold, n_out=None, n_in=None):
   """Error counts of "score >= threshold means D'" on the evaluation half: negatives at or
-  above the threshold, positives below it. Counted directly: a sort of the half would cost
-  more than the few counts the search asks for."""
-  return jnp.sum(eval_out >= threshold), jnp.sum(eval_in < threshold)
+  above the threshold, positives below it (of the first ``n_out`` and ``n_in`` when padded).
+  Counted directly: a sort of the half would cost more than the few counts the search asks
+  for."""
+  above, below = eval_out >= threshold, eval_in < threshold
+  if n_out is not None:
+    above = jnp.logical_and(above, jnp.arange(eval_out.shape[0]) < n_out)
+    below = jnp.logical_and(below, jnp.arange(eval_in.shape[0]) < n_in)
+  return jnp.sum(above), jnp.sum(below)
 
 
-@_compile.jit(fusion_emitters=False, tree_reductions=False)
-def _split(in_scores, out_scores, delta, significance):
+@_compile.jit(fusion_emitters=_SCORE_EMITTERS, tree_reductions=False)
+def _split(in_scores, out_scores, delta, significance, n_in=None, n_out=None):
   sel_in, eval_in = in_scores[0::2], in_scores[1::2]
   sel_out, eval_out = out_scores[0::2], out_scores[1::2]
-  counts = threshold_counts(sel_in, sel_out)
-  best = _best_threshold(counts, sel_out.shape[0], sel_in.shape[0], delta,
-                         jnp.log(significance / 2.0), (eval_out, eval_in))
+  if n_in is None:
+    counts = _threshold_counts(sel_in, sel_out)
+    sizes = (sel_out.shape[0], sel_in.shape[0], eval_out.shape[0], eval_in.shape[0])
+    evaluation = (eval_out, eval_in)
+  else:  # padded: the first (n + 1) // 2 even and n // 2 odd entries are real
+    sizes = ((n_out + 1) // 2, (n_in + 1) // 2, n_out // 2, n_in // 2)
+    counts = _threshold_counts(sel_in, sel_out, sizes[1], sizes[0])
+    evaluation = (eval_out, eval_in, sizes[2], sizes[3])
+  best = _best_threshold(counts, sizes[0], sizes[1], delta, jnp.log(significance / 2.0),
+                         evaluation)
   threshold = counts.thresholds[best.index]
-  false_positives, false_negatives = _evaluation_counts(eval_out, eval_in, threshold)
+  false_positives, false_negatives = _evaluation_counts(
+      eval_out, eval_in, threshold, *(() if n_in is None else sizes[2:]))
   return ScoreEpsilon(best.evaluation_epsilon, threshold, false_positives,
-                      jnp.asarray(eval_out.shape[0]), false_negatives,
-                      jnp.asarray(eval_in.shape[0]), significance)
+                      jnp.asarray(sizes[2]), false_negatives, jnp.asarray(sizes[3]),
+                      significance)
 
 
 def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance: float = 0.05,
@@ -407,4 +451,101 @@ def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance:
   in_scores = _compile.argument(in_scores)
   out_scores = _compile.argument(out_scores)
   solve = _bonferroni if method == "bonferroni" else _split
-  return solve(in_scores, out_scores, _float(delta), _float(significance))
+  delta, significance = _float(delta), _float(significance)
+  if not _validate.is_concrete((in_scores, out_scores, delta, significance)):
+    return solve(in_scores, out_scores, delta, significance)  # the caller's shapes
+  # Each list padded to its bucket, the real counts passed as values: one program per bucket.
+  n_in, n_out = in_scores.shape[0], out_scores.shape[0]
+  size_in, size_out = _compile.bucket_size(n_in), _compile.bucket_size(n_out)
+  count = np.dtype(jnp.result_type(int))
+  args = (_compile.pad_edge(in_scores, size_in), _compile.pad_edge(out_scores, size_out), delta,
+          significance, np.asarray(n_in, count), np.asarray(n_out, count))
+  host = _host_bonferroni if method == "bonferroni" else _host_split
+  return _compile.first_call(solve, host, args, max(size_in, size_out))
+
+
+# --- Exact NumPy/scipy paths for first calls on small inputs ---------------------------------
+#
+# The same bounds with scipy's inverse incomplete beta function for the Clopper-Pearson limits
+# (``scipy.special.betainccinv``) and, for the score bounds, every threshold evaluated (the
+# limits of each count solved once). They answer a first call while its program compiles
+# (:func:`dpaudit.estimators._compile.first_call`).
+
+
+def _host_upper_limits(k, n, tail):
+  """One-sided Clopper-Pearson upper limits: U with Pr[Bin(n, U) <= k] = tail (1 at k = n)."""
+  from scipy import special
+  k, n = np.asarray(k, np.float64), np.asarray(n, np.float64)
+  below = k < n
+  with np.errstate(invalid="ignore"):
+    limit = special.betainccinv(k + 1.0, np.where(below, n - k, 1.0), tail)
+  return np.where(below, limit, 1.0)
+
+
+def _host_terms(limits, delta):
+  slack = 1.0 - delta - limits
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return np.where(slack > 0.0, np.log(np.where(slack > 0.0, slack, 1.0)), -np.inf), \
+        np.log(limits)
+
+
+def _host_bound(fp_terms, fn_terms):
+  return np.maximum(np.maximum(fn_terms[0] - fp_terms[1], fp_terms[0] - fn_terms[1]), 0.0)
+
+
+def _host_error_counts(false_positives, negatives, false_negatives, positives, delta,
+                       significance):
+  fp = _host_terms(_host_upper_limits(false_positives, negatives, significance / 2.0), delta)
+  fn = _host_terms(_host_upper_limits(false_negatives, positives, significance / 2.0), delta)
+  return _host_bound(fp, fn)
+
+
+def _host_counts(in_scores, out_scores):
+  """:func:`threshold_counts` in NumPy."""
+  scores = np.concatenate([in_scores, out_scores]).astype(np.float64)
+  is_in = np.concatenate([np.ones(in_scores.shape[0], np.int64),
+                          np.zeros(out_scores.shape[0], np.int64)])
+  order = np.argsort(-scores, kind="stable")
+  sorted_scores = scores[order]
+  true_positives = np.concatenate([[0], np.cumsum(is_in[order])])
+  false_positives = np.arange(scores.shape[0] + 1) - true_positives
+  false_negatives = in_scores.shape[0] - true_positives
+  splits_tie = np.concatenate([[False], sorted_scores[:-1] == sorted_scores[1:], [False]])
+  thresholds = np.concatenate([[np.inf], sorted_scores])
+  return ThresholdCounts(thresholds, false_positives, false_negatives, ~splits_tie)
+
+
+def _host_best(counts: ThresholdCounts, n_out: int, n_in: int, delta, tail) -> tuple:
+  """The first threshold with the largest bound of Eq. (1), every threshold evaluated (each
+  count's limit solved once)."""
+  fp_terms = _host_terms(_host_upper_limits(np.arange(n_out + 1), n_out, tail), delta)
+  fn_terms = _host_terms(_host_upper_limits(np.arange(n_in + 1), n_in, tail), delta)
+  fp, fn = counts.false_positives, counts.false_negatives
+  eps = _host_bound((fp_terms[0][fp], fp_terms[1][fp]), (fn_terms[0][fn], fn_terms[1][fn]))
+  index = int(np.argmax(np.where(counts.valid, eps, -np.inf)))
+  return index, eps[index]
+
+
+def _host_bonferroni(in_scores, out_scores, delta, significance, n_in, n_out):
+  n_in, n_out = int(n_in), int(n_out)
+  counts = _host_counts(np.asarray(in_scores)[:n_in], np.asarray(out_scores)[:n_out])
+  corrected = 2.0 * significance / (n_in + n_out + 2)
+  index, eps = _host_best(counts, n_out, n_in, delta, corrected / 2.0)
+  return ScoreEpsilon(eps, counts.thresholds[index], counts.false_positives[index],
+                      np.int64(n_out), counts.false_negatives[index], np.int64(n_in),
+                      np.float64(corrected))
+
+
+def _host_split(in_scores, out_scores, delta, significance, n_in, n_out):
+  in_scores, out_scores = np.asarray(in_scores)[:int(n_in)], np.asarray(out_scores)[:int(n_out)]
+  sel_in, eval_in = in_scores[0::2], in_scores[1::2]
+  sel_out, eval_out = out_scores[0::2], out_scores[1::2]
+  counts = _host_counts(sel_in, sel_out)
+  index, _ = _host_best(counts, sel_out.shape[0], sel_in.shape[0], delta, significance / 2.0)
+  threshold = counts.thresholds[index]
+  false_positives = np.int64(np.sum(eval_out >= threshold))
+  false_negatives = np.int64(np.sum(eval_in < threshold))
+  eps = _host_error_counts(false_positives, eval_out.shape[0], false_negatives,
+                           eval_in.shape[0], delta, significance)
+  return ScoreEpsilon(eps, threshold, false_positives, np.int64(eval_out.shape[0]),
+                      false_negatives, np.int64(eval_in.shape[0]), np.float64(significance))
