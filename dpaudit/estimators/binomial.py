@@ -745,8 +745,8 @@ def _bucketed_beta_tails(a, b, x, y=None):
   """:func:`_incomplete_beta_tails` on batches padded to their bucket
   (:func:`dpaudit.estimators._compile.elementwise`)."""
   if y is None:
-    return _compile.elementwise(_incomplete_beta_tails, a, b, x)
-  return _compile.elementwise(_incomplete_beta_tails, a, b, x, y)
+    return _elementwise(_incomplete_beta_tails, a, b, x)
+  return _elementwise(_incomplete_beta_tails, a, b, x, y)
 
 
 @_compile.jit
@@ -811,12 +811,38 @@ def _broadcast_size(*arrays) -> int:
   return math.prod(np.broadcast_shapes(*(np.shape(v) for v in arrays)))
 
 
+class _TracedOutputs(Exception):
+  """A program's outputs were tracers: constant arguments inside a caller's trace."""
+
+  def __init__(self, outputs):
+    super().__init__("traced outputs")
+    self.outputs = outputs
+
+
+def _elementwise(call, *arrays):
+  """:func:`dpaudit.estimators._compile.elementwise`, also for constant arguments inside a
+  caller's ``jax.jit``: the padded program is then traced into the caller's, and its outputs
+  are cut there."""
+  def checked(*flat):
+    out = call(*flat)
+    if not _validate.is_concrete(out):
+      raise _TracedOutputs(out)
+    return out
+
+  try:
+    return _compile.elementwise(checked, *arrays)
+  except _TracedOutputs as traced:
+    shape = np.broadcast_shapes(*(np.shape(v) for v in arrays))
+    return jax.tree_util.tree_map(lambda y: y[:math.prod(shape)].reshape(shape),
+                                  traced.outputs)
+
+
 def _bucketed_sf(k, n, p):
-  return _compile.elementwise(_binomial_sf, k, n, p)
+  return _elementwise(_binomial_sf, k, n, p)
 
 
 def _bucketed_cdf(k, n, p):
-  return _compile.elementwise(_binomial_cdf, k, n, p)
+  return _elementwise(_binomial_cdf, k, n, p)
 
 
 # The broadcasting and the exponential are in the tails' programs: run eagerly around them,
@@ -928,8 +954,8 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
 def _bucketed_logpmf(k, n, p, q=None):
   """:func:`_binomial_logpmf` on batches padded to their bucket."""
   if q is None:
-    return _compile.elementwise(_binomial_logpmf, k, n, p)
-  return _compile.elementwise(_binomial_logpmf, k, n, p, q)
+    return _elementwise(_binomial_logpmf, k, n, p)
+  return _elementwise(_binomial_logpmf, k, n, p, q)
 
 
 @_compile.jit
@@ -1344,8 +1370,8 @@ def _bucketed_clopper_pearson(k, n, beta, alternative: str) -> Interval:
   if _compile._traced((k, n, beta), {}):
     return call(k, n, beta)
   if np.ndim(beta) == 0:
-    return _compile.elementwise(lambda k, n: call(k, n, beta), k, n)
-  return _compile.elementwise(call, k, n, beta)
+    return _elementwise(lambda k, n: call(k, n, beta), k, n)
+  return _elementwise(call, k, n, beta)
 
 
 def _cp_key(k, n, z, xp=jnp):
