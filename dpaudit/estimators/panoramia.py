@@ -28,6 +28,7 @@ measured :math:`\tilde\epsilon` can be told apart from what the audit shows with
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -132,24 +133,35 @@ class _SortedCounts(NamedTuple):
   valid: jax.Array
 
 
-def _sorted_counts(scores, is_member, min_predictions) -> _SortedCounts:
+def _sorted_counts(scores, is_member, min_predictions, num_examples=None) -> _SortedCounts:
   """One sort and cumulative counts: position k predicts "member" for the top k + 1 points
-  (ties broken by index); it is a threshold when it ends its group of tied scores."""
+  (ties broken by index); it is a threshold when it ends its group of tied scores. With
+  ``num_examples`` (traced) only the first m points are real (an input padded to its bucket):
+  the padding sorts after them, counts as no member and ends no group."""
   m = scores.shape[0]
-  order, tp = descending_cumulative(scores, is_member, stable=True)
+  valid = None if num_examples is None else jnp.arange(m) < num_examples
+  order, tp = descending_cumulative(scores, is_member, stable=True, valid=valid)
   sorted_scores = scores[order]
   r = jnp.arange(1, m + 1, dtype=scores.dtype)
   # Position k ends a tie group when the next score is strictly smaller (or k is last).
   last = jnp.ones((min(m, 1),), bool)
   is_end = jnp.concatenate([sorted_scores[:-1] > sorted_scores[1:], last])
-  return _SortedCounts(sorted_scores, tp, r, jnp.logical_and(is_end, r >= min_predictions))
+  threshold = jnp.logical_and(is_end, r >= min_predictions)
+  if num_examples is not None:
+    real = r <= num_examples
+    threshold = jnp.logical_and(jnp.logical_or(threshold, r == num_examples) & real,
+                                r >= min_predictions)
+  return _SortedCounts(sorted_scores, tp, r, threshold)
 
 
-def _curves(scores, is_member, levels, bonferroni, min_predictions, tail) -> ThresholdCurve:
+def _curves(scores, is_member, levels, bonferroni, min_predictions, tail,
+            num_examples=None) -> ThresholdCurve:
   """The threshold curves of the rows of ``scores`` (rows, m), row i tested at ``levels[i]``
-  (divided by its number of thresholds under ``bonferroni``)."""
+  (divided by its number of thresholds under ``bonferroni``); of the first ``num_examples``
+  points when the rows are padded."""
   dtype = scores.dtype
-  counts = jax.vmap(_sorted_counts, in_axes=(0, None, None))(scores, is_member, min_predictions)
+  counts = jax.vmap(_sorted_counts, in_axes=(0, None, None, None))(scores, is_member,
+                                                                   min_predictions, num_examples)
   num_thresholds = jnp.sum(counts.valid, axis=-1)
   level = jnp.where(bonferroni, levels / jnp.maximum(num_thresholds, 1).astype(dtype), levels)
   tp, r = counts.true_positives, counts.predictions
@@ -193,11 +205,12 @@ def _row_levels(rows: int, significance, bonferroni):
 
 @_compile.jit(static_argnames=("tail",),
               fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH), tree_reductions=False)
-def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail):
+def _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail,
+               num_examples=None):
   """``scores`` stacks the B baselines' scores and the MIA's (last), (B + 1, m); every curve
-  shares one solver call."""
+  shares one solver call. ``num_examples``: the real points when m is padded."""
   curves = _curves(scores, is_member, _row_levels(scores.shape[0], significance, bonferroni),
-                   bonferroni, min_predictions, tail)
+                   bonferroni, min_predictions, tail, num_examples)
   lbs = _best_bounds(curves)
   best = jnp.argmax(lbs[:-1])
   baseline, mia = (jax.tree_util.tree_map(lambda x, i=i: x[i], curves) for i in (best, -1))
@@ -303,10 +316,33 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
     scores = np.concatenate([np.atleast_2d(baselines), mia[None]])
   else:
     scores = jnp.concatenate([jnp.atleast_2d(baselines), jnp.asarray(mia)[None]])
-  out = _panoramia(scores, _compile.argument(is_member, dtype),
-                   _compile.argument(significance, dtype), np.asarray(correction == "bonferroni"),
-                   _compile.argument(min_predictions, dtype), tail=tail)
-  return out._replace(optimistic=correction == "none")
+  args = (scores, _compile.argument(is_member, dtype), _compile.argument(significance, dtype),
+          np.asarray(correction == "bonferroni"), _compile.argument(min_predictions, dtype), tail)
+  if not _validate.is_concrete(args) or np.shape(is_member)[0] == 0:  # a caller's trace, or m = 0
+    out = _panoramia(*args[:-1], tail=tail)
+    return out._replace(optimistic=correction == "none")
+  m = int(np.shape(is_member)[0])
+  size = _compile.bucket_size(m)
+  padded = (_compile.pad_edge(args[0], size), _compile.pad_edge(args[1], size), *args[2:],
+            np.asarray(m, np.int32))
+  out = _compile.first_call(_panoramia_program, _host_panoramia, padded, math.prod(scores.shape))
+  return _cut_points(out, m)._replace(optimistic=correction == "none")
+
+
+def _panoramia_program(scores, is_member, significance, bonferroni, min_predictions, tail,
+                       num_examples):
+  """:func:`_panoramia` with ``tail`` passed by position (for :func:`_compile.first_call`)."""
+  return _panoramia(scores, is_member, significance, bonferroni, min_predictions, tail=tail,
+                    num_examples=num_examples)
+
+
+def _cut_points(out: PanoramiaBounds, m: int) -> PanoramiaBounds:
+  """``out`` with its per-point arrays cut back to the ``m`` real points (on the host: no
+  slicing program per size)."""
+  def cut(curve):
+    return ThresholdCurve(*(jax.device_put(np.asarray(x)[..., :m]) if np.ndim(x) else x
+                            for x in curve))
+  return out._replace(baseline=cut(out.baseline), mia=cut(out.mia))
 
 
 class PanoramiaNull(NamedTuple):
@@ -327,14 +363,23 @@ class PanoramiaNull(NamedTuple):
 
 
 @_compile.jit(static_argnames=("tail",), fusion_emitters=False, tree_reductions=False)
-def _null_bounds(scores, is_member, significance, bonferroni, min_predictions, tail):
-  """(c_lb, {c+eps}_lb) of each of R audits, ``scores`` (R, B + 1, m) as in :func:`_panoramia`."""
+def _null_bounds(scores, is_member, significance, bonferroni, min_predictions, tail,
+                 num_examples=None):
+  """(c_lb, {c+eps}_lb) of each of R audits, ``scores`` (R, B + 1, m) as in :func:`_panoramia`
+  (the first ``num_examples`` points real when m is padded)."""
   def one(rows):
     lbs = _best_bounds(_curves(rows, is_member, _row_levels(rows.shape[0], significance,
                                                             bonferroni),
-                               bonferroni, min_predictions, tail))
+                               bonferroni, min_predictions, tail, num_examples))
     return jnp.max(lbs[:-1]), lbs[-1]
   return jax.vmap(one)(scores)
+
+
+def _null_bounds_program(scores, is_member, significance, bonferroni, min_predictions, tail,
+                         num_examples):
+  """:func:`_null_bounds` with ``tail`` passed by position (for :func:`_compile.first_call`)."""
+  return _null_bounds(scores, is_member, significance, bonferroni, min_predictions, tail=tail,
+                      num_examples=num_examples)
 
 
 def _check_membership(is_member, m: int | None = None) -> int:
@@ -378,7 +423,9 @@ def bootstrap_within_classes(key: jax.Array, is_member, num_samples: int) -> np.
   m = _check_membership(is_member)
   _check_num_samples(num_samples, m)
   member = np.asarray(is_member).astype(bool).reshape(-1)
-  u = np.asarray(jax.random.uniform(key, (num_samples, member.size), jnp.float64))
+  # Drawn at the bucket of m and cut (one random program per bucket, not per m).
+  u = np.asarray(jax.random.uniform(key, (num_samples, _compile.bucket_size(member.size)),
+                                    jnp.float64))[:, :member.size]
   source = np.zeros(u.shape, np.int64)
   for label in (False, True):
     points = np.flatnonzero(member == label)
@@ -432,7 +479,8 @@ def smoothed_bootstrap(key: jax.Array, scores, is_member, indices) -> np.ndarray
   rows = np.atleast_2d(np.asarray(scores, np.float64))
   picked = rows[:, indices]  # (rows, R, m)
   width = silverman_bandwidths(rows, is_member)[:, None, :]
-  noise = np.asarray(jax.random.normal(key, picked.shape, jnp.float64))
+  noise = np.asarray(jax.random.normal(key, picked.shape[:-1] + (_compile.bucket_size(m),),
+                                     jnp.float64))[..., :m]  # one program per bucket
   out = picked + width * noise
   return out[0] if np.ndim(scores) == 1 else out
 
@@ -514,10 +562,13 @@ def panoramia_null(key: jax.Array, baseline_scores, is_member, significance=0.05
                            bootstrap_within_classes(keys[2], is_member, num_samples))
   dtype = _float_dtype()
   scores = np.concatenate([np.moveaxis(resampled, 0, 1), mia[:, None]], axis=1).astype(dtype)
-  c_lb, cpe = _null_bounds(scores, _compile.argument(is_member, dtype),
-                           _compile.argument(significance, dtype),
-                           np.asarray(correction == "bonferroni"),
-                           _compile.argument(min_predictions, dtype), tail=tail)
+  m = scores.shape[-1]
+  size = _compile.bucket_size(m)
+  args = (_compile.pad_edge(scores, size), _compile.pad_edge(_compile.argument(is_member, dtype),
+                                                            size),
+          _compile.argument(significance, dtype), np.asarray(correction == "bonferroni"),
+          _compile.argument(min_predictions, dtype), tail, np.asarray(m, np.int32))
+  c_lb, cpe = _compile.first_call(_null_bounds_program, _host_null_bounds, args, scores.size)
   return PanoramiaNull(eps_tilde=jnp.maximum(cpe - c_lb, 0.0), c_lb=c_lb, c_plus_eps_lb=cpe,
                        best_baseline=bounds.best_baseline)
 
@@ -534,3 +585,79 @@ def null_p_value(observed, null_samples) -> float:
   _validate.check_range("observed", observed)
   null = np.asarray(null_samples, np.float64).reshape(-1)
   return float((1 + np.sum(null >= observed)) / (1 + null.size))
+
+
+# --- Exact NumPy/scipy paths for first calls on small inputs ---------------------------------
+#
+# The same curves with scipy's inverse incomplete beta function for the Clopper-Pearson lower
+# limits (``scipy.special.betaincinv``). They answer a first call while its program compiles
+# (:func:`dpaudit.estimators._compile.first_call`).
+
+
+def _host_curves(scores, is_member, levels, bonferroni, min_predictions, tail) -> ThresholdCurve:
+  """:func:`_curves` in NumPy (unpadded rows)."""
+  from scipy import special
+  rows, m = scores.shape
+  member = np.asarray(is_member, np.float64)
+  order = np.argsort(-scores, axis=-1, kind="stable")
+  sorted_scores = np.take_along_axis(scores, order, axis=-1)
+  tp = np.cumsum(member[order], axis=-1)
+  r = np.broadcast_to(np.arange(1, m + 1, dtype=np.float64), (rows, m))
+  is_end = np.concatenate([sorted_scores[:, :-1] > sorted_scores[:, 1:],
+                           np.ones((rows, min(m, 1)), bool)], axis=-1)
+  valid = is_end & (r >= min_predictions)
+  num_thresholds = valid.sum(axis=-1)
+  level = np.where(bonferroni, levels / np.maximum(num_thresholds, 1), levels)
+  precision = tp / r
+  if tail == "binomial":
+    with np.errstate(invalid="ignore"):
+      p_lb = np.where(tp > 0.0, special.betaincinv(np.maximum(tp, 1.0), r - tp + 1.0,
+                                                   level[:, None]), 0.0)
+  else:
+    p_lb = precision - np.sqrt(np.log(1.0 / level)[:, None] / (2.0 * r))
+  above = p_lb > 0.5
+  safe = np.where(above, p_lb, 0.75)
+  bound = np.where(above, np.log(safe) - np.log1p(-safe), 0.0)
+  members = tp[:, -1:] if m else np.zeros((rows, 1))
+  recall = tp / np.maximum(members, 1.0)
+  return ThresholdCurve(np.where(valid, sorted_scores, np.nan), r, tp,
+                        np.where(valid, precision, np.nan), np.where(valid, recall, np.nan),
+                        np.where(valid, bound, np.nan), valid, num_thresholds, level)
+
+
+def _host_best_bounds(curves: ThresholdCurve) -> np.ndarray:
+  return np.max(np.where(curves.valid, curves.lower_bound, 0.0), axis=-1, initial=0.0)
+
+
+def _host_row_levels(rows: int, significance, bonferroni) -> np.ndarray:
+  half = significance / 2.0
+  is_baseline = np.arange(rows) < rows - 1
+  return np.where(bonferroni & is_baseline, half / max(rows - 1, 1), half)
+
+
+def _host_panoramia(scores, is_member, significance, bonferroni, min_predictions, tail,
+                    num_examples):
+  """:func:`_panoramia` in NumPy (arguments padded as the program takes them)."""
+  m = int(num_examples)
+  scores, member = np.asarray(scores, np.float64)[:, :m], np.asarray(is_member)[:m]
+  curves = _host_curves(scores, member, _host_row_levels(scores.shape[0], significance,
+                                                         bonferroni),
+                        bool(bonferroni), float(min_predictions), tail)
+  lbs = _host_best_bounds(curves)
+  best = int(np.argmax(lbs[:-1]))
+  baseline, mia = (ThresholdCurve(*(x[i] for x in curves)) for i in (best, -1))
+  return PanoramiaBounds(c_lb=lbs[best], c_plus_eps_lb=lbs[-1],
+                         eps_tilde=np.maximum(lbs[-1] - lbs[best], 0.0), baseline=baseline,
+                         mia=mia, baseline_c_lb=lbs[:-1], best_baseline=np.int64(best))
+
+
+def _host_null_bounds(scores, is_member, significance, bonferroni, min_predictions, tail,
+                      num_examples):
+  """:func:`_null_bounds` in NumPy (arguments padded as the program takes them)."""
+  m = int(num_examples)
+  scores, member = np.asarray(scores, np.float64)[..., :m], np.asarray(is_member)[:m]
+  levels = _host_row_levels(scores.shape[1], significance, bonferroni)
+  lbs = np.stack([_host_best_bounds(_host_curves(rows, member, levels, bool(bonferroni),
+                                                 float(min_predictions), tail))
+                  for rows in scores])
+  return np.max(lbs[:, :-1], axis=1), lbs[:, -1]
