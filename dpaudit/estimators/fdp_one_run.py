@@ -73,13 +73,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy import special as jsp
-from scipy import optimize
+from scipy import optimize, special
 
 from dpaudit import _validate
 from dpaudit.accounting import dpsgd
@@ -109,14 +110,42 @@ _CHUNK = 1024
 """Problems searched together (:func:`_mu_batched`)."""
 
 
-def _ndtr(x):
+class _Ops(NamedTuple):
+  """What the computations below run on: JAX inside the compiled programs (:data:`_JAX`), or
+  NumPy/scipy on the host (:data:`_HOST`, the exact path of a first call on a small input,
+  :func:`dpaudit.estimators._compile.first_call`). The same code runs on both."""
+  xp: Any
+  ndtri: Callable
+  erfc: Callable
+  log_ndtr: Callable
+  while_loop: Callable
+  fori_loop: Callable
+
+
+def _host_while(cond, body, state):
+  while cond(state):
+    state = body(state)
+  return state
+
+
+def _host_fori(lower, upper, body, state):
+  for i in range(lower, upper):
+    state = body(i, state)
+  return state
+
+
+_JAX = _Ops(jnp, jsp.ndtri, jax.lax.erfc, jsp.log_ndtr, jax.lax.while_loop, jax.lax.fori_loop)
+_HOST = _Ops(np, special.ndtri, special.erfc, special.log_ndtr, _host_while, _host_fori)
+
+
+def _ndtr(x, ops=_JAX):
   """Standard normal CDF as one ``erfc`` (``jax.scipy.special.ndtr`` evaluates both ``erf`` and
   ``erfc``); relative error below 1e-13 down to x = -37."""
-  return 0.5 * jax.lax.erfc(-x * _SQRT_HALF)
+  return 0.5 * ops.erfc(-x * _SQRT_HALF)
 
 
-def _pdf(x):
-  return _INV_SQRT_2PI * jnp.exp(-0.5 * x * x)
+def _pdf(x, ops=_JAX):
+  return _INV_SQRT_2PI * ops.xp.exp(-0.5 * x * x)
 
 
 def _tolerance(dtype) -> float:
@@ -128,94 +157,147 @@ def _stop(dtype) -> float:
 
 
 # ------------------------------------------------------------------------------ recursion
-def _fresh(shape_like, mu, e0, de0, start):
+def _fresh(shape_like, mu, e0, de0, start, ops=_JAX):
   """Recursion state for a new evaluation at ``mu`` with first increment ``e0``
   (``de0`` = its mu-derivative), in the lanes where ``start`` holds."""
-  z = jnp.zeros_like(shape_like)
-  return dict(mu=mu, e0=jnp.maximum(e0, 0.0), de0=jnp.where(e0 > 0.0, de0, 0.0), t=z, a_inc=z,
+  xp = ops.xp
+  z = xp.zeros_like(shape_like)
+  return dict(mu=mu, e0=xp.maximum(e0, 0.0), de0=xp.where(e0 > 0.0, de0, 0.0), t=z, a_inc=z,
               b_inc=z, da_inc=z, db_inc=z, live=start)
 
 
-def _gaussian_curve(a, mu):
+def _gaussian_curve(a, mu, ops=_JAX):
   r""":math:`\bar f(a) = \Phi(\Phi^{-1}(a) - \mu)` of :math:`\mu`-GDP, its slope in a
   (:math:`e^{\mu z - \mu^2/2}`; 0 once a reaches 1, where :math:`\bar f` is 1 and flat) and
   its derivative in mu."""
-  z = jsp.ndtri(jnp.minimum(a, 1.0))
+  xp = ops.xp
+  z = ops.ndtri(xp.minimum(a, 1.0))
   w = z - mu
-  slope = jnp.where(a < 1.0, jnp.exp(jnp.minimum(mu * z - 0.5 * mu * mu, 700.0)), 0.0)
-  return _ndtr(w), slope, -_pdf(w)
+  slope = xp.where(a < 1.0, xp.exp(xp.minimum(mu * z - 0.5 * mu * mu, 700.0)), 0.0)
+  return _ndtr(w, ops), slope, -_pdf(w, ops)
 
 
-def _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve=_gaussian_curve):
+def _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve=None, ops=_JAX):
   """One step of the recursion (i = v - 1 - t) in every lane where ``s["live"]``: adds
   :math:`D_i` to ``b_inc`` and :math:`\\frac{i}{r-i}D_i` to ``a_inc`` (the increments
   of b and a), with their mu-derivatives, and ends the lane's evaluation at i = 0, when the
   increments have died out or when the total passes ``cap``. ``curve(a, mu)`` gives
   :math:`\bar f(a)`, its slope in a and its derivative in the family's parameter
-  (:func:`_gaussian_curve`; :func:`_piecewise_linear_curve` for a fixed curve)."""
+  (None: :func:`_gaussian_curve`; :func:`_piecewise_linear_curve` for a fixed curve)."""
+  xp = ops.xp
   r, v, mu, t, live = num_guesses, num_correct, s["mu"], s["t"], s["live"]
   i = v - 1.0 - t
   a = alpha + s["a_inc"]
-  value, slope, d_value = curve(a, mu)
+  value, slope, d_value = (curve or functools.partial(_gaussian_curve, ops=ops))(a, mu)
   f_bar = (k - 1.0) * value
   d_f_bar = (k - 1.0) * (slope * s["da_inc"] + d_value)
   first = t == 0.0
   gap = f_bar - eta - s["b_inc"]
-  d = jnp.where(first, s["e0"], jnp.maximum(gap, 0.0))
-  dd = jnp.where(first, s["de0"], jnp.where(gap > 0.0, d_f_bar - s["db_inc"], 0.0))
-  c = jnp.maximum(i, 0.0) / (r - i)
+  d = xp.where(first, s["e0"], xp.maximum(gap, 0.0))
+  dd = xp.where(first, s["de0"], xp.where(gap > 0.0, d_f_bar - s["db_inc"], 0.0))
+  c = xp.maximum(i, 0.0) / (r - i)
   a_inc, b_inc = s["a_inc"] + c * d, s["b_inc"] + d
   da_inc, db_inc = s["da_inc"] + c * dd, s["db_inc"] + dd
   total = a_inc + b_inc
   gain = (k - 1.0) * slope * c
   faded = ((gain < 0.5) & (d * (1.0 + c) <= stop * total)
-           & (jnp.abs(dd) * (1.0 + c) <= stop * jnp.abs(da_inc + db_inc)))
+           & (xp.abs(dd) * (1.0 + c) <= stop * xp.abs(da_inc + db_inc)))
   go_on = (i >= 1.0) & ~faded & (total <= cap)
-  keep = lambda new, old: jnp.where(live, new, old)
+  keep = lambda new, old: xp.where(live, new, old)
   return dict(s, t=keep(t + 1.0, t), a_inc=keep(a_inc, s["a_inc"]), b_inc=keep(b_inc, s["b_inc"]),
               da_inc=keep(da_inc, s["da_inc"]), db_inc=keep(db_inc, s["db_inc"]), live=live & go_on)
 
 
-def _run(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve=_gaussian_curve):
+_HOST_STEPS_PER_UPDATE = 32
+"""Host steps between two updates of the search (:func:`_mu_search`)."""
+_HOST_CHECK = 8
+"""On the host, an evaluation's ends (:func:`_host_steps`) are checked every this many steps."""
+
+
+def _host_steps(s, count, num_guesses, num_correct, k, alpha, eta, cap, stop):
+  """``count`` steps of :func:`_step` (Gaussian curve) on the host, in about half the NumPy
+  operations (a host step costs its number of operations, not its lanes). The same sums; the
+  first step's increment computed by the general formula (the same numbers as ``e0``/``de0``);
+  the ends (i = 0, faded increments, the cap) checked every :data:`_HOST_CHECK` steps and after
+  the last, so that a lane may take up to three more steps than the compiled recursion: past
+  i = 0 they add nothing, past the others only more of the same sums (totals only grow)."""
+  r, mu, live = num_guesses, s["mu"], s["live"]
+  last = num_correct - 1.0
+  k1 = k - 1.0
+  half_k1, k1_density, half_mu = 0.5 * k1, k1 * _INV_SQRT_2PI, 0.5 * mu
+  t, a_inc, b_inc = s["t"].copy(), s["a_inc"].copy(), s["b_inc"].copy()
+  da_inc, db_inc = s["da_inc"].copy(), s["db_inc"].copy()
+  for step in range(1, count + 1):
+    i = last - t
+    a = alpha + a_inc
+    z = special.ndtri(np.minimum(a, 1.0))
+    w = z - mu
+    slope = np.where(a < 1.0, np.exp(np.minimum(mu * (z - half_mu), 700.0)), 0.0)
+    gap = half_k1 * special.erfc(w * -_SQRT_HALF) - eta - b_inc
+    on = (gap > 0.0) & live
+    d = gap * on
+    dd = (k1 * slope * da_inc - k1_density * np.exp(-0.5 * w * w) - db_inc) * on
+    c = np.maximum(i, 0.0) / (r - i)
+    a_inc += c * d
+    b_inc += d
+    da_inc += c * dd
+    db_inc += dd
+    t += live
+    if step % _HOST_CHECK == 0 or step == count:
+      total = a_inc + b_inc
+      faded = ((k1 * slope * c < 0.5) & (d * (1.0 + c) <= stop * total)
+               & (np.abs(dd) * (1.0 + c) <= stop * np.abs(da_inc + db_inc)))
+      live = live & (i >= 1.0) & ~faded & (total <= cap)
+      if not live.any():
+        break
+  return dict(s, t=t, a_inc=a_inc, b_inc=b_inc, da_inc=da_inc, db_inc=db_inc, live=live)
+
+
+def _run(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve=None, ops=_JAX):
   """Steps until every lane's evaluation has ended."""
-  step = lambda s: _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve)
-  return jax.lax.while_loop(lambda s: jnp.any(s["live"]), step, s)
+  if ops is _HOST and curve is None:
+    step = lambda s: _host_steps(s, _STEPS_PER_UPDATE, num_guesses, num_correct, k, alpha, eta,
+                                 cap, stop)
+  else:
+    step = lambda s: _step(s, num_guesses, num_correct, k, alpha, eta, cap, stop, curve, ops)
+  return ops.while_loop(lambda s: ops.xp.any(s["live"]), step, s)
 
 
-def _first_increment(k, alpha, eta, z_alpha, mu):
+def _first_increment(k, alpha, eta, z_alpha, mu, ops=_JAX):
   r""":math:`D_{v-1} = (k-1)\bar f(a_v) - b_v` and its mu-derivative."""
-  return ((k - 1.0) * _ndtr(z_alpha - mu) - eta, -(k - 1.0) * _pdf(z_alpha - mu))
+  return ((k - 1.0) * _ndtr(z_alpha - mu, ops) - eta, -(k - 1.0) * _pdf(z_alpha - mu, ops))
 
 
 # ------------------------------------------------------------------------------ p-value
-def _p_value(m, r, v, k, mu):
+def _p_value(m, r, v, k, mu, ops=_JAX):
   r""":math:`\sup\{\gamma : a_0 + b_0 \le r/m\}` by bisection on :math:`\log\gamma` (the
   larger end, where the test rejects, is returned: an upper bound on the probability)."""
+  xp = ops.xp
   dtype = m.dtype
   stop = _stop(dtype)
-  tiny = float(jnp.finfo(dtype).tiny)
+  tiny = float(xp.finfo(dtype).tiny)
   steps = 40 + int(math.ceil(math.log2(-math.log(tiny))))  # to below 2^-40 in log(gamma)
 
   def rejects(gamma):
     alpha, eta = gamma * v / m, gamma * (r - v) / m
     threshold = (1.0 - gamma) * r / m
-    e0, _ = _first_increment(k, alpha, eta, jsp.ndtri(alpha), mu)
-    s = _fresh(m, mu, e0, jnp.zeros_like(m), v >= 1.0)
-    s = _run(s, r, v, k, alpha, eta, _CAP * threshold, stop)
+    e0, _ = _first_increment(k, alpha, eta, ops.ndtri(alpha), mu, ops)
+    s = _fresh(m, mu, e0, xp.zeros_like(m), v >= 1.0, ops)
+    s = _run(s, r, v, k, alpha, eta, _CAP * threshold, stop, ops=ops)
     return (s["a_inc"] + s["b_inc"]) > threshold
 
-  at_one = rejects(jnp.ones_like(m))  # gamma = 1: threshold 0, rejects if any increment
-  lo, hi = jnp.full_like(m, math.log(tiny)), jnp.zeros_like(m)
+  at_one = rejects(xp.ones_like(m))  # gamma = 1: threshold 0, rejects if any increment
+  lo, hi = xp.full_like(m, math.log(tiny)), xp.zeros_like(m)
 
   def bisect(_, bracket):
     lo, hi = bracket
     mid = 0.5 * (lo + hi)
-    rej = rejects(jnp.exp(mid))
-    return jnp.where(rej, lo, mid), jnp.where(rej, mid, hi)
+    rej = rejects(xp.exp(mid))
+    return xp.where(rej, lo, mid), xp.where(rej, mid, hi)
 
-  lo, hi = jax.lax.fori_loop(0, steps, bisect, (lo, hi))
-  p = jnp.exp(hi)
-  return jnp.where((v <= 0.0) | ~at_one, 1.0, p)
+  lo, hi = ops.fori_loop(0, steps, bisect, (lo, hi))
+  p = xp.exp(hi)
+  return xp.where((v <= 0.0) | ~at_one, 1.0, p)
 
 
 @_compile.jit(fusion_emitters=False)
@@ -225,33 +307,34 @@ def _p_value_jit(m, r, v, mu, k):
 
 
 # ------------------------------------------------------------------------------ mu search
-def _mu_search(m, r, v, k, beta, state: bool = False):
+def _mu_search(m, r, v, k, beta, state: bool = False, ops=_JAX):
   """The largest mu that the test rejects (module docstring: Numerics); with ``state``, also
   the search's final state (evaluations ``n`` per problem, bracket ``lo``/``hi``)."""
+  xp = ops.xp
   dtype = m.dtype
   tol, stop = _tolerance(dtype), _stop(dtype)
   alpha, eta = beta * v / m, beta * (r - v) / m
-  z_alpha = jsp.ndtri(alpha)
+  z_alpha = ops.ndtri(alpha)
   threshold = (1.0 - beta) * r / m
   cap = _CAP * threshold
   excess_max = (k - 1.0) * alpha - eta  # D_{v-1} at mu = 0
   trivial = (v <= 0.0) | (excess_max <= 0.0)  # no increment even at mu = 0: nothing rejected
-  log_excess_max = jnp.log(jnp.where(trivial, 1.0, excess_max))
-  tiny_log = math.log(float(jnp.finfo(dtype).tiny)) + 1.0
-  zero, no = jnp.zeros_like(m), jnp.zeros(m.shape, bool)
-  inf = jnp.full_like(m, jnp.inf)
+  log_excess_max = xp.log(xp.where(trivial, 1.0, excess_max))
+  tiny_log = math.log(float(xp.finfo(dtype).tiny)) + 1.0
+  zero, no = xp.zeros_like(m), xp.zeros(m.shape, bool)
+  inf = xp.full_like(m, xp.inf)
   # Beyond mu_0, (k - 1) f_bar(a_v) <= b_v: no increments, the test accepts.
-  mu_0 = jnp.where(eta > 0.0, z_alpha - jsp.ndtri(eta / (k - 1.0)), inf)
+  mu_0 = xp.where(eta > 0.0, z_alpha - ops.ndtri(eta / (k - 1.0)), inf)
 
   def mu_at(log_excess):
     """The mu at which D_{v-1} = exp(log_excess) (decreasing in log_excess)."""
-    u = jnp.clip(log_excess, tiny_log, log_excess_max)
-    return jnp.maximum(z_alpha - jsp.ndtri((jnp.exp(u) + eta) / (k - 1.0)), 0.0)
+    u = xp.clip(log_excess, tiny_log, log_excess_max)
+    return xp.maximum(z_alpha - ops.ndtri((xp.exp(u) + eta) / (k - 1.0)), 0.0)
 
   def begin(s, mu, start):
-    e0, de0 = _first_increment(k, alpha, eta, z_alpha, mu)
-    fresh = _fresh(m, mu, e0, de0, start & (v >= 1.0))
-    return dict(s, **{key: jnp.where(start, val, s[key]) for key, val in fresh.items()})
+    e0, de0 = _first_increment(k, alpha, eta, z_alpha, mu, ops)
+    fresh = _fresh(m, mu, e0, de0, start & (v >= 1.0), ops)
+    return dict(s, **{key: xp.where(start, val, s[key]) for key, val in fresh.items()})
 
   def update(s):
     """Lanes whose evaluation has ended: record it, pick the next point or finish."""
@@ -261,21 +344,21 @@ def _mu_search(m, r, v, k, beta, state: bool = False):
     q = threshold / total
     dq = -threshold * (s["da_inc"] + s["db_inc"]) / (total * total)
     rejected = total > threshold
-    lo = jnp.where(ended & rejected, mu, s["lo"])
-    hi = jnp.where(ended & ~rejected, mu, s["hi"])
+    lo = xp.where(ended & rejected, mu, s["lo"])
+    hi = xp.where(ended & ~rejected, mu, s["hi"])
     usable = ended & (n > 0) & (~rejected | (q > _SMOOTH)) & (dq > 0.0)
-    take = lambda new, old: jnp.where(usable, new, old)
+    take = lambda new, old: xp.where(usable, new, old)
     # Model points in p = 1 / D_{v-1}(mu), in which q is close to linear (q = 1 / total
     # increment, and the total is D_{v-1} times a gain that varies slowly until the recursion
     # nears its fold): the point's p, q and dp/dq.
-    excess, d_excess = _first_increment(k, alpha, eta, z_alpha, mu)
+    excess, d_excess = _first_increment(k, alpha, eta, z_alpha, mu, ops)
     p = 1.0 / excess
     dp = -d_excess / (excess * excess) / dq
     mu1, q1 = take(mu, s["mu1"]), take(q, s["q1"])
     p1, s1 = take(p, s["p1"]), take(dp, s["s1"])
     p2, q2 = take(s["p1"], s["p2"]), take(s["q1"], s["q2"])
-    points = s["points"] + usable.astype(jnp.int32)
-    log_start = jnp.where(ended & rejected & (points == 0) & (n > 0), s["log_start"] - 15.0,
+    points = s["points"] + usable.astype(xp.int32)
+    log_start = xp.where(ended & rejected & (points == 0) & (n > 0), s["log_start"] - 15.0,
                           s["log_start"])
     width = hi - lo
     done = s["done"] | (ended & ((width <= tol * lo + 1e-3 * tol) | (~rejected & (n == 0))
@@ -287,38 +370,40 @@ def _mu_search(m, r, v, k, beta, state: bool = False):
     newton = p1 + (1.0 - q1) * s1
     gap = q2 - q1
     quadratic = newton + (p2 - p1 - s1 * gap) / (gap * gap) * (1.0 - q1) ** 2
-    model = jnp.where((points >= 2) & (q2 < 4.0 * _FAR), quadratic, newton)
-    target = jnp.where(q1 > _FAR, jnp.log(q1 / _FAR) - jnp.log(p1),
-                       jnp.where(model > 0.0, -jnp.log(jnp.maximum(model, 1e-300)), jnp.nan))
-    nxt = mu_at(jnp.where(points >= 1, target, log_start))
+    model = xp.where((points >= 2) & (q2 < 4.0 * _FAR), quadratic, newton)
+    target = xp.where(q1 > _FAR, xp.log(q1 / _FAR) - xp.log(p1),
+                       xp.where(model > 0.0, -xp.log(xp.maximum(model, 1e-300)), xp.nan))
+    nxt = mu_at(xp.where(points >= 1, target, log_start))
     # Converged from one side: step tol/4 past the predicted root, to close the bracket.
-    close = (points >= 1) & (jnp.abs(nxt - mu1) < 0.25 * tol * mu1)
-    nxt = jnp.where(close, nxt + jnp.where(q1 >= 1.0, -0.25, 0.25) * tol * mu1, nxt)
+    close = (points >= 1) & (xp.abs(nxt - mu1) < 0.25 * tol * mu1)
+    nxt = xp.where(close, nxt + xp.where(q1 >= 1.0, -0.25, 0.25) * tol * mu1, nxt)
     # As in Numerical Recipes' rtsafe, a model step that is not converging fast enough (here:
     # longer than a quarter of the step before the last) gives way to bisection, and so does
     # one that leaves the bracket (far steps and the start are not held to the first rule).
-    slow = (jnp.abs(nxt - mu1) > 0.25 * s["step_before"]) & (q1 <= _FAR) & (points >= 1)
-    inside = jnp.isfinite(nxt) & (nxt > lo) & (nxt < hi) & (close | ~slow)
-    bisection = jnp.where(jnp.isfinite(hi), 0.5 * (lo + hi), 2.0 * lo + 1.0)
-    nxt = jnp.where(inside, nxt, bisection)
-    moved = jnp.abs(nxt - mu)
+    slow = (xp.abs(nxt - mu1) > 0.25 * s["step_before"]) & (q1 <= _FAR) & (points >= 1)
+    inside = xp.isfinite(nxt) & (nxt > lo) & (nxt < hi) & (close | ~slow)
+    bisection = xp.where(xp.isfinite(hi), 0.5 * (lo + hi), 2.0 * lo + 1.0)
+    nxt = xp.where(inside, nxt, bisection)
+    moved = xp.abs(nxt - mu)
     s = dict(s, lo=lo, hi=hi, mu1=mu1, q1=q1, p1=p1, s1=s1, p2=p2, q2=q2, points=points,
-             log_start=log_start, done=done, step=jnp.where(ended, moved, s["step"]),
-             step_before=jnp.where(ended, s["step"], s["step_before"]),
-             n=n + ended.astype(jnp.int32))
+             log_start=log_start, done=done, step=xp.where(ended, moved, s["step"]),
+             step_before=xp.where(ended, s["step"], s["step_before"]),
+             n=n + ended.astype(xp.int32))
     return begin(s, nxt, ended & ~done)
 
   def block(s):
-    step = lambda _, s: _step(s, r, v, k, alpha, eta, cap, stop)
-    return update(jax.lax.fori_loop(0, _STEPS_PER_UPDATE, step, s))
+    if ops is _HOST:
+      return update(_host_steps(s, _HOST_STEPS_PER_UPDATE, r, v, k, alpha, eta, cap, stop))
+    step = lambda _, s: _step(s, r, v, k, alpha, eta, cap, stop, ops=ops)
+    return update(ops.fori_loop(0, _STEPS_PER_UPDATE, step, s))
 
   s = dict(lo=zero, hi=mu_0, mu1=zero, q1=inf, p1=zero, s1=zero, p2=zero, q2=inf,
-           points=jnp.zeros(m.shape, jnp.int32), log_start=log_excess_max + math.log(_START),
-           done=trivial, step=inf, step_before=inf, n=jnp.zeros(m.shape, jnp.int32),
-           **_fresh(m, zero, zero, zero, no))
+           points=xp.zeros(m.shape, xp.int32), log_start=log_excess_max + math.log(_START),
+           done=trivial, step=inf, step_before=inf, n=xp.zeros(m.shape, xp.int32),
+           **_fresh(m, zero, zero, zero, no, ops))
   s = begin(s, zero, ~trivial)  # first evaluation: mu = 0 (answer 0 unless it rejects)
-  s = jax.lax.while_loop(lambda s: ~jnp.all(s["done"]), block, s)
-  mu = jnp.where(trivial, 0.0, s["lo"])
+  s = ops.while_loop(lambda s: ~xp.all(s["done"]), block, s)
+  mu = xp.where(trivial, 0.0, s["lo"])
   return (mu, s) if state else mu
 
 
@@ -351,23 +436,25 @@ def _mu_jit(m, r, v, beta, k):
 
 
 # ------------------------------------------------------------------------------ Gaussian DP
-def _gdp_log_delta(mu, epsilon):
+def _gdp_log_delta(mu, epsilon, ops=_JAX):
   r""":math:`\log\delta(\epsilon)` of :math:`\mu`-GDP and :math:`d\log\delta/d\epsilon`, with
   :math:`\delta = \Phi(-\epsilon/\mu + \mu/2) - e^\epsilon\Phi(-\epsilon/\mu - \mu/2)` written
   as :math:`\Phi(a)(1 - e^{\epsilon + \log\Phi(b) - \log\Phi(a)})` so that it keeps its
   relative accuracy in the tail, and :math:`d\delta/d\epsilon = -e^\epsilon\Phi(b)`."""
-  safe_mu = jnp.maximum(mu, 1e-300)
+  xp = ops.xp
+  safe_mu = xp.maximum(mu, 1e-300)
   a = -epsilon / safe_mu + 0.5 * mu
   b = a - mu
-  log_pa, log_pb = jsp.log_ndtr(a), jsp.log_ndtr(b)
-  x = jnp.minimum(epsilon + log_pb - log_pa, 0.0)
-  log_delta = log_pa + jnp.log(-jnp.expm1(x))
-  return log_delta, -jnp.exp(epsilon + log_pb - log_delta)
+  log_pa, log_pb = ops.log_ndtr(a), ops.log_ndtr(b)
+  x = xp.minimum(epsilon + log_pb - log_pa, 0.0)
+  log_delta = log_pa + xp.log(-xp.expm1(x))
+  return log_delta, -xp.exp(epsilon + log_pb - log_delta)
 
 
-def _gdp_delta(mu, epsilon):
-  log_delta, _ = _gdp_log_delta(mu, epsilon)
-  return jnp.where(mu > 0.0, jnp.exp(log_delta), 0.0)
+def _gdp_delta(mu, epsilon, ops=_JAX):
+  xp = ops.xp
+  log_delta, _ = _gdp_log_delta(mu, epsilon, ops)
+  return xp.where(mu > 0.0, xp.exp(log_delta), 0.0)
 
 
 @_compile.jit
@@ -376,33 +463,34 @@ def _gdp_delta_jit(mu, epsilon):
   return _gdp_delta(mu, epsilon)
 
 
-def _gdp_epsilon(mu, delta):
+def _gdp_epsilon(mu, delta, ops=_JAX):
   """Newton's method on log delta(epsilon) (decreasing in epsilon) inside the bracket
   [0, mu^2/2 - mu Phi^{-1}(delta)] (there Phi(a) <= delta), bisection when a step leaves it."""
+  xp = ops.xp
   tol = _tolerance(mu.dtype)
-  safe_delta = jnp.clip(delta, jnp.finfo(mu.dtype).tiny, 1.0)
-  log_target = jnp.log(safe_delta)
-  zero_eps = (mu <= 0.0) | (_gdp_delta(mu, jnp.zeros_like(mu)) <= delta)
+  safe_delta = xp.clip(delta, xp.finfo(mu.dtype).tiny, 1.0)
+  log_target = xp.log(safe_delta)
+  zero_eps = (mu <= 0.0) | (_gdp_delta(mu, xp.zeros_like(mu), ops) <= delta)
   infinite = (delta <= 0.0) & ~zero_eps
-  lo = jnp.zeros_like(mu)
-  hi = jnp.maximum(0.5 * mu * mu - mu * jsp.ndtri(safe_delta), 0.0)
+  lo = xp.zeros_like(mu)
+  hi = xp.maximum(0.5 * mu * mu - mu * ops.ndtri(safe_delta), 0.0)
   done = zero_eps | infinite
 
   def body(s):
     lo, hi, x, done, n = s
-    f, df = _gdp_log_delta(mu, x)
+    f, df = _gdp_log_delta(mu, x, ops)
     f = f - log_target
-    lo = jnp.where(f > 0.0, x, lo)   # delta(x) > target: the root is to the right
-    hi = jnp.where(f > 0.0, hi, x)
+    lo = xp.where(f > 0.0, x, lo)   # delta(x) > target: the root is to the right
+    hi = xp.where(f > 0.0, hi, x)
     nxt = x - f / df
-    nxt = jnp.where(jnp.isfinite(nxt) & (nxt > lo) & (nxt < hi), nxt, 0.5 * (lo + hi))
-    done = done | (hi - lo <= tol * hi) | (jnp.abs(nxt - x) <= 0.1 * tol * x)
-    return lo, hi, jnp.where(done, x, nxt), done, n + 1
+    nxt = xp.where(xp.isfinite(nxt) & (nxt > lo) & (nxt < hi), nxt, 0.5 * (lo + hi))
+    done = done | (hi - lo <= tol * hi) | (xp.abs(nxt - x) <= 0.1 * tol * x)
+    return lo, hi, xp.where(done, x, nxt), done, n + 1
 
   start = 0.5 * (lo + hi)
-  lo, hi, x, done, _ = jax.lax.while_loop(lambda s: ~jnp.all(s[3]) & (s[4] < 200), body,
+  lo, hi, x, done, _ = ops.while_loop(lambda s: ~xp.all(s[3]) & (s[4] < 200), body,
                                           (lo, hi, start, done, 0))
-  return jnp.where(zero_eps, 0.0, jnp.where(infinite, jnp.inf, x))
+  return xp.where(zero_eps, 0.0, xp.where(infinite, xp.inf, x))
 
 
 @_compile.jit
@@ -416,6 +504,80 @@ def _epsilon_jit(m, r, v, delta, beta, k):
   mu = _mu_batched(m, r, v, k, beta)
   mu, delta = jnp.broadcast_arrays(mu, delta)
   return _gdp_epsilon(mu, delta)
+
+
+# ------------------------------------------------------------------------------ first calls
+# The compiled programs serve every size of a power-of-two bucket
+# (:func:`dpaudit.estimators._compile.elementwise`). A first call on a small input is answered on
+# the host, by the same code run on NumPy/scipy (:data:`_HOST`), while its program compiles in
+# the background (:func:`dpaudit.estimators._compile.first_call`); the paths agree to the
+# search's tolerance (1e-9 relative in float64), not bit for bit.
+
+HOST_STEPS = 1 << 17
+"""Most recursion steps (problems times the largest number of right guesses) a first call may
+take on the host; larger ones wait for the compiled program."""
+
+
+def _host_floats(*xs) -> tuple[np.ndarray, ...]:
+  """``xs`` broadcast, as writable float64 NumPy arrays."""
+  return tuple(np.array(x) for x in np.broadcast_arrays(*(np.asarray(x, np.float64) for x in xs)))
+
+
+def _host_mu(m, r, v, beta, k):
+  m, r, v, beta, k = _host_floats(m, r, v, beta, k)
+  with np.errstate(all="ignore"):
+    return _mu_search(m, r, v, k, beta, ops=_HOST)
+
+
+def _host_gdp_epsilon(mu, delta):
+  mu, delta = _host_floats(mu, delta)
+  with np.errstate(all="ignore"):
+    return _gdp_epsilon(mu, delta, ops=_HOST)
+
+
+def _host_epsilon(m, r, v, delta, beta, k):
+  return _host_gdp_epsilon(_host_mu(m, r, v, beta, k), delta)
+
+
+def _host_p_value(m, r, v, mu, k):
+  m, r, v, mu, k = _host_floats(m, r, v, mu, k)
+  with np.errstate(all="ignore"):
+    return _p_value(m, r, v, k, mu, ops=_HOST)
+
+
+def _mu_program(m, r, v, beta, k):
+  return _compile.elementwise(_mu_threads, m, r, v, beta, k)
+
+
+def _epsilon_program(m, r, v, delta, beta, k):
+  return _compile.elementwise(_epsilon_jit, m, r, v, delta, beta, k)
+
+
+def _p_value_program(m, r, v, mu, k):
+  return _compile.elementwise(_p_value_jit, m, r, v, mu, k)
+
+
+def _first_call(program, host, args):
+  """``program(*args)`` (bucketed), or ``host(*args)`` while it compiles
+  (:func:`dpaudit.estimators._compile.first_call`) when the recursion's steps are few
+  (:data:`HOST_STEPS`; ``args[2]`` holds the numbers of right guesses)."""
+  size = math.prod(np.broadcast_shapes(*(np.shape(a) for a in args)))
+  if (not _validate.is_concrete(args)
+      or size * float(np.max(np.asarray(args[2]), initial=0.0)) > HOST_STEPS):
+    host = None
+  return _compile.first_call(program, host, args, size)
+
+
+def _gdp_call(program, computation, args):
+  """A Gaussian-DP conversion: on the host (NumPy/scipy, float64, returned in the default float
+  dtype) when the arguments are concrete and on a CPU, else ``program`` (bucketed), which
+  ``$DPAUDIT_FIRST_CALLS=compiled`` also forces."""
+  if (_compile.first_calls_mode() == "compiled" or not _validate.is_concrete(args)
+      or _compile.platform(args) != "cpu"):
+    return _compile.elementwise(program, *args)
+  with np.errstate(all="ignore"):
+    out = computation(*_host_floats(*args), ops=_HOST)
+  return jnp.asarray(np.asarray(out, jnp.result_type(float)))
 
 
 # ------------------------------------------------------------------------------ validation
@@ -461,7 +623,7 @@ def fdp_one_run_p_value(num_examples, num_guesses, num_correct, mu,
   _check_game(num_examples, num_guesses, num_correct, num_candidates, mu=mu)
   _validate.check_range("mu", mu, 0.0, finite=True)
   args = _compile.float_arguments(num_examples, num_guesses, num_correct, mu, num_candidates)
-  return _p_value_jit(*args)
+  return _first_call(_p_value_program, _host_p_value, args)
 
 
 def fdp_one_run_mu(num_examples, num_guesses, num_correct, significance=0.05,
@@ -494,7 +656,7 @@ def fdp_one_run_mu(num_examples, num_guesses, num_correct, significance=0.05,
   _validate.check_significance(significance)
   args = _compile.float_arguments(num_examples, num_guesses, num_correct, significance,
                                   num_candidates)
-  return _mu_threads(*args)
+  return _first_call(_mu_program, _host_mu, args)
 
 
 _THREADS = 2
@@ -560,7 +722,7 @@ def fdp_one_run_epsilon(num_examples, num_guesses, num_correct, delta, significa
   _validate.check_significance(significance)
   args = _compile.float_arguments(num_examples, num_guesses, num_correct, delta, significance,
                                   num_candidates)
-  return _epsilon_jit(*args)
+  return _first_call(_epsilon_program, _host_epsilon, args)
 
 
 def gdp_delta(mu, epsilon) -> jax.Array:
@@ -581,7 +743,7 @@ def gdp_delta(mu, epsilon) -> jax.Array:
   one_run._check_shapes(mu=mu, epsilon=epsilon)
   _validate.check_range("mu", mu, 0.0, finite=True)
   _validate.check_range("epsilon", epsilon, 0.0)
-  return _gdp_delta_jit(*_compile.float_arguments(mu, epsilon))
+  return _gdp_call(_gdp_delta_jit, _gdp_delta, _compile.float_arguments(mu, epsilon))
 
 
 def gdp_epsilon(mu, delta) -> jax.Array:
@@ -603,7 +765,7 @@ def gdp_epsilon(mu, delta) -> jax.Array:
   one_run._check_shapes(mu=mu, delta=delta)
   _validate.check_range("mu", mu, 0.0, finite=True)
   _validate.check_delta(delta)
-  return _gdp_epsilon_jit(*_compile.float_arguments(mu, delta))
+  return _gdp_call(_gdp_epsilon_jit, _gdp_epsilon, _compile.float_arguments(mu, delta))
 
 
 def gdp_tradeoff_curve(mu, alphas) -> jax.Array:
@@ -624,13 +786,16 @@ def gdp_tradeoff_curve(mu, alphas) -> jax.Array:
   one_run._check_shapes(mu=mu, alphas=alphas)
   _validate.check_range("mu", mu, 0.0, finite=True)
   _validate.check_range("alphas", alphas, 0.0, 1.0)
-  mu, alphas = _compile.float_arguments(mu, alphas)
-  return _tradeoff_jit(mu, alphas)
+  return _gdp_call(_tradeoff_jit, _tradeoff, _compile.float_arguments(mu, alphas))
+
+
+def _tradeoff(mu, alphas, ops=_JAX):
+  return _ndtr(-ops.ndtri(alphas) - mu, ops)
 
 
 @_compile.jit
 def _tradeoff_jit(mu, alphas):
-  return _ndtr(-jsp.ndtri(alphas) - mu)
+  return _tradeoff(mu, alphas)
 
 
 class FdpOneRunResult(NamedTuple):
@@ -702,25 +867,58 @@ def fdp_one_run_from_scores(scores, is_member, delta, significance=0.05, *, num_
   """
   grid, per_test = one_run._guess_grid_and_level(scores, is_member, delta, significance,
                                                  num_guesses, mode, correction)
-  dtype = per_test.dtype
-  out = _from_scores(_compile.argument(scores), _compile.argument(is_member),
-                     _compile.argument(delta, dtype), per_test,
-                     grid=tuple(int(r) for r in grid), mode=mode)
+  m = int(np.shape(scores)[0])
+  size = _compile.bucket_size(m)
+  args = (_compile.pad_edge(_compile.argument(scores), size),
+          _compile.pad_edge(_compile.argument(is_member), size), np.int32(m),
+          _compile.pad_edge(grid.astype(np.int32), one_run.grid_bucket(len(grid))),
+          _compile.argument(delta, per_test.dtype), per_test, mode)
+  host = _host_from_scores if len(grid) * float(np.max(grid)) <= HOST_STEPS else None
+  out = _compile.first_call(_from_scores, host, args, size)
+  n = len(grid)
+  out = tuple(x if i < 5 else jnp.asarray(np.asarray(x)[:n]) for i, x in enumerate(out))
   return FdpOneRunResult(*out, optimistic=correction == "none")
 
 
-@_compile.jit(static_argnames=("grid", "mode"))
-def _from_scores(scores, is_member, delta, per_test, grid: tuple, mode: str):
+@_compile.jit(static_argnames="mode")
+def _from_scores(scores, is_member, num_examples, grid, delta, per_test, mode: str):
+  """The bound of :func:`fdp_one_run_from_scores` on scores padded to their bucket (the first
+  ``num_examples`` are real) and a grid padded with its last point (whose bound repeats; the
+  first maximiser is kept)."""
   dtype = per_test.dtype
-  grid = np.asarray(grid, np.int64)
-  correct = one_run._correct_counts(scores, is_member, grid, mode)
-  grid_f = jnp.asarray(grid, dtype)
-  m = jnp.full(grid_f.shape, scores.shape[0], dtype)
+  correct = one_run._correct_counts(scores, is_member, grid, mode, num_examples)
+  grid_f = grid.astype(dtype)
+  m = jnp.full(grid_f.shape, num_examples, dtype)
   grid_mu = _mu_batched(m, grid_f, correct, jnp.full_like(m, 2.0), per_test)
   best = jnp.argmax(grid_mu)
   epsilon = _gdp_epsilon(grid_mu[best], delta)
   return (grid_mu[best], epsilon, grid_f[best], correct[best], per_test, grid_f, correct,
           grid_mu)
+
+
+def _host_correct_counts(scores, is_member, grid: np.ndarray, mode: str) -> np.ndarray:
+  """:func:`dpaudit.estimators.one_run._correct_counts` on the host (unpadded inputs)."""
+  m = len(scores)
+  order = np.argsort(-np.asarray(scores, np.float64), kind="stable")  # ties: lower index first
+  top = np.concatenate([[0], np.cumsum(np.asarray(is_member)[order] != 0)])
+  if mode == "top":
+    return top[grid]
+  n_bottom = grid // 2
+  return top[(grid + 1) // 2] + n_bottom - (top[m] - top[m - n_bottom])
+
+
+def _host_from_scores(scores, is_member, num_examples, grid, delta, per_test, mode: str):
+  """:func:`_from_scores` on the host (its padded arguments; the grid's padding is dropped)."""
+  m = int(num_examples)
+  grid = np.asarray(grid, np.int64)
+  grid = grid[:int(np.searchsorted(grid, grid[-1])) + 1]
+  correct = _host_correct_counts(np.asarray(scores)[:m], np.asarray(is_member)[:m], grid, mode)
+  grid_f, correct = grid.astype(np.float64), correct.astype(np.float64)
+  grid_mu = _host_mu(float(m), grid_f, correct, float(per_test), 2.0)
+  best = int(np.argmax(grid_mu))
+  epsilon = _host_gdp_epsilon(grid_mu[best], delta)
+  return (grid_mu[best], epsilon, grid_f[best], correct[best], np.asarray(per_test, np.float64),
+          grid_f, correct, grid_mu)
 
 
 # ------------------------------------------------------------------------------ DP-SGD curves

@@ -430,6 +430,11 @@ def test_dpsgd_from_scores_tests_the_grid_at_once():
 def test_host_threads_keep_a_thread_local_x64_setting(monkeypatch):
   # A large CPU batch is searched in host threads; under a caller's thread-local
   # jax.enable_x64(True) (global x64 off) they must compute in float64 too, as one thread does.
+  # _CHUNK is read when a program is traced: programs of these bucket sizes that earlier tests
+  # compiled with the default are dropped before and after.
+  clear = lambda: [getattr(fdp_one_run._mu_jit, kind).clear_cache()
+                   for kind in ("fusion", "loop", "plain")]
+  clear()
   monkeypatch.setattr(fdp_one_run, "_CHUNK", 8)
   rng = np.random.default_rng(3)
   r = rng.integers(20, 41, 40).astype(float)
@@ -442,5 +447,6 @@ def test_host_threads_keep_a_thread_local_x64_setting(monkeypatch):
       single = np.asarray(fdp_one_run.fdp_one_run_mu(*args, 0.05))
   finally:
     jax.config.update("jax_enable_x64", True)  # the suite's setting (tests/conftest.py)
+    clear()
   assert threaded.dtype == np.float64
   np.testing.assert_array_equal(threaded, single)
