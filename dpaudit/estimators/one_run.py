@@ -674,7 +674,7 @@ def _host_beta_alpha(r, v, epsilon):
   log-sums of the pmf at v - 1, v - 2, ..., 0 (1-D arrays of one length)."""
   from scipy import special
   q = special.expit(epsilon)
-  beta = np.where(v <= 0, 1.0, special.bdtrc(np.maximum(v - 1.0, 0.0), r, q))
+  beta = np.where(v <= 0, 1.0, special.bdtrc(_whole(v - 1.0), _whole(r), q))
   top = int(np.max(v, initial=0.0))
   if top == 0:
     return beta, np.zeros_like(beta)
@@ -693,7 +693,7 @@ def _host_p_value_values(m, r, v, epsilon, delta, with_delta: bool):
   if not with_delta:
     from scipy import special
     q = special.expit(epsilon)
-    return np.where(v <= 0.0, 1.0, special.bdtrc(np.maximum(v - 1.0, 0.0), r, q))
+    return np.where(v <= 0.0, 1.0, special.bdtrc(_whole(v - 1.0), _whole(r), q))
   beta, alpha = _host_beta_alpha(r, v, epsilon)
   return np.minimum(beta + alpha * m * delta, 1.0)
 
@@ -805,3 +805,8 @@ _HOST_EPSILON = {w: _host_epsilon(w) for w in (False, True)}
 def _flat_size(arrays) -> int:
   """Elements of the largest of ``arrays`` (the batch :func:`_compile.elementwise` passes)."""
   return max(math.prod(np.shape(a)) for a in arrays)
+
+
+def _whole(x):
+  """Counts as int64 (scipy's binomial tails refuse float counts), negatives as 0."""
+  return np.maximum(np.rint(x), 0.0).astype(np.int64)
