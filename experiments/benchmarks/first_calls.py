@@ -134,7 +134,7 @@ def _stats(values: list[float]) -> dict[str, Any]:
 def summarize(name: str, runs: list[dict[str, dict[str, Any]]],
               full_scale: bool) -> dict[str, Any]:
   out: dict[str, Any] = {"name": name, "elements": WORKLOADS[name].elements,
-                         "peer": PEERS[name][0] if name in PEERS else None}
+                         "peer_name": PEERS[name][0] if name in PEERS else None}
   for mode in MODES:
     if mode not in runs[0]:
       continue
@@ -161,7 +161,7 @@ def table(rows: list[dict[str, Any]], rounds: int, full_scale: bool) -> list[dic
       out.append(tables.row(f"{r['name']}: first call, cold cache, against the peer's first call",
                             r["cold"]["first_call_s"]["median"] * 1e3, "ms",
                             peer=r["peer"]["first_call_s"]["median"] * 1e3,
-                            peer_name=r["peer"]))
+                            peer_name=r["peer_name"]))
   return out
 
 

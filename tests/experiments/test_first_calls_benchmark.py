@@ -18,7 +18,7 @@ def test_each_workload_runs_cold_warm_and_against_its_peer_in_fresh_processes(tm
   assert written["config"]["emitters"] == "loop" and written["config"]["rounds"] == 1
   assert written["all_targets_met"] is None  # judged at full scale only
   [w] = written["workloads"]
-  assert w["name"] == "clopper_pearson_1e3" and w["peer"] == "scipy"
+  assert w["name"] == "clopper_pearson_1e3" and w["peer_name"] == "scipy"
   for mode in ("cold", "warm", "peer"):
     first = w[mode]["first_call_s"]
     assert len(first["all"]) == 1 and first["median"] > 0
