@@ -11,12 +11,14 @@ pytest.importorskip("torch")
 pytest.importorskip("opacus")
 
 import json  # pylint: disable=g-import-not-at-top,wrong-import-position
+import subprocess  # pylint: disable=g-import-not-at-top,wrong-import-position
+import sys  # pylint: disable=g-import-not-at-top,wrong-import-position
 import warnings  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import torch  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from experiments.benchmarks import dpsgd_torch  # pylint: disable=g-import-not-at-top
-from tests.conftest import run_module
+from tests.conftest import ROOT, run_module
 
 LR = 0.1
 
@@ -34,12 +36,14 @@ def _params_after_one_step(method, model, noise_multiplier, max_grad_norm, batch
   return before, after
 
 
-@pytest.mark.parametrize("model,expected", [("mlp", 535_818), ("cnn", 61_706)])
+@pytest.mark.parametrize("model,expected", [("mlp", 535_818), ("cnn", 61_706),
+                                            ("wrn16_4", 2_748_890)])
 def test_architectures_and_parameter_counts(model, expected):
+  """The twins have the flax models' parameter counts (WRN-16-4: dpaudit.models' 2,748,890)."""
   module = dpsgd_torch.build_model(model)
   assert dpsgd_torch.parameter_count(module) == expected
-  x, _ = dpsgd_torch.make_batch(4, seed=0)
-  assert module(x).shape == (4, 10)
+  x, _ = dpsgd_torch.make_batch(2, seed=0, model=model)
+  assert module(x).shape == (2, 10)
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
@@ -87,7 +91,7 @@ def test_tiny_run_prints_one_json_object(model):
   assert len(lines) == 1, out.stdout
   report = json.loads(lines[0])
   for key in ("available", "model", "num_parameters", "batch_size", "threads", "versions",
-              "torch_nonprivate", "opacus", "opacus_ghost"):
+              *dpsgd_torch.METHODS):
     assert key in report, key
   assert report["available"] is True
   assert report["model"] == model and report["batch_size"] == 8 and report["threads"] == 1
@@ -98,6 +102,20 @@ def test_tiny_run_prints_one_json_object(model):
     assert timing["num_steps"] == 2 and len(timing["step_times_s"]) == 2
     assert 0 < timing["min_s"] <= timing["median_s"] <= timing["max_s"]
     assert timing["min_s"] <= timing["mean_s"] <= timing["max_s"]
+
+
+def test_serve_answers_step_requests():
+  """--serve: the header line (every requested method built), then N step times per request."""
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.benchmarks.dpsgd_torch", "--serve", "--model=mlp",
+       "--batch_size=4", "--num_warmup=1", "--threads=1",
+       "--methods=torch_nonprivate,opacus_ghost"],
+      input="opacus_ghost 2\ntorch_nonprivate 1\n", capture_output=True, text=True, cwd=ROOT)
+  assert out.returncode == 0, out.stderr
+  header, ghost, plain = (json.loads(line) for line in out.stdout.strip().splitlines())
+  assert header["available"] is True and header["batch_size"] == 4
+  assert "opacus_ghost" not in header and "torch_nonprivate" not in header  # no errors
+  assert len(ghost) == 2 and len(plain) == 1 and min(ghost + plain) > 0
 
 
 @pytest.mark.parametrize("flag,message", [
