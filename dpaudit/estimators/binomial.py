@@ -231,7 +231,8 @@ def _chunked(size: int) -> bool:
   return chunk is not None and size > chunk
 
 
-def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=None):
+def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=None,
+                 rows=None):
   """``fn(part, *rows, *shared)`` on every row of ``sources`` (1-D, of one length) and every
   part ``0 .. parts - 1`` of it: ``fn`` is elementwise, called with ``part`` of shape
   ``(parts, 1)`` and rows of shape ``(1, m)``, and returns a tuple of ``results`` arrays of
@@ -247,7 +248,11 @@ def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=
   (32-bit indices, :func:`_host_order`) when the caller computed it on the host; else it is
   formed here (:func:`_grouping_order`). Each chunk gathers its rows and scatters
   its results to their places in the outputs; the last chunk ends at the last row (it repeats
-  rows of the one before, which compute the same values), so there is no padding. So nothing of
+  rows of the one before, which compute the same values), so there is no padding. ``rows`` (a
+  traced count, or None for all): only the first ``rows`` rows are real, the rest the padding
+  of a batch to its bucket (:func:`dpaudit.estimators._compile.elementwise`); the chunks then
+  cover the real rows alone (the padding goes last in the order, and its results stay 0), and
+  a million pairs padded to 2^20 cost no more than before. So nothing of
   the batch's size is formed but the indices, and XLA's temporary memory stays small: above
   about 32 MB glibc maps it afresh at every call, and its page faults cost time (a million
   Clopper-Pearson pairs took 84 MB of temporaries with the batch-sized gathers this replaced,
@@ -262,14 +267,20 @@ def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=
   if not _chunked(parts * size):
     return split(fn(part, *(v[None, :] for v in sources), *shared))
   chunk = _cpu_chunk_size() // parts  # fewer than size rows (_chunked)
-  count = -(-size // chunk)
+  if rows is None:
+    count, last = -(-size // chunk), size - chunk
+  else:  # a padded batch has more than half its rows real, so at least one chunk's worth
+    rows = jnp.asarray(rows, jnp.int32)
+    count, last = (rows + (chunk - 1)) // chunk, jnp.maximum(rows - chunk, 0)
   if order is None and first is None:
     order = jnp.arange(size, dtype=jnp.int32)
   elif order is None:
+    if rows is not None:  # the padding among the others, which keep their order: last
+      first = jnp.logical_and(first, jnp.arange(size, dtype=jnp.int32) < rows)
     order = _grouping_order(first)
 
   def run(c, outs):
-    start = jnp.minimum(c * chunk, size - chunk)
+    start = jnp.minimum(c * chunk, last)
     rows = jax.lax.dynamic_slice(order, (start,), (chunk,))
     values = [v.at[rows].get(mode="promise_in_bounds")[None, :] for v in sources]
     out = split(fn(part, *values, *shared))
@@ -296,7 +307,7 @@ def _grouping_order(first: jax.Array) -> jax.Array:
                            first, vmap_method="expand_dims")
 
 
-def _host_order(key, *arrays, parts: int = 1):
+def _host_order(key, *arrays, parts: int = 1, rows: int | None = None):
   """The permutation of :func:`_map_grouped` computed on the host with NumPy: the indices of
   the rows where ``key(*arrays)`` holds (the arrays as NumPy arrays, broadcast and flattened
   but for single values), then the others (int32); or None where the map takes no chunks
@@ -304,18 +315,22 @@ def _host_order(key, *arrays, parts: int = 1):
   the map forms it itself). ``clopper_pearson`` takes this path on large batches: the
   program then forms neither the key nor the order (:func:`_grouping_order`), and NumPy forms
   the order faster than a program's cumulative sum did (3.1 ms against 5.6 ms for a million
-  pairs with one tail for all)."""
+  pairs with one tail for all). ``rows``: only the first ``rows`` rows are real (the others
+  pad the batch to its bucket, and go last, in their order)."""
   if not _validate.is_concrete(arrays):
     return None
   shape = np.broadcast_shapes(*(np.shape(v) for v in arrays))
-  if not _chunked(parts * math.prod(shape)):
+  size = math.prod(shape)
+  if not _chunked(parts * size):
     return None
+  rows = size if rows is None else rows
   # A value shared by all rows stays one value (its key terms are computed once).
   first = key(*(np.asarray(v).reshape(()) if np.size(v) == 1
-                else np.broadcast_to(np.asarray(v), shape).reshape(-1) for v in arrays))
-  order = np.empty(first.size, np.int32)
+                else np.broadcast_to(np.asarray(v), shape).reshape(-1)[:rows] for v in arrays))
+  order = np.empty(size, np.int32)
   ahead = np.count_nonzero(first)
-  order[:ahead], order[ahead:] = np.flatnonzero(first), np.flatnonzero(~first)
+  order[:ahead], order[ahead:rows] = np.flatnonzero(first), np.flatnonzero(~first)
+  order[rows:] = np.arange(rows, size, dtype=np.int32)
   return order
 
 
@@ -744,13 +759,14 @@ def incomplete_beta_tails(a: jax.Array, b: jax.Array, x: jax.Array,
 def _bucketed_beta_tails(a, b, x, y=None):
   """:func:`_incomplete_beta_tails` on batches padded to their bucket
   (:func:`dpaudit.estimators._compile.elementwise`)."""
+  rows = np.int32(_broadcast_size(a, b, x, *(() if y is None else (y,))))
   if y is None:
-    return _elementwise(_incomplete_beta_tails, a, b, x)
-  return _elementwise(_incomplete_beta_tails, a, b, x, y)
+    return _elementwise(lambda a, b, x: _incomplete_beta_tails(a, b, x, None, rows), a, b, x)
+  return _elementwise(lambda a, b, x, y: _incomplete_beta_tails(a, b, x, y, rows), a, b, x, y)
 
 
 @_compile.jit
-def _incomplete_beta_tails(a, b, x, y=None):
+def _incomplete_beta_tails(a, b, x, y=None, rows=None):
   y = 1.0 - x if y is None else y
   a, b, x, y = jnp.broadcast_arrays(a, b, x, y)
   interior = jnp.logical_and(x > 0.0, y > 0.0)
@@ -765,7 +781,7 @@ def _incomplete_beta_tails(a, b, x, y=None):
     return jnp.where(small.swapped, far, near), jnp.where(small.swapped, near, far)
 
   (lower,), (upper,) = _map_grouped(tails, tuple(v.reshape(-1) for v in (a, b, xs, ys)),
-                                    None, 1, 2)
+                                    None, 1, 2, rows=rows)
   lower, upper = lower.reshape(shape), upper.reshape(shape)
   lower = jnp.where(interior, lower, jnp.where(x <= 0.0, 0.0, 1.0))
   upper = jnp.where(interior, upper, jnp.where(x <= 0.0, 1.0, 0.0))
@@ -838,28 +854,32 @@ def _elementwise(call, *arrays):
 
 
 def _bucketed_sf(k, n, p):
-  return _elementwise(_binomial_sf, k, n, p)
+  rows = np.int32(_broadcast_size(k, n, p))
+  return _elementwise(lambda k, n, p: _binomial_sf(k, n, p, rows), k, n, p)
 
 
 def _bucketed_cdf(k, n, p):
-  return _elementwise(_binomial_cdf, k, n, p)
+  rows = np.int32(_broadcast_size(k, n, p))
+  return _elementwise(lambda k, n, p: _binomial_cdf(k, n, p, rows), k, n, p)
 
 
 # The broadcasting and the exponential are in the tails' programs: run eagerly around them,
 # each was a dispatch of its own at every call and a program of its own to compile at the first.
 @_compile.jit(tree_reductions=False)
-def _binomial_sf(k, n, p):
-  return jnp.exp(_binomial_tails(*jnp.broadcast_arrays(k, n, p)).upper)
+def _binomial_sf(k, n, p, rows=None):
+  return jnp.exp(_binomial_tails(*jnp.broadcast_arrays(k, n, p), rows).upper)
 
 
 @_compile.jit(tree_reductions=False)
-def _binomial_cdf(k, n, p):
+def _binomial_cdf(k, n, p, rows=None):
   k, n, p = jnp.broadcast_arrays(k, n, p)
-  return jnp.exp(_binomial_tails(k + 1.0, n, p).lower)
+  return jnp.exp(_binomial_tails(k + 1.0, n, p, rows).lower)
 
 
 @_compile.jit(tree_reductions=False)
-def _binomial_tails(k, n, p):
+def _binomial_tails(k, n, p, rows=None):
+  """Both log tails; ``rows``: the real elements of a batch padded to its bucket (the first;
+  :func:`_map_grouped`), or None for all."""
   shape = k.shape
   k, n, p = (v.reshape(-1) for v in (k, n, jnp.clip(p, 0.0, 1.0)))
   # Where I_p(k, n - k + 1) takes the uniform series, by the normal approximation of its zeta
@@ -877,7 +897,7 @@ def _binomial_tails(k, n, p):
   def tails(_, k, n, p):
     return tuple(log_binomial_tails(k, n, p, fast=True, skip_unused=skip_unused))
 
-  upper, lower = _map_grouped(tails, (k, n, p), series, 1, 2)
+  upper, lower = _map_grouped(tails, (k, n, p), series, 1, 2, rows=rows)
   return LogBinomialTails(upper[0].reshape(shape), lower[0].reshape(shape))
 
 
@@ -1362,10 +1382,13 @@ def _bucketed_clopper_pearson(k, n, beta, alternative: str) -> Interval:
   pairs stays one value (its tail's terms are computed once)."""
   two_sided = alternative == "two-sided"
 
+  size = _broadcast_size(k, n, beta)
+
   def call(k, n, beta):
     order = _host_order(functools.partial(_host_cp_key, halve=two_sided), k, n, beta,
-                        parts=1 + two_sided)
-    return _clopper_pearson(k, n, beta, alternative, order)
+                        parts=1 + two_sided, rows=size)
+    return _clopper_pearson(k, n, beta, alternative, order,
+                            None if order is None else np.int32(size))
 
   if _compile._traced((k, n, beta), {}):
     return call(k, n, beta)
@@ -1398,11 +1421,13 @@ def _host_cp_key(k, n, tail, halve: bool = False):
   return _cp_key(k, n, z, np)
 
 
-def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False, order=None):
+def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False, order=None,
+               rows=None):
   """The requested Clopper-Pearson limits at tail ``exp(log_tau)``, all from one solver call
   (one compiled solver however many limits are asked for). No validation; broadcasts.
   ``fast`` picks the logarithms of the solver's steps (:func:`_logs`); ``order`` is
-  :func:`_host_order` of :func:`_host_cp_key`, or None (formed here where it is needed)."""
+  :func:`_host_order` of :func:`_host_cp_key`, or None (formed here where it is needed);
+  ``rows``: the real pairs of a padded batch (:func:`_map_grouped`)."""
   k, n, log_tau = _as_float(k, n, log_tau)
   per_pair = log_tau.ndim > 0  # else one tail for all, and its terms are computed once
   if per_pair:
@@ -1446,9 +1471,10 @@ def _cp_limits(k, n, log_tau, lower: bool, upper: bool, fast: bool = False, orde
 
   simple = _cp_key(k, n, z) if order is None else None
   if per_pair:
-    (x,) = _map_grouped(limit, (k, n, log_tau, z), simple, parts, 1, order=order)
+    (x,) = _map_grouped(limit, (k, n, log_tau, z), simple, parts, 1, order=order, rows=rows)
   else:
-    (x,) = _map_grouped(limit, (k, n), simple, parts, 1, shared=(log_tau, z), order=order)
+    (x,) = _map_grouped(limit, (k, n), simple, parts, 1, shared=(log_tau, z), order=order,
+                        rows=rows)
   return [v.reshape(shape) for v in x]
 
 
@@ -1477,18 +1503,22 @@ def cp_upper_limit(k, n, log_tail):
 
 @_compile.jit(static_argnames="alternative",
               fusion_emitters=_compile.fusion_from(_compile.LARGE_BATCH), tree_reductions=False)
-def _clopper_pearson(k, n, beta, alternative, order=None):
-  """The limits; ``order``: :func:`_host_order` of :func:`_host_cp_key`, or None."""
+def _clopper_pearson(k, n, beta, alternative, order=None, rows=None):
+  """The limits; ``order``: :func:`_host_order` of :func:`_host_cp_key`, or None; ``rows``: the
+  real pairs of a batch padded to its bucket, or None for all."""
   k, n = jnp.broadcast_arrays(k, n)
   if beta.ndim:
     k, n, beta = jnp.broadcast_arrays(k, n, beta)
   if alternative == "two-sided":
-    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True, fast=True, order=order)
+    lower, upper = _cp_limits(k, n, jnp.log(beta / 2.0), True, True, fast=True, order=order,
+                              rows=rows)
     return Interval(lower, upper)
   if alternative == "less":
-    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True, fast=True, order=order)
+    (upper,) = _cp_limits(k, n, jnp.log(beta), False, True, fast=True, order=order,
+                          rows=rows)
     return Interval(jnp.zeros_like(k), upper)
-  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False, fast=True, order=order)
+  (lower,) = _cp_limits(k, n, jnp.log(beta), True, False, fast=True, order=order,
+                        rows=rows)
   return Interval(lower, jnp.ones_like(k))
 
 

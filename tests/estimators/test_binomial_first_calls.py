@@ -94,3 +94,16 @@ def test_host_paths_at_the_edges_and_in_float32(monkeypatch):
         assert isinstance(out, jax.Array) and out.dtype == dtype
   with pytest.raises(ValueError, match="alternative"):
     binomial.host_clopper_pearson(1, 2, 0.05, "both")
+
+
+def test_host_order_puts_the_padding_last(monkeypatch):
+  """With ``rows``, the grouping order ranks the real pairs by the key and puts the padding of
+  the bucket after them, in its order (the chunks of a padded batch visit the real rows only)."""
+  monkeypatch.setattr(binomial, "_cpu_chunk_size", lambda: 1024)
+  k, n = _pairs(np.random.default_rng(2), 3000, 1e6)
+  padded = [_compile.pad_edge(v, 4096) for v in (k, n)]
+  order = binomial._host_order(binomial._host_cp_key, *padded, 0.025, parts=2, rows=3000)
+  first = binomial._host_cp_key(k, n, 0.025)
+  assert 0 < first.sum() < 3000
+  np.testing.assert_array_equal(order, np.concatenate(
+      [np.flatnonzero(first), np.flatnonzero(~first), np.arange(3000, 4096)]))
