@@ -274,7 +274,10 @@ def _epsilon_jit(num_examples, num_guesses, num_correct, delta, significance, wi
   # first two steps evaluate the ends, so the p-value is compiled once.
   log_sig = jnp.log(sig)
   tol = _tolerance(r.dtype)
-  ceiling = _epsilon_ceiling(r, v, sig)
+  # The delta term only raises the p-value, so the root lies below the delta-free bound (the
+  # logit of a Clopper-Pearson limit, one short solve), usually close below it when m delta
+  # is small: Newton from there takes 2-4 steps where it took 6-8 from logit(v / r).
+  ceiling = jnp.minimum(_epsilon_ceiling(r, v, sig), _delta_free_epsilon(r, v, sig))
 
   def open_(lo, hi):
     return hi - lo > tol * jnp.maximum(hi, 1.0)
