@@ -273,25 +273,29 @@ def _first_increment(k, alpha, eta, z_alpha, mu, ops=_JAX):
 
 
 # ------------------------------------------------------------------------------ p-value
+def _p_value_rejects(m, r, v, k, mu, gamma, ops=_JAX):
+  """Whether the test rejects at level ``gamma`` (all arguments of one shape)."""
+  xp = ops.xp
+  alpha, eta = gamma * v / m, gamma * (r - v) / m
+  threshold = (1.0 - gamma) * r / m
+  e0, _ = _first_increment(k, alpha, eta, ops.ndtri(alpha), mu, ops)
+  s = _fresh(m, mu, e0, xp.zeros_like(m), v >= 1.0, ops)
+  s = _run(s, r, v, k, alpha, eta, _CAP * threshold, _stop(m.dtype), ops=ops)
+  return (s["a_inc"] + s["b_inc"]) > threshold
+
+
+def _p_value_bits(dtype) -> int:
+  """Bisection steps of the p-value's search: to below 2^-40 in log(gamma)."""
+  return 40 + int(math.ceil(math.log2(-math.log(float(np.finfo(dtype).tiny)))))
+
+
 def _p_value(m, r, v, k, mu, ops=_JAX):
   r""":math:`\sup\{\gamma : a_0 + b_0 \le r/m\}` by bisection on :math:`\log\gamma` (the
   larger end, where the test rejects, is returned: an upper bound on the probability)."""
   xp = ops.xp
-  dtype = m.dtype
-  stop = _stop(dtype)
-  tiny = float(xp.finfo(dtype).tiny)
-  steps = 40 + int(math.ceil(math.log2(-math.log(tiny))))  # to below 2^-40 in log(gamma)
-
-  def rejects(gamma):
-    alpha, eta = gamma * v / m, gamma * (r - v) / m
-    threshold = (1.0 - gamma) * r / m
-    e0, _ = _first_increment(k, alpha, eta, ops.ndtri(alpha), mu, ops)
-    s = _fresh(m, mu, e0, xp.zeros_like(m), v >= 1.0, ops)
-    s = _run(s, r, v, k, alpha, eta, _CAP * threshold, stop, ops=ops)
-    return (s["a_inc"] + s["b_inc"]) > threshold
-
+  rejects = lambda gamma: _p_value_rejects(m, r, v, k, mu, gamma, ops)
   at_one = rejects(xp.ones_like(m))  # gamma = 1: threshold 0, rejects if any increment
-  lo, hi = xp.full_like(m, math.log(tiny)), xp.zeros_like(m)
+  lo, hi = xp.full_like(m, math.log(float(np.finfo(m.dtype).tiny))), xp.zeros_like(m)
 
   def bisect(_, bracket):
     lo, hi = bracket
@@ -299,9 +303,37 @@ def _p_value(m, r, v, k, mu, ops=_JAX):
     rej = rejects(xp.exp(mid))
     return xp.where(rej, lo, mid), xp.where(rej, mid, hi)
 
-  lo, hi = ops.fori_loop(0, steps, bisect, (lo, hi))
+  lo, hi = ops.fori_loop(0, _p_value_bits(m.dtype), bisect, (lo, hi))
   p = xp.exp(hi)
   return xp.where((v <= 0.0) | ~at_one, 1.0, p)
+
+
+_HOST_P_VALUE_BITS = 5
+"""The host's p-value search tests 2^5 - 1 points of the bracket at once (one recursion over
+all of them), so its 50 bisection steps take 10 recursions."""
+
+
+def _host_p_value_search(m, r, v, k, mu):
+  """:func:`_p_value` on the host (float64 NumPy arrays of one shape), the bisection done
+  :data:`_HOST_P_VALUE_BITS` steps at a time: each round evaluates the bracket's points at
+  j / 2^bits of its width, j = 1, ..., 2^bits - 1 (the points the bisection steps may visit)
+  and keeps the two neighbours around the first that rejects. The same bracket as the
+  bisection's up to rounding."""
+  bits = _HOST_P_VALUE_BITS
+  at_one = _p_value_rejects(m, r, v, k, mu, np.ones_like(m), _HOST)
+  lo, hi = np.full_like(m, math.log(float(np.finfo(m.dtype).tiny))), np.zeros_like(m)
+  fractions = np.arange(1, 1 << bits) / (1 << bits)
+  wide = [np.repeat(x[..., None], fractions.size, axis=-1) for x in (m, r, v, k, mu)]
+  for _ in range(-(-_p_value_bits(m.dtype) // bits)):
+    points = lo[..., None] + (hi - lo)[..., None] * fractions
+    rejected = _p_value_rejects(*wide, np.exp(points), _HOST)
+    first = np.argmax(rejected, axis=-1)[..., None]  # the first rejected point (or 0: none)
+    some = rejected.any(axis=-1)
+    below = np.take_along_axis(points, np.maximum(first - 1, 0), axis=-1)[..., 0]
+    at = np.take_along_axis(points, first, axis=-1)[..., 0]
+    lo, hi = (np.where(~some, points[..., -1], np.where(first[..., 0] > 0, below, lo)),
+              np.where(some, at, hi))
+  return np.where((v <= 0.0) | ~at_one, 1.0, np.exp(hi))
 
 
 @_compile.jit(fusion_emitters=False)
@@ -547,7 +579,7 @@ def _host_epsilon(m, r, v, delta, beta, k):
 def _host_p_value(m, r, v, mu, k):
   m, r, v, mu, k = _host_floats(m, r, v, mu, k)
   with np.errstate(all="ignore"):
-    return _p_value(m, r, v, k, mu, ops=_HOST)
+    return _host_p_value_search(m, r, v, k, mu)
 
 
 def _mu_program(m, r, v, beta, k):
