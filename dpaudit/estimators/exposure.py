@@ -42,6 +42,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from dpaudit import _validate
 from dpaudit.estimators import _compile
@@ -97,16 +98,47 @@ def exposure_exact(canary_log_prob, candidate_log_probs) -> jax.Array:
   _check_log_probs("candidate_log_probs", candidate_log_probs, need_axis=True)
   _check_batch(canary_log_prob, candidate_log_probs, "candidate_log_probs")
   dtype = _float_dtype()
-  return _exposure_exact(jnp.asarray(canary_log_prob, dtype),
-                         jnp.asarray(candidate_log_probs, dtype))
+  if not _on_host(canary_log_prob, candidate_log_probs):
+    n = np.shape(candidate_log_probs)[-1]
+    return _exposure_exact(jnp.asarray(canary_log_prob, dtype),
+                           jnp.asarray(candidate_log_probs, dtype), n, math.log(n))
+  args = _padded(canary_log_prob, candidate_log_probs)
+  return _compile.first_call(_exposure_exact, _host_exposure_exact, args, args[1].size)
+
+
+def _on_host(*values) -> bool:
+  """Whether a call takes the bucketed programs (and first calls on the host): concrete inputs
+  computed on a CPU."""
+  return _validate.is_concrete(values) and _compile.platform(values) == "cpu"
+
+
+def _padded(canary, values) -> tuple:
+  """``(canary, values, n, log(n))`` as program arguments: ``values`` padded along its last
+  axis (the candidates or samples) to its :func:`_compile.bucket_size`, so that one program
+  serves every number of candidates in a bucket; ``n`` (int32) of them are real (the programs
+  mask the rest) and ``log(n)`` is formed on the host, as the constant it was."""
+  dtype = _float_dtype()
+  values = _compile.argument(values, dtype)
+  n = np.shape(values)[-1]
+  return (_compile.argument(canary, dtype),
+          _compile.pad_edge(values, _compile.bucket_size(n), axis=-1), np.int32(n),
+          np.asarray(math.log(n), dtype))
 
 
 @_compile.jit
-def _exposure_exact(canary, candidates):
-  n = candidates.shape[-1]
-  rank = jnp.sum(candidates >= canary[..., None], axis=-1).astype(candidates.dtype)
+def _exposure_exact(canary, candidates, n, log_n):
+  valid = jnp.arange(candidates.shape[-1]) < n
+  rank = jnp.sum(jnp.logical_and(candidates >= canary[..., None], valid),
+                 axis=-1).astype(candidates.dtype)
   rank = jnp.maximum(rank, 1.0)
-  return (math.log(n) - jnp.log(rank)) / _LOG2
+  return (log_n - jnp.log(rank)) / _LOG2
+
+
+def _host_exposure_exact(canary, candidates, n, log_n):
+  """:func:`_exposure_exact` in NumPy (float64) on the ``n`` real candidates."""
+  canary, candidates = np.asarray(canary, np.float64), np.asarray(candidates, np.float64)
+  rank = np.sum(candidates[..., :n] >= canary[..., None], axis=-1).astype(np.float64)
+  return (math.log(n) - np.log(np.maximum(rank, 1.0))) / _LOG2
 
 
 class Exposure(NamedTuple):
@@ -178,26 +210,67 @@ def exposure_sampled(canary_log_prob, sample_log_probs, significance: float = 0.
   _check_batch(canary_log_prob, sample_log_probs, "sample_log_probs")
   _validate.check_significance(significance)
   dtype = _float_dtype()
-  return _exposure_sampled(jnp.asarray(canary_log_prob, dtype),
-                           jnp.asarray(sample_log_probs, dtype),
-                           jnp.asarray(significance, dtype))
+  if not _on_host(canary_log_prob, sample_log_probs, significance):
+    m = np.shape(sample_log_probs)[-1]
+    return _exposure_sampled(jnp.asarray(canary_log_prob, dtype),
+                             jnp.asarray(sample_log_probs, dtype),
+                             jnp.asarray(significance, dtype), m, math.log(m + 1.0))
+  canary, samples, m, _ = _padded(canary_log_prob, sample_log_probs)
+  args = (canary, samples, np.asarray(significance, dtype), m,
+          np.asarray(math.log(int(m) + 1.0), dtype))
+  return _compile.first_call(_exposure_sampled, _host_exposure_sampled, args, samples.size)
 
 
 @_compile.jit
-def _exposure_sampled(canary, samples, significance):
-  m = samples.shape[-1]
-  count = jnp.sum(samples >= canary[..., None], axis=-1).astype(samples.dtype)
+def _exposure_sampled(canary, samples, significance, m, log_m1):
+  # Samples past the first m are padding (:func:`_padded`): counted in no sum.
+  valid = jnp.arange(samples.shape[-1]) < m
+  count = jnp.sum(jnp.logical_and(samples >= canary[..., None], valid),
+                  axis=-1).astype(samples.dtype)
   count = jnp.broadcast_to(count, jnp.broadcast_shapes(count.shape, canary.shape))
-  rank_estimate = (math.log(m + 1.0) - jnp.log(count + 1.0)) / _LOG2
-  upper = _binomial.clopper_pearson(count, jnp.full_like(count, m), significance,
-                                    alternative="less").upper
+  rank_estimate = (log_m1 - jnp.log(count + 1.0)) / _LOG2
+  trials = jnp.full_like(count, 1.0) * m
+  upper = _binomial.clopper_pearson(count, trials, significance, alternative="less").upper
   lower_bound = -jnp.log(upper) / _LOG2
-  mean = jnp.mean(samples, axis=-1)
-  std = jnp.std(samples, axis=-1, ddof=1)
+  mean = jnp.sum(jnp.where(valid, samples, 0.0), axis=-1) / m
+  centered = jnp.where(valid, samples - mean[..., None], 0.0)
+  std = jnp.sqrt(jnp.sum(centered * centered, axis=-1) / (m - 1))
+  return _gaussian_fit(canary, mean, std, rank_estimate, lower_bound, count)
+
+
+def _gaussian_fit(canary, mean, std, rank_estimate, lower_bound, count, xp=jnp,
+                  log_ndtr=jax.scipy.special.log_ndtr) -> Exposure:
+  """The :class:`Exposure` with the Gaussian-fit extrapolation from the samples' mean and
+  standard deviation."""
   gap = canary - mean
-  safe_std = jnp.where(std > 0.0, std, 1.0)
-  log_tail = jax.scipy.special.log_ndtr(-gap / safe_std)  # log Pr[X >= canary]
-  degenerate = jnp.where(gap > 0.0, jnp.inf, 0.0)
-  extrapolated = jnp.where(std > 0.0, -log_tail / _LOG2, degenerate)
-  extrapolated = jnp.maximum(extrapolated, 0.0)
+  safe_std = xp.where(std > 0.0, std, 1.0)
+  log_tail = log_ndtr(-gap / safe_std)  # log Pr[X >= canary]
+  degenerate = xp.where(gap > 0.0, xp.inf, 0.0)
+  extrapolated = xp.where(std > 0.0, -log_tail / _LOG2, degenerate)
+  extrapolated = xp.maximum(extrapolated, 0.0)
   return Exposure(rank_estimate, lower_bound, extrapolated, count)
+
+
+def _host_exposure_sampled(canary, samples, significance, m, log_m1) -> Exposure:
+  """:func:`_exposure_sampled` in NumPy and scipy (float64) on the ``m`` real samples; the
+  one-sided Clopper-Pearson upper limit by scipy's Beta quantile (1 at c = m, the closed form
+  ``-expm1(log(beta) / m)`` at c = 0)."""
+  del log_m1
+  canary = np.asarray(canary, np.float64)
+  samples = np.asarray(samples, np.float64)[..., :m]
+  significance = np.asarray(significance, np.float64)
+  count = np.sum(samples >= canary[..., None], axis=-1).astype(np.float64)
+  count = np.broadcast_to(count, np.broadcast_shapes(count.shape, canary.shape))
+  rank_estimate = (math.log(m + 1.0) - np.log(count + 1.0)) / _LOG2
+  inside = count < m
+  with np.errstate(divide="ignore"):
+    solved = scipy.special.betainccinv(np.where(inside, count + 1.0, 1.0),
+                                       np.where(inside, m - count, 1.0), significance)
+    upper = np.where(inside, np.where(count <= 0.0, -np.expm1(np.log(significance) / m),
+                                      solved), 1.0)
+    lower_bound = -np.log(upper) / _LOG2
+  mean = np.mean(samples, axis=-1)
+  std = np.std(samples, axis=-1, ddof=1)
+  with np.errstate(divide="ignore"):
+    return _gaussian_fit(canary, mean, std, rank_estimate, lower_bound, count, np,
+                         scipy.special.log_ndtr)

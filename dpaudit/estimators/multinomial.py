@@ -34,11 +34,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 from jax.scipy.special import erfc, ndtri
 
 from dpaudit import _validate
 from dpaudit.estimators import _compile
-from dpaudit.estimators.binomial import Interval, _as_float
+from dpaudit.estimators.binomial import _WHOLE_STIRLING, Interval, _as_float, _stirling_series
 from dpaudit.estimators.binomial import _bd0 as binomial_deviance  # unchecked: inner calls
 from dpaudit.estimators.binomial import _stirling as stirling_remainder
 
@@ -46,6 +47,44 @@ __all__ = ["Interval", "TruncatedPoissonMoments", "goodman_intervals", "sison_gl
            "truncated_poisson_moments"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+# The Sison-Glaz intervals run in the compiled program (``xp = jax.numpy``) or, for a first call
+# on a small input, on the host (``xp = numpy``, float64): the same formulas, with these
+# functions in place of JAX's special functions, and plain loops in place of ``lax`` loops.
+
+
+def _floats(xp, *xs) -> tuple:
+  """``xs`` as float arrays: the default float dtype in JAX, float64 in NumPy."""
+  return _as_float(*xs) if xp is jnp else tuple(np.asarray(x, np.float64) for x in xs)
+
+
+def _erfc(x, xp):
+  return erfc(x) if xp is jnp else scipy.special.erfc(x)
+
+
+def _stirling_whole(z, xp):
+  """The Stirling remainder of :mod:`dpaudit.estimators.binomial` at whole ``z >= 1`` (the
+  counts, window ends and totals here); in NumPy its table below 16 and its series above."""
+  if xp is jnp:
+    return stirling_remainder(z)
+  return np.where(z > 15.0, _stirling_series(np.maximum(z, 16.0)),
+                  _WHOLE_STIRLING[np.clip(z, 1.0, 15.0).astype(np.int64)])
+
+
+def _deviance(k, m, xp):
+  """Loader's ``bd0(k, m) = k log(k/m) + m - k`` (:mod:`dpaudit.estimators.binomial`); in
+  NumPy its series in ``v = (k - m) / (k + m)`` where ``|k - m| < (k + m) / 10``."""
+  if xp is jnp:
+    return binomial_deviance(k, m)
+  close = np.abs(k - m) < 0.1 * (k + m)
+  safe_m = np.where(m > 0, m, 1.0)
+  v = np.where(close, (k - m) * (1.0 / np.where(k + m > 0, k + m, 1.0)), 0.0)
+  v2 = v * v  # the series' ten terms at once: 2 k v^(2j + 1) / (2j + 1), j = 1..10
+  odd_powers = v[..., None] * np.cumprod(np.broadcast_to(v2[..., None], v.shape + (10,)), axis=-1)
+  total = (k - m) * v + 2.0 * k * (odd_powers @ (1.0 / (2.0 * np.arange(1, 11) + 1.0)))
+  safe_k = np.where(k > 0, k, 1.0)
+  direct = np.where(k > 0, k * np.log(safe_k * (1.0 / safe_m)), 0.0) + m - k
+  return np.where(close, total, direct)
 
 # ----------------------------------------------------------------------------------------------
 # Poisson tails (regularized incomplete gamma functions of whole-number shape).
@@ -93,23 +132,32 @@ def _temme_series_coefficients(terms=_SERIES_TERMS):
 
 
 _H_SERIES, _C_SERIES = _temme_series_coefficients()
+# (terms, 5): h, then c_0 .. c_3, each zero-padded to the longest series.
+_SERIES_MATRIX = np.array([list(c) + [0.0] * (_SERIES_TERMS - len(c))
+                           for c in (_H_SERIES,) + _C_SERIES]).T
 
 
-def _horner(coeffs, x):
-  out = jnp.full_like(x, coeffs[-1])
+def _horner(coeffs, x, xp=jnp):
+  out = xp.full_like(x, coeffs[-1])
   for c in reversed(coeffs[:-1]):
     out = out * x + c
   return out
 
 
-def _temme_eta_and_coefficients(mu):
+def _temme_eta_and_coefficients(mu, xp=jnp):
   r""":math:`\eta(\mu)` and Temme's :math:`c_0 .. c_3` (series near 0, closed forms away)."""
-  near = jnp.abs(mu) <= _SERIES_RADIUS
-  mn = jnp.where(near, mu, 0.0)
-  eta_near = mn * jnp.sqrt(_horner(_H_SERIES, mn))
-  c_near = [_horner(c, mn) for c in _C_SERIES]
-  mf = jnp.where(near, 1.0, mu)
-  eta_far = jnp.sign(mf) * jnp.sqrt(2.0 * (mf - jnp.log1p(mf)))
+  near = xp.abs(mu) <= _SERIES_RADIUS
+  mn = xp.where(near, mu, 0.0)
+  if xp is np:  # the five series at once, from the powers of mu
+    powers = np.cumprod(np.broadcast_to(mn[..., None], mn.shape + (_SERIES_TERMS,)), axis=-1)
+    powers = np.concatenate([np.ones(mn.shape + (1,)), powers[..., :-1]], axis=-1)
+    series = np.moveaxis(powers @ _SERIES_MATRIX, -1, 0)
+    eta_near, c_near = mn * np.sqrt(series[0]), list(series[1:])
+  else:
+    eta_near = mn * xp.sqrt(_horner(_H_SERIES, mn, xp))
+    c_near = [_horner(c, mn, xp) for c in _C_SERIES]
+  mf = xp.where(near, 1.0, mu)
+  eta_far = xp.sign(mf) * xp.sqrt(2.0 * (mf - xp.log1p(mf)))
   ie, im = 1.0 / eta_far, 1.0 / mf
   c_far = [
       im - ie,
@@ -119,8 +167,8 @@ def _temme_eta_and_coefficients(mu):
       15.0 * ie**7 - 15.0 * im**7 - 35.0 * im**6 - 105.0 / 4.0 * im**5 - 77.0 / 12.0 * im**4
       - 49.0 / 288.0 * im**3 - im**2 / 288.0 + 139.0 / 51840.0 * im,
   ]
-  eta = jnp.where(near, eta_near, eta_far)
-  return eta, [jnp.where(near, cn, cf) for cn, cf in zip(c_near, c_far)]
+  eta = xp.where(near, eta_near, eta_far)
+  return eta, [xp.where(near, cn, cf) for cn, cf in zip(c_near, c_far)]
 
 
 def _temme_min_shape(dtype) -> float:
@@ -136,7 +184,7 @@ def _series_steps(dtype) -> int:
   return 256 if dtype == jnp.float64 else 64
 
 
-def _temme_tails(s, x):
+def _temme_tails(s, x, xp=jnp):
   r"""``(P(s, x), Q(s, x))`` by Temme's uniform expansion (DLMF Sec. 8.12), ``x > 0``.
 
   With :math:`\lambda = x/s` and :math:`\tfrac12\eta^2 = \lambda - 1 - \log\lambda`
@@ -149,19 +197,19 @@ def _temme_tails(s, x):
 
   where the smaller of ``P`` and ``Q`` is formed directly and keeps its relative accuracy.
   """
-  eta, cs = _temme_eta_and_coefficients((x - s) / s)
+  eta, cs = _temme_eta_and_coefficients((x - s) / s, xp)
   series = cs[0] + (cs[1] + (cs[2] + cs[3] / s) / s) / s
-  remainder = jnp.exp(-0.5 * s * eta * eta - _HALF_LOG_2PI - 0.5 * jnp.log(s)) * series
-  y = eta * jnp.sqrt(0.5 * s)
-  half_erfc = 0.5 * erfc(jnp.abs(y))
+  remainder = xp.exp(-0.5 * s * eta * eta - _HALF_LOG_2PI - 0.5 * xp.log(s)) * series
+  y = eta * xp.sqrt(0.5 * s)
+  half_erfc = 0.5 * _erfc(xp.abs(y), xp)
   q_small = half_erfc + remainder  # Q when y >= 0 (x >= s)
   p_small = half_erfc - remainder  # P when y < 0
-  p = jnp.where(y >= 0.0, 1.0 - q_small, p_small)
-  q = jnp.where(y >= 0.0, q_small, 1.0 - p_small)
-  return jnp.clip(p, 0.0, 1.0), jnp.clip(q, 0.0, 1.0)
+  p = xp.where(y >= 0.0, 1.0 - q_small, p_small)
+  q = xp.where(y >= 0.0, q_small, 1.0 - p_small)
+  return xp.clip(p, 0.0, 1.0), xp.clip(q, 0.0, 1.0)
 
 
-def _poisson_series_tails(s, x):
+def _poisson_series_tails(s, x, xp=jnp):
   r"""``(Pr[X >= s], Pr[X < s])`` for ``X ~ Poisson(x)``, whole ``s >= 1``, ``x > 0``, summing
   the pmf outward from ``s`` on the side where it decays:
 
@@ -172,21 +220,27 @@ def _poisson_series_tails(s, x):
   Accurate for ``s`` below :func:`_temme_min_shape` with :func:`_series_steps` terms.
   """
   upper = x < s
-  log_first = _poisson_logpmf(jnp.where(upper, s, s - 1.0), x)
+  log_first = _poisson_logpmf(xp.where(upper, s, s - 1.0), x, xp)
 
   def body(m, carry):
     term, total = carry
-    mf = jnp.asarray(m + 1, x.dtype)
-    term = term * jnp.where(upper, x / (s + mf), jnp.maximum(s - mf, 0.0) / x)
+    mf = xp.asarray(m + 1, x.dtype)
+    term = term * xp.where(upper, x / (s + mf), xp.maximum(s - mf, 0.0) / x)
     return term, total + term
 
-  ones = jnp.ones_like(x)
-  _, total = jax.lax.fori_loop(0, _series_steps(x.dtype), body, (ones, ones))
-  tail = jnp.clip(jnp.exp(log_first) * total, 0.0, 1.0)
-  return jnp.where(upper, tail, 1.0 - tail), jnp.where(upper, 1.0 - tail, tail)
+  if xp is np:  # the same products, as one cumulative product over the steps
+    m = np.arange(1.0, _series_steps(x.dtype) + 1.0)
+    up, s_, x_ = upper[..., None], s[..., None], x[..., None]
+    factors = np.where(up, x_ / (s_ + m), np.maximum(s_ - m, 0.0) / x_)
+    total = 1.0 + np.sum(np.cumprod(factors, axis=-1), axis=-1)
+  else:
+    ones = xp.ones_like(x)
+    _, total = jax.lax.fori_loop(0, _series_steps(x.dtype), body, (ones, ones))
+  tail = xp.clip(xp.exp(log_first) * total, 0.0, 1.0)
+  return xp.where(upper, tail, 1.0 - tail), xp.where(upper, 1.0 - tail, tail)
 
 
-def _poisson_tails(s, rate):
+def _poisson_tails(s, rate, xp=jnp):
   """``(Pr[X >= s], Pr[X < s])`` for ``X ~ Poisson(rate)``, whole ``s >= 1``, ``rate >= 0``.
 
   These are the regularized incomplete gamma functions ``P(s, rate)`` and ``Q(s, rate)``: by
@@ -195,17 +249,23 @@ def _poisson_tails(s, rate):
   is the smaller one. ``jax.scipy.special.gammainc`` is not used: its prefactor loses six
   digits at ``s = 1e9``, its cost grows like ``sqrt(s)``, and it is slow to compile.
   """
-  s, rate = jnp.broadcast_arrays(*_as_float(s, rate))
+  s, rate = xp.broadcast_arrays(*_floats(xp, s, rate))
   dtype = s.dtype
   s0 = _temme_min_shape(dtype)
   big = s >= s0
   positive = rate > 0.0
-  p_small, q_small = _poisson_series_tails(jnp.where(big, 1.0, s),
-                                           jnp.where(jnp.logical_or(big, ~positive), 1.0, rate))
-  p_big, q_big = _temme_tails(jnp.where(big, s, s0), jnp.where(jnp.logical_and(big, positive),
-                                                                rate, s0))
-  p = jnp.where(positive, jnp.where(big, p_big, p_small), 0.0)
-  q = jnp.where(positive, jnp.where(big, q_big, q_small), 1.0)
+  if xp is np:  # each method on its own elements only
+    p, q = np.zeros(s.shape), np.ones(s.shape)
+    for method, where in ((_poisson_series_tails, positive & ~big), (_temme_tails, positive & big)):
+      if np.any(where):
+        p[where], q[where] = method(s[where], rate[where], np)
+    return p, q
+  p_small, q_small = _poisson_series_tails(xp.where(big, 1.0, s),
+                                           xp.where(xp.logical_or(big, ~positive), 1.0, rate), xp)
+  p_big, q_big = _temme_tails(xp.where(big, s, s0), xp.where(xp.logical_and(big, positive),
+                                                                rate, s0), xp)
+  p = xp.where(positive, xp.where(big, p_big, p_small), 0.0)
+  q = xp.where(positive, xp.where(big, q_big, q_small), 1.0)
   return p, q
 
 
@@ -214,34 +274,34 @@ def _poisson_tails(s, rate):
 # ----------------------------------------------------------------------------------------------
 
 
-def _poisson_logpmf(x, rate):
+def _poisson_logpmf(x, rate, xp=jnp):
   """``log Pr[Poisson(rate) = x]`` for ``rate > 0`` by Loader's saddle-point form."""
-  x, rate = jnp.broadcast_arrays(*_as_float(x, rate))
+  x, rate = xp.broadcast_arrays(*_floats(xp, x, rate))
   positive = x >= 1.0
-  xs = jnp.where(positive, x, 1.0)
-  general = (-stirling_remainder(xs) - binomial_deviance(xs, rate) - _HALF_LOG_2PI
-             - 0.5 * jnp.log(xs))
-  return jnp.where(positive, general, jnp.where(x == 0.0, -rate, -jnp.inf))
+  xs = xp.where(positive, x, 1.0)
+  general = (-_stirling_whole(xs, xp) - _deviance(xs, rate, xp) - _HALF_LOG_2PI
+             - 0.5 * xp.log(xs))
+  return xp.where(positive, general, xp.where(x == 0.0, -rate, -xp.inf))
 
 
-def _window_probability(rate, lower, upper):
+def _window_probability(rate, lower, upper, xp=jnp):
   """``Pr[lower <= X <= upper]`` for ``X ~ Poisson(rate)``, ``rate > 0``, ``lower >= 0``.
 
   With ``Pr[X <= k] = Q(k + 1, rate)`` and ``Pr[X > k] = P(k + 1, rate)``, tails are subtracted
   on the side of the mean where they are small, so a window inside one tail keeps its relative
   accuracy. Both ends go through one :func:`_poisson_tails` call.
   """
-  ends = jnp.stack([lower, upper + 1.0])
+  ends = xp.stack([lower, upper + 1.0])
   # Pr[X >= s] and Pr[X < s]; s <= 0 means Pr[X >= s] = 1.
-  p_tail, q_tail = _poisson_tails(jnp.maximum(ends, 1.0), rate)
+  p_tail, q_tail = _poisson_tails(xp.maximum(ends, 1.0), rate, xp)
   positive = ends >= 1.0
-  p_tail = jnp.where(positive, p_tail, 1.0)
-  q_tail = jnp.where(positive, q_tail, 0.0)
+  p_tail = xp.where(positive, p_tail, 1.0)
+  q_tail = xp.where(positive, q_tail, 0.0)
   sf_lo, sf_hi = p_tail[0], p_tail[1]    # Pr[X >= lower], Pr[X > upper]
   cdf_lo, cdf_hi = q_tail[0], q_tail[1]  # Pr[X < lower], Pr[X <= upper]
-  prob = jnp.where(upper < rate, cdf_hi - cdf_lo,
-                   jnp.where(lower > rate, sf_lo - sf_hi, 1.0 - cdf_lo - sf_hi))
-  return jnp.where(upper < lower, 0.0, jnp.clip(prob, 0.0, 1.0))
+  prob = xp.where(upper < rate, cdf_hi - cdf_lo,
+                   xp.where(lower > rate, sf_lo - sf_hi, 1.0 - cdf_lo - sf_hi))
+  return xp.where(upper < lower, 0.0, xp.clip(prob, 0.0, 1.0))
 
 
 class _WindowMoments(NamedTuple):
@@ -255,33 +315,33 @@ class _WindowMoments(NamedTuple):
 _SHORT_WINDOW = 64  # Windows with at most this many points are summed directly.
 
 
-def _short_window_moments(lam, a, b) -> _WindowMoments:
+def _short_window_moments(lam, a, b, xp=jnp) -> _WindowMoments:
   """Window probability and central moments by direct summation over at most
   ``_SHORT_WINDOW`` points (``lam > 0``, ``0 <= a``, ``b - a < _SHORT_WINDOW``).
 
   Weights ``p(a + j) / p(a)`` come from summed log-ratios ``log(lam / (a + i))``, scaled by
   their maximum; moments are two-pass, in offsets from ``lam``.
   """
-  j = jnp.arange(_SHORT_WINDOW, dtype=lam.dtype)
+  j = xp.arange(_SHORT_WINDOW, dtype=lam.dtype)
   lam_, a_ = lam[..., None], a[..., None]
   inside = j <= (b - a)[..., None]
-  step = jnp.where(jnp.logical_and(j >= 1.0, inside), -jnp.log1p((a_ + j - lam_) / lam_), 0.0)
-  log_w = jnp.cumsum(step, axis=-1)
-  top = jnp.max(jnp.where(inside, log_w, -jnp.inf), axis=-1, keepdims=True)
-  w = jnp.where(inside, jnp.exp(log_w - top), 0.0)
-  total = jnp.sum(w, axis=-1)
+  step = xp.where(xp.logical_and(j >= 1.0, inside), -xp.log1p((a_ + j - lam_) / lam_), 0.0)
+  log_w = xp.cumsum(step, axis=-1)
+  top = xp.max(xp.where(inside, log_w, -xp.inf), axis=-1, keepdims=True)
+  w = xp.where(inside, xp.exp(log_w - top), 0.0)
+  total = xp.sum(w, axis=-1)
   offset = a_ - lam_ + j
-  shift = jnp.sum(offset * w, axis=-1) / total
+  shift = xp.sum(offset * w, axis=-1) / total
   d = offset - shift[..., None]
   d2 = d * d
-  var = jnp.sum(d2 * w, axis=-1) / total
-  mu3 = jnp.sum(d2 * d * w, axis=-1) / total
-  mu4 = jnp.sum(d2 * d2 * w, axis=-1) / total
-  prob = jnp.exp(_poisson_logpmf(a, lam) + top[..., 0]) * total
-  return _WindowMoments(jnp.clip(prob, 0.0, 1.0), shift, var, mu3, mu4)
+  var = xp.sum(d2 * w, axis=-1) / total
+  mu3 = xp.sum(d2 * d * w, axis=-1) / total
+  mu4 = xp.sum(d2 * d2 * w, axis=-1) / total
+  prob = xp.exp(_poisson_logpmf(a, lam, xp) + top[..., 0]) * total
+  return _WindowMoments(xp.clip(prob, 0.0, 1.0), shift, var, mu3, mu4)
 
 
-def _long_window_moments(lam, a, b) -> _WindowMoments:
+def _long_window_moments(lam, a, b, xp=jnp) -> _WindowMoments:
   r"""Window probability and central moments by the closed recursion (any window length).
 
   With :math:`p` the Poisson(:math:`\lambda`) pmf and
@@ -298,43 +358,53 @@ def _long_window_moments(lam, a, b) -> _WindowMoments:
   window of half-width :math:`w`, amplifying the error of :math:`S_0` by
   :math:`\lambda / w^2`; short windows therefore go to :func:`_short_window_moments`.
   """
-  p_before = jnp.where(a >= 1.0, jnp.exp(_poisson_logpmf(a - 1.0, lam)), 0.0)
-  p_last = jnp.where(b >= a, jnp.exp(_poisson_logpmf(b, lam)), 0.0)
-  s0 = _window_probability(lam, a, b)
+  p_before = xp.where(a >= 1.0, xp.exp(_poisson_logpmf(a - 1.0, lam, xp)), 0.0)
+  p_last = xp.where(b >= a, xp.exp(_poisson_logpmf(b, lam, xp)), 0.0)
+  s0 = _window_probability(lam, a, b, xp)
   u, v = a - lam, b + 1.0 - lam
   s1 = lam * (p_before - p_last)
   s2 = lam * (s0 + u * p_before - v * p_last)
   s3 = lam * (s0 + 2.0 * s1 + u * u * p_before - v * v * p_last)
   s4 = lam * (s0 + 3.0 * s1 + 3.0 * s2 + u**3 * p_before - v**3 * p_last)
   ok = s0 > 0.0
-  inv = jnp.where(ok, 1.0 / jnp.where(ok, s0, 1.0), 0.0)
+  inv = xp.where(ok, 1.0 / xp.where(ok, s0, 1.0), 0.0)
   m1, m2, m3, m4 = s1 * inv, s2 * inv, s3 * inv, s4 * inv
-  var = jnp.maximum(m2 - m1 * m1, 0.0)
+  var = xp.maximum(m2 - m1 * m1, 0.0)
   mu3 = m3 - 3.0 * m1 * m2 + 2.0 * m1**3
   mu4 = m4 - 4.0 * m1 * m3 + 6.0 * m1 * m1 * m2 - 3.0 * m1**4
   return _WindowMoments(s0, m1, var, mu3, mu4)
 
 
-def _window_moments(rate, lower, upper) -> _WindowMoments:
+def _window_moments(rate, lower, upper, xp=jnp) -> _WindowMoments:
   """Probability and central moments of ``X ~ Poisson(rate)`` truncated to ``[lower, upper]``:
   :func:`_short_window_moments` for windows of at most ``_SHORT_WINDOW`` points,
   :func:`_long_window_moments` otherwise; ``rate = 0`` is a point mass at 0. Where the window
   has probability 0 the moments are 0."""
-  rate, lower, upper = jnp.broadcast_arrays(*_as_float(rate, lower, upper))
-  a = jnp.maximum(lower, 0.0)
+  rate, lower, upper = xp.broadcast_arrays(*_floats(xp, rate, lower, upper))
+  a = xp.maximum(lower, 0.0)
   b = upper
   degenerate = rate <= 0.0
-  lam = jnp.where(degenerate, 1.0, rate)
+  lam = xp.where(degenerate, 1.0, rate)
   short = b - a < _SHORT_WINDOW
   empty = b < a
-  short_m = _short_window_moments(lam, jnp.where(short, a, lam), jnp.where(short, b, lam))
-  long_m = _long_window_moments(lam, a, b)
-  point_prob = jnp.where(jnp.logical_and(a <= 0.0, b >= 0.0), 1.0, 0.0)
-  zero = jnp.zeros_like(a)
+  if xp is np:  # each method on its own windows only
+    point = np.logical_and(a <= 0.0, b >= 0.0).astype(np.float64)
+    out = [np.where(degenerate, point, 0.0)] + [np.zeros(a.shape) for _ in range(4)]
+    regular = ~degenerate & ~empty
+    for method, where in ((_short_window_moments, regular & short),
+                          (_long_window_moments, regular & ~short)):
+      if np.any(where):
+        for value, part in zip(out, method(lam[where], a[where], b[where], np)):
+          value[where] = part
+    return _WindowMoments(*out)
+  short_m = _short_window_moments(lam, xp.where(short, a, lam), xp.where(short, b, lam), xp)
+  long_m = _long_window_moments(lam, a, b, xp)
+  point_prob = xp.where(xp.logical_and(a <= 0.0, b >= 0.0), 1.0, 0.0)
+  zero = xp.zeros_like(a)
 
   def pick(point, short_v, long_v):
-    value = jnp.where(short, short_v, long_v)
-    return jnp.where(degenerate, point, jnp.where(empty, zero, value))
+    value = xp.where(short, short_v, long_v)
+    return xp.where(degenerate, point, xp.where(empty, zero, value))
 
   return _WindowMoments(*(pick(*vs) for vs in zip((point_prob, zero, zero, zero, zero),
                                                       short_m, long_m)))
@@ -401,10 +471,64 @@ def _broadcast_call(core, n, beta) -> Interval:
   return core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
 
 
-def _validated_call(core, counts, significance) -> Interval:
-  """Validates, broadcasts the batch of counts against significance, and calls ``core``."""
+def _validated_call(core, counts, significance, host=None) -> Interval:
+  """Validates, broadcasts the batch of counts against significance, and calls ``core`` on
+  its rows (:func:`rows_call`; ``host``: its exact NumPy path, or None)."""
   check_interval_inputs(counts, significance)
-  return _broadcast_call(core, *_as_float(counts, significance))
+  if (not _validate.is_concrete((counts, significance))
+      or _compile.platform((counts, significance)) != "cpu"):
+    return _broadcast_call(core, *_as_float(counts, significance))
+  rows, beta, batch = padded_rows(counts, significance)
+  return cut_rows(_compile.first_call(core, on_real_rows(host, len(beta), batch),
+                                      (rows, beta), rows.size), batch)
+
+
+def padded_rows(counts, significance) -> tuple[np.ndarray, np.ndarray, tuple]:
+  """The rows of ``counts`` (its batch broadcast against ``significance``, flattened) and their
+  significances, in the default float dtype, padded to :func:`row_bucket` rows by repeating the
+  last (a copy of a row is a valid row), so that one compiled program serves every batch of
+  rows in a bucket; and the batch shape."""
+  dtype = jnp.result_type(float)
+  counts, beta = np.asarray(counts, dtype), np.asarray(significance, dtype)
+  batch = np.broadcast_shapes(counts.shape[:-1], beta.shape)
+  size = math.prod(batch)
+  rows = np.broadcast_to(counts, batch + counts.shape[-1:]).reshape(size, counts.shape[-1])
+  bucket = row_bucket(size, counts.shape[-1])
+  return (_compile.pad_edge(rows, bucket, axis=0),
+          _compile.pad_edge(np.broadcast_to(beta, batch).reshape(size), bucket, axis=0), batch)
+
+
+def row_bucket(rows: int, width: int) -> int:
+  """The number of rows a batch of ``rows`` rows of ``width`` elements is padded to: the least
+  power of two at or above it, and at least :data:`_compile.MIN_BUCKET` rows where those hold
+  at most :data:`_compile.SMALL_ELEMENTS` elements (so that a single RDP curve over 400,000
+  orders is not copied 128 times).
+
+  >>> row_bucket(1000, 10), row_bucket(3, 10), row_bucket(1, 400_000), row_bucket(3, 400_000)
+  (1024, 128, 1, 4)
+  """
+  floor = min(_compile.MIN_BUCKET, max(1, _compile.SMALL_ELEMENTS // max(width, 1)))
+  return max(floor, 1 << max(0, rows - 1).bit_length())
+
+
+def on_real_rows(host, bucket: int, batch: tuple, rows_at: tuple | None = None):
+  """``host`` (a NumPy function of padded rows, or None) evaluated on the real rows only (the
+  first ``prod(batch)``) of the arguments at positions ``rows_at`` (default: all), its outputs
+  padded back to ``bucket`` rows by repeating the last."""
+  if host is None:
+    return None
+  size = math.prod(batch)
+
+  def call(*args):
+    out = host(*(np.asarray(a)[:size] if rows_at is None or i in rows_at else a
+                 for i, a in enumerate(args)))
+    return jax.tree_util.tree_map(lambda y: _compile.pad_edge(y, bucket, axis=0), out)
+  return call
+
+
+def cut_rows(out, batch: tuple):
+  """A program's outputs on :func:`padded_rows` cut to the real rows and shaped ``batch``."""
+  return jax.tree_util.tree_map(lambda y: _compile._cut(y, math.prod(batch), batch), out)
 
 
 def goodman_intervals(counts, significance=0.05) -> Interval:
@@ -436,21 +560,33 @@ def goodman_intervals(counts, significance=0.05) -> Interval:
   >>> [round(float(v), 4) for v in interval.lower], [round(float(v), 4) for v in interval.upper]
   ([0.2036, 0.3836, 0.1217], [0.4181, 0.6164, 0.3108])
   """
-  return _validated_call(_goodman_core, counts, significance)
+  return _validated_call(_goodman_core, counts, significance, host_goodman)
+
+
+def _goodman(n, beta, xp, quantile):
+  k = n.shape[-1]
+  total = xp.sum(n, axis=-1, keepdims=True)
+  a = quantile(beta[..., None] / (2.0 * k)) ** 2
+  root = xp.sqrt(a * (a + 4.0 * n * (total - n) / total))
+  lower = 2.0 * n * n / (total * (a + 2.0 * n + root))
+  upper = (a + 2.0 * n + root) / (2.0 * (total + a))
+  return Interval(xp.clip(lower, 0.0, 1.0), xp.clip(upper, 0.0, 1.0))
 
 
 @_compile.jit
 def _goodman_core(n, beta):
-  k = n.shape[-1]
-  total = jnp.sum(n, axis=-1, keepdims=True)
-  a = ndtri(beta[..., None] / (2.0 * k)) ** 2
-  root = jnp.sqrt(a * (a + 4.0 * n * (total - n) / total))
-  lower = 2.0 * n * n / (total * (a + 2.0 * n + root))
-  upper = (a + 2.0 * n + root) / (2.0 * (total + a))
-  return Interval(jnp.clip(lower, 0.0, 1.0), jnp.clip(upper, 0.0, 1.0))
+  return _goodman(n, beta, jnp, ndtri)
 
 
-def _sison_glaz_coverage(n, total, c):
+def host_goodman(n, beta) -> Interval:
+  """The Goodman intervals of float rows ``n`` at significances ``beta`` (broadcasting against
+  the batch) in NumPy and scipy, float64: the formula of :func:`goodman_intervals`, for first
+  calls on small inputs (:func:`_compile.first_call`). No checks."""
+  return _goodman(np.asarray(n, np.float64), np.asarray(beta, np.float64), np,
+                  scipy.special.ndtri)
+
+
+def _sison_glaz_coverage(n, total, c, xp=jnp):
   r"""Sison and Glaz's Edgeworth approximation :math:`\nu(c)` of
   :math:`\Pr[n_i - c \le X_i \le n_i + c\ \forall i]` for ``X ~ Multinomial(N, n/N)``.
 
@@ -459,27 +595,27 @@ def _sison_glaz_coverage(n, total, c):
   there and never stops its scan at such a ``c``).
   """
   cc = c[..., None]
-  m = _window_moments(n, jnp.maximum(n - cc, 0.0), jnp.minimum(n + cc, total))
-  var = jnp.sum(m.var, axis=-1)
+  m = _window_moments(n, xp.maximum(n - cc, 0.0), xp.minimum(n + cc, total), xp)
+  var = xp.sum(m.var, axis=-1)
   # N - sum_i E[Y_i] = -sum_i (E[Y_i] - n_i), exactly, since the n_i sum to N.
-  x = -jnp.sum(m.shift, axis=-1) / jnp.sqrt(var)
-  g1 = jnp.sum(m.mu3, axis=-1) / var**1.5
-  g2 = jnp.sum(m.mu4 - 3.0 * m.var**2, axis=-1) / var**2
+  x = -xp.sum(m.shift, axis=-1) / xp.sqrt(var)
+  g1 = xp.sum(m.mu3, axis=-1) / var**1.5
+  g2 = xp.sum(m.mu4 - 3.0 * m.var**2, axis=-1) / var**2
   x2 = x * x
   poly = (1.0 + g1 / 6.0 * x * (x2 - 3.0) + g2 / 24.0 * (x2 * (x2 - 6.0) + 3.0)
           + g1 * g1 / 72.0 * (x2 * (x2 * (x2 - 15.0) + 45.0) - 15.0))
   total = total[..., 0]
   # log[N! / (N^N e^-N)] by Stirling's formula with its exact remainder.
-  log_scale = stirling_remainder(total) + _HALF_LOG_2PI + 0.5 * jnp.log(total)
-  log_prob = jnp.sum(jnp.log(m.prob), axis=-1)
-  log_nu = log_scale + log_prob - 0.5 * x2 - _HALF_LOG_2PI - 0.5 * jnp.log(var)
-  return jnp.maximum(jnp.exp(log_nu) * poly, 0.0)
+  log_scale = _stirling_whole(total, xp) + _HALF_LOG_2PI + 0.5 * xp.log(total)
+  log_prob = xp.sum(xp.log(m.prob), axis=-1)
+  log_nu = log_scale + log_prob - 0.5 * x2 - _HALF_LOG_2PI - 0.5 * xp.log(var)
+  return xp.maximum(xp.exp(log_nu) * poly, 0.0)
 
 
 _GALLOP_RATIO = 64  # Scan steps are max(1, floor(c / 64)): at most 1.6% of c.
 
 
-def _sison_glaz_search(n, total, beta):
+def _sison_glaz_search(n, total, beta, xp=jnp):
   r"""First integer ``c`` with :math:`\nu(c) \le 1 - \beta < \nu(c + 1)`, and the coverages.
 
   Conventions (those of R's MultinomialCI and statsmodels): :math:`\nu(0) = 0`, and
@@ -503,50 +639,68 @@ def _sison_glaz_search(n, total, beta):
   def coverage(c):
     # nu(c) = 1 once c >= N (coverage evaluated at a harmless c there).
     inside = c < total1
-    nu = _sison_glaz_coverage(n, total, jnp.where(inside, c, 1.0))
-    return jnp.where(inside, nu, 1.0)
+    nu = _sison_glaz_coverage(n, total, xp.where(inside, c, 1.0), xp)
+    return xp.where(inside, nu, 1.0)
 
-  zeros = jnp.zeros(target.shape, dtype)
+  zeros = xp.zeros(target.shape, dtype)
 
   # One loop for both phases, so that the (costly to compile) coverage is traced once. Rows
   # still scanning probe ``hi``; rows that found a bracket probe its midpoint.
   def cond(state):
     lo, hi, _, _, found = state
-    return jnp.any(jnp.logical_or(jnp.logical_not(found), hi - lo > 1.0))
+    return xp.any(xp.logical_or(xp.logical_not(found), hi - lo > 1.0))
 
   def body(state):
     lo, hi, nu_lo, nu_hi, found = state
-    mid = jnp.floor(0.5 * (lo + hi))
-    bisecting = jnp.logical_and(found, hi - lo > 1.0)
-    probe = jnp.where(bisecting, mid, hi)
+    mid = xp.floor(0.5 * (lo + hi))
+    bisecting = xp.logical_and(found, hi - lo > 1.0)
+    probe = xp.where(bisecting, mid, hi)
     nu = coverage(probe)
     # c >= N always counts as above, so the loop ends even for a traced beta outside (0, 1).
-    above = jnp.logical_or(nu > target, probe >= total1)
-    scanning = jnp.logical_not(found)
-    step = jnp.maximum(jnp.floor(hi / _GALLOP_RATIO), 1.0)
-    lower_moves = jnp.logical_and(jnp.logical_or(scanning, bisecting), jnp.logical_not(above))
-    upper_moves = jnp.logical_and(bisecting, above)
-    new_hi = jnp.where(upper_moves, mid,
-                       jnp.where(jnp.logical_and(scanning, jnp.logical_not(above)),
-                                 jnp.minimum(hi + step, total1), hi))
-    return (jnp.where(lower_moves, probe, lo), new_hi,
-            jnp.where(lower_moves, nu, nu_lo),
-            jnp.where(jnp.logical_or(upper_moves, jnp.logical_and(scanning, above)), nu, nu_hi),
-            jnp.logical_or(found, above))
+    above = xp.logical_or(nu > target, probe >= total1)
+    scanning = xp.logical_not(found)
+    step = xp.maximum(xp.floor(hi / _GALLOP_RATIO), 1.0)
+    lower_moves = xp.logical_and(xp.logical_or(scanning, bisecting), xp.logical_not(above))
+    upper_moves = xp.logical_and(bisecting, above)
+    new_hi = xp.where(upper_moves, mid,
+                       xp.where(xp.logical_and(scanning, xp.logical_not(above)),
+                                 xp.minimum(hi + step, total1), hi))
+    return (xp.where(lower_moves, probe, lo), new_hi,
+            xp.where(lower_moves, nu, nu_lo),
+            xp.where(xp.logical_or(upper_moves, xp.logical_and(scanning, above)), nu, nu_hi),
+            xp.logical_or(found, above))
 
-  state = (zeros, jnp.ones_like(zeros), zeros, jnp.ones_like(zeros), jnp.zeros(zeros.shape, bool))
-  lo, _, nu_lo, nu_hi, _ = jax.lax.while_loop(cond, body, state)
+  state = (zeros, xp.ones_like(zeros), zeros, xp.ones_like(zeros), xp.zeros(zeros.shape, bool))
+  if xp is np:
+    while cond(state):
+      state = body(state)
+    lo, _, nu_lo, nu_hi, _ = state
+  else:
+    lo, _, nu_lo, nu_hi, _ = jax.lax.while_loop(cond, body, state)
   return lo, nu_lo, nu_hi
+
+
+def _sison_glaz(n, beta, xp=jnp) -> Interval:
+  total = xp.sum(n, axis=-1, keepdims=True)
+  c, nu_c, nu_c1 = _sison_glaz_search(n, total, beta, xp)
+  gamma = (1.0 - beta - nu_c) / (nu_c1 - nu_c)
+  lower = (n - c[..., None]) / total
+  upper = (n + (c + 2.0 * gamma)[..., None]) / total
+  return Interval(xp.clip(lower, 0.0, 1.0), xp.clip(upper, 0.0, 1.0))
 
 
 @_compile.jit(fusion_emitters=False, tree_reductions=False)
 def _sison_glaz_core(n, beta):
-  total = jnp.sum(n, axis=-1, keepdims=True)
-  c, nu_c, nu_c1 = _sison_glaz_search(n, total, beta)
-  gamma = (1.0 - beta - nu_c) / (nu_c1 - nu_c)
-  lower = (n - c[..., None]) / total
-  upper = (n + (c + 2.0 * gamma)[..., None]) / total
-  return Interval(jnp.clip(lower, 0.0, 1.0), jnp.clip(upper, 0.0, 1.0))
+  return _sison_glaz(n, beta)
+
+
+def host_sison_glaz(n, beta) -> Interval:
+  """The Sison-Glaz intervals of float rows ``n`` at significances ``beta`` (one per row) in
+  NumPy and scipy, float64: the program's search and formulas run on the host, for first calls
+  on small inputs (:func:`_compile.first_call`). No checks."""
+  n, beta = np.asarray(n, np.float64), np.asarray(beta, np.float64)
+  with np.errstate(all="ignore"):  # both branches of each select are formed, as in the program
+    return _sison_glaz(n, beta, np)
 
 
 def sison_glaz_intervals(counts, significance=0.05) -> Interval:
@@ -604,7 +758,7 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
   >>> [round(float(v), 4) for v in interval.lower], [round(float(v), 4) for v in interval.upper]
   ([0.2, 0.4, 0.1], [0.4028, 0.6028, 0.3028])
   """
-  return _validated_call(_sison_glaz_core, counts, significance)
+  return _validated_call(_sison_glaz_core, counts, significance, host_sison_glaz)
 
 
 def simultaneous_intervals(method: str, counts, significance) -> Interval:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate
-from dpaudit.estimators import _compile
+from dpaudit.estimators import _compile, multinomial
 
 
 def _float_dtype():
@@ -80,10 +80,35 @@ def compose_rdp(rdp, num_compositions=1, axis: int | None = 0) -> jax.Array:
                        f"{np.shape(rdp)}); composition sums over a batch axis. Use axis=None to "
                        "repeat a single curve num_compositions times")
   dtype = _float_dtype()
+  if on_host(rdp, num_compositions):  # NumPy: eager jnp compiles a program per operation
+    x = np.asarray(rdp, dtype)
+    total = x if axis is None else np.sum(x, axis=axis)
+    k = np.asarray(num_compositions, dtype)
+    with np.errstate(invalid="ignore"):  # 0 * inf, replaced by 0
+      return _compile.to_device(np.asarray(np.where(k == 0, 0.0, k * total), dtype))
   x = jnp.asarray(rdp, dtype)
   total = x if axis is None else jnp.sum(x, axis=axis)
   k = jnp.asarray(num_compositions, dtype)
   return jnp.where(k == 0, 0.0, k * total)
+
+
+def on_host(*values) -> bool:
+  """Whether a call computes on the host (NumPy, or bucketed programs with first calls on the
+  host): its inputs are concrete (not traced) and its work runs on a CPU."""
+  return _validate.is_concrete(values) and _compile.platform(values) == "cpu"
+
+
+def row_call(program, host, rdp, orders, per_row):
+  """``program(rows, orders, values)`` on the rows of the RDP curves ``rdp`` (orders last) and
+  the per-row ``values`` (a prior, a delta), their batches broadcast, flattened and padded to a
+  :func:`_compile.bucket_size` (:func:`multinomial.padded_rows`), so that one program serves
+  every batch in a bucket; outputs cut back to the batch. ``host``: the exact NumPy path of a
+  first call on a small input (:func:`_compile.first_call`). Concrete CPU inputs only."""
+  rows, values, batch = multinomial.padded_rows(rdp, per_row)
+  orders = np.asarray(orders, _float_dtype())
+  out = _compile.first_call(program, multinomial.on_real_rows(host, len(rows), batch, (0, 2)),
+                            (rows, orders, values), rows.size)
+  return multinomial.cut_rows(out, batch)
 
 
 class EpsilonFromRdp(NamedTuple):
@@ -105,10 +130,16 @@ def balle_epsilon_per_order(rdp, orders, delta) -> jax.Array:
   """
   _check_conversion(rdp, orders, delta)
   dtype = _float_dtype()
-  rdp = jnp.asarray(rdp, dtype)
-  orders = jnp.asarray(orders, dtype)
-  log_delta = jnp.log(jnp.asarray(delta, dtype))[..., None]
-  return rdp + jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
+  if on_host(rdp, orders, delta):
+    return _compile.to_device(np.asarray(_balle(*(np.asarray(v, dtype) for v in (
+        rdp, orders, delta)), np), dtype))
+  return _balle(*(jnp.asarray(v, dtype) for v in (rdp, orders, delta)))
+
+
+def _balle(rdp, orders, delta, xp=jnp):
+  """:func:`balle_epsilon_per_order` without checks (``xp``: ``jax.numpy`` or ``numpy``)."""
+  log_delta = xp.log(delta)[..., None]
+  return rdp + xp.log1p(-1.0 / orders) - (log_delta + xp.log(orders)) / (orders - 1.0)
 
 
 def _check_conversion(rdp, orders, delta) -> None:
@@ -118,13 +149,22 @@ def _check_conversion(rdp, orders, delta) -> None:
   _validate.check_broadcastable("delta", delta, np.shape(rdp)[:-1], "rdp batch shape")
 
 
+def _epsilon(rdp, orders, delta, xp=jnp) -> EpsilonFromRdp:
+  eps = _balle(rdp, orders, delta, xp)
+  idx = xp.argmin(eps, axis=-1)
+  best = xp.take_along_axis(eps, idx[..., None], axis=-1)[..., 0]
+  order = xp.where(xp.isfinite(best), orders[idx], xp.nan)
+  return EpsilonFromRdp(xp.maximum(best, 0.0), order)
+
+
 @_compile.jit
 def _rdp_to_epsilon(rdp, orders, delta):
-  eps = balle_epsilon_per_order(rdp, orders, delta)
-  idx = jnp.argmin(eps, axis=-1)
-  best = jnp.take_along_axis(eps, idx[..., None], axis=-1)[..., 0]
-  order = jnp.where(jnp.isfinite(best), orders[idx], jnp.nan)
-  return EpsilonFromRdp(jnp.maximum(best, 0.0), order)
+  return _epsilon(rdp, orders, delta)
+
+
+def _host_rdp_to_epsilon(rdp, orders, delta) -> EpsilonFromRdp:
+  """:func:`_rdp_to_epsilon` in NumPy (float64), for first calls on small inputs."""
+  return _epsilon(*(np.asarray(v, np.float64) for v in (rdp, orders, delta)), np)
 
 
 def rdp_to_epsilon(rdp, orders, delta) -> EpsilonFromRdp:
@@ -158,6 +198,8 @@ def rdp_to_epsilon(rdp, orders, delta) -> EpsilonFromRdp:
   (8.0879, 4.0)
   """
   _check_conversion(rdp, orders, delta)
+  if on_host(rdp, orders, delta):
+    return row_call(_rdp_to_epsilon, _host_rdp_to_epsilon, rdp, orders, delta)
   dtype = _float_dtype()
   return _rdp_to_epsilon(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype),
                          jnp.asarray(delta, dtype))

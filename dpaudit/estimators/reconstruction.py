@@ -66,37 +66,55 @@ def _log_prior(p0, log_p0, batch_shape):
     if _validate.is_concrete(log_p0) and np.any(np.isneginf(np.asarray(log_p0))):
       raise ValueError("log_p0=-inf is outside the valid range (-inf, 0] (p0 must be > 0)")
   _validate.check_broadcastable(name, value, batch_shape, "rdp batch shape")
+  xp = np if _rdp.on_host(value) else jnp
   if p0 is not None:
-    return jnp.log(jnp.asarray(p0, dtype))
-  return jnp.asarray(log_p0, dtype)
+    return xp.log(xp.asarray(p0, dtype))
+  return xp.asarray(log_p0, dtype)
 
 
-def _minimise(values, orders, trivial=None):
+def _minimise(values, orders, trivial=None, xp=jnp):
   """min over the last axis (optionally with a trivial alpha -> 1+ candidate) + argmin order."""
-  idx = jnp.argmin(values, axis=-1)
-  best = jnp.take_along_axis(values, idx[..., None], axis=-1)[..., 0]
+  idx = xp.argmin(values, axis=-1)
+  best = xp.take_along_axis(values, idx[..., None], axis=-1)[..., 0]
   order = orders[idx]
   if trivial is not None:
     use_trivial = trivial <= best
-    best = jnp.where(use_trivial, trivial, best)
-    order = jnp.where(use_trivial, 1.0, order)
-  return BoundAtOrder(best, jnp.where(jnp.isfinite(best), order, jnp.nan))
+    best = xp.where(use_trivial, trivial, best)
+    order = xp.where(use_trivial, 1.0, order)
+  return BoundAtOrder(best, xp.where(xp.isfinite(best), order, xp.nan))
+
+
+def _leakage_bound(rdp, orders, log_p0, xp=jnp) -> BoundAtOrder:
+  # l(alpha, p0) = d (alpha - 1)/alpha + log(1/p0)/alpha, shape broadcast(batch, p0) + (K,).
+  neg = -log_p0[..., None]
+  l = rdp * ((orders - 1.0) / orders) + neg / orders
+  l, _ = xp.broadcast_arrays(l, neg)
+  return _minimise(l, orders, trivial=xp.broadcast_to(0.0 - log_p0, l.shape[:-1]), xp=xp)
 
 
 @_compile.jit
 def _leakage(rdp, orders, log_p0):
-  # l(alpha, p0) = d (alpha - 1)/alpha + log(1/p0)/alpha, shape broadcast(batch, p0) + (K,).
-  neg = -log_p0[..., None]
-  l = rdp * ((orders - 1.0) / orders) + neg / orders
-  l, _ = jnp.broadcast_arrays(l, neg)
-  return _minimise(l, orders, trivial=jnp.broadcast_to(0.0 - log_p0, l.shape[:-1]))
+  return _leakage_bound(rdp, orders, log_p0)
+
+
+def _host(bound):
+  """``bound(rdp, orders, value, xp)`` in NumPy (float64): the host path of a first call."""
+  def call(rdp, orders, value):
+    return bound(*(np.asarray(v, np.float64) for v in (rdp, orders, value)), xp=np)
+  return call
+
+
+_PROGRAMS = {}  # compiled program -> the NumPy form of its bound (filled below)
 
 
 def _call_with_prior(core, rdp, orders, p0, log_p0):
-  """Validates the curve and the prior, then evaluates ``core(rdp, orders, log_p0)``."""
+  """Validates the curve and the prior, then evaluates ``core(rdp, orders, log_p0)`` (on
+  bucketed rows of concrete CPU inputs, :func:`_rdp.row_call`)."""
   _rdp.check_rdp_curve(rdp, orders)
   lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
   dtype = _float_dtype()
+  if _rdp.on_host(rdp, orders, lp0):
+    return _rdp.row_call(core, _host(_PROGRAMS[core]), rdp, orders, lp0)
   return core(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0)
 
 
@@ -131,12 +149,16 @@ def reconstruction_leakage_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundA
   return _call_with_prior(_leakage, rdp, orders, p0, log_p0)
 
 
-@_compile.jit
-def _traditional(rdp, orders, log_p0):
+def _traditional_bound(rdp, orders, log_p0, xp=jnp) -> BoundAtOrder:
   neg = -log_p0[..., None]
   h = rdp + neg / (orders - 1.0)
-  h, _ = jnp.broadcast_arrays(h, neg)
-  return _minimise(h, orders)
+  h, _ = xp.broadcast_arrays(h, neg)
+  return _minimise(h, orders, xp=xp)
+
+
+@_compile.jit
+def _traditional(rdp, orders, log_p0):
+  return _traditional_bound(rdp, orders, log_p0)
 
 
 def traditional_reconstruction_bound(rdp, orders, p0=None, *, log_p0=None) -> BoundAtOrder:
@@ -166,12 +188,19 @@ def traditional_reconstruction_bound(rdp, orders, p0=None, *, log_p0=None) -> Bo
   return _call_with_prior(_traditional, rdp, orders, p0, log_p0)
 
 
-@_compile.jit
-def _bits(rdp, orders, bits):
+def _bits_bound(rdp, orders, bits, xp=jnp) -> BoundAtOrder:
   b = bits[..., None]
   l2 = rdp * ((orders - 1.0) / (orders * _LOG2)) + b / orders
-  l2, _ = jnp.broadcast_arrays(l2, b)
-  return _minimise(l2, orders, trivial=jnp.broadcast_to(bits, l2.shape[:-1]))
+  l2, _ = xp.broadcast_arrays(l2, b)
+  return _minimise(l2, orders, trivial=xp.broadcast_to(bits, l2.shape[:-1]), xp=xp)
+
+
+@_compile.jit
+def _bits(rdp, orders, bits):
+  return _bits_bound(rdp, orders, bits)
+
+
+_PROGRAMS.update({_leakage: _leakage_bound, _traditional: _traditional_bound, _bits: _bits_bound})
 
 
 def leakage_bits(rdp, orders, secret_bits) -> BoundAtOrder:
@@ -207,6 +236,8 @@ def leakage_bits(rdp, orders, secret_bits) -> BoundAtOrder:
     raise ValueError("secret_bits=inf is outside the valid range [0, inf)")
   _validate.check_broadcastable("secret_bits", secret_bits, np.shape(rdp)[:-1],
                                 "rdp batch shape")
+  if _rdp.on_host(rdp, orders, secret_bits):
+    return _rdp.row_call(_bits, _host(_bits_bound), rdp, orders, secret_bits)
   dtype = _float_dtype()
   return _bits(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype),
                jnp.asarray(secret_bits, dtype))
@@ -225,8 +256,10 @@ def posterior_bound(rdp, orders, p0=None, *, log_p0=None) -> jax.Array:
   >>> round(float(posterior_bound(rdp, orders, p0=2.0**-10)), 4)  # 2**-10 * exp(3.2329)
   0.0248
   """
-  _rdp.check_rdp_curve(rdp, orders)
+  bound = reconstruction_leakage_bound(rdp, orders, p0, log_p0=log_p0).value
   lp0 = _log_prior(p0, log_p0, np.shape(rdp)[:-1])
-  dtype = _float_dtype()
-  bound = _leakage(jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), lp0).value
+  if _rdp.on_host(bound, lp0):
+    dtype = _float_dtype()
+    return _compile.to_device(np.asarray(np.minimum(np.exp(lp0 + np.asarray(bound)), 1.0),
+                                         dtype))
   return jnp.minimum(jnp.exp(lp0 + bound), 1.0)

@@ -14,6 +14,7 @@ All bounds are stated for orders alpha > 1, broadcast over counts, and return
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import NamedTuple
@@ -21,6 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from dpaudit import _validate
 from dpaudit.estimators import _compile, binomial, multinomial
@@ -62,12 +64,62 @@ def _orders_last(orders):
   return _float(orders)
 
 
-def _xlogy_ratio(alpha, x, y):
-  r"""``log(x^alpha y^(1-alpha))`` with the convention ``0^alpha y^(1-alpha) = 0`` for x = 0."""
-  safe_x = jnp.where(x > 0.0, x, 1.0)
-  safe_y = jnp.where(y > 0.0, y, 1.0)
-  finite = alpha * jnp.log(safe_x) + (1.0 - alpha) * jnp.log(safe_y)
-  return jnp.where(x > 0.0, jnp.where(y > 0.0, finite, jnp.inf), -jnp.inf)
+def _on_host(*values) -> bool:
+  """Whether an eager function computes in NumPy: its inputs are concrete (not traced) and its
+  work would run on a CPU. Run eagerly, each ``jnp`` operation compiles a small program per
+  shape at its first call (eight programs, about a second, for :func:`binary_renyi_divergence`);
+  NumPy computes the same formulas at once. Inside a trace, or on an accelerator, ``jnp``."""
+  return _validate.is_concrete(values) and _compile.platform(values) == "cpu"
+
+
+def _host_float(x) -> np.ndarray:
+  """``x`` as a NumPy array in the default float dtype (float64 with ``jax_enable_x64``, else
+  float32), as :func:`_float` gives the compiled programs."""
+  return np.asarray(x, jnp.result_type(float))
+
+
+def _to_jax(x) -> jax.Array:
+  """A host result as a JAX array in the default float dtype (no program compiled)."""
+  return _compile.to_device(_host_float(x))
+
+
+def _xlogy_ratio(alpha, x, y, xp=jnp):
+  r"""``log(x^alpha y^(1-alpha))`` with the convention ``0^alpha y^(1-alpha) = 0`` for x = 0.
+  ``xp``: ``jax.numpy``, or ``numpy`` on the host."""
+  safe_x = xp.where(x > 0.0, x, 1.0)
+  safe_y = xp.where(y > 0.0, y, 1.0)
+  finite = alpha * xp.log(safe_x) + (1.0 - alpha) * xp.log(safe_y)
+  return xp.where(x > 0.0, xp.where(y > 0.0, finite, xp.inf), -xp.inf)
+
+
+def _logsumexp(a, axis: int, xp=jnp):
+  """``log(sum(exp(a)))`` over ``axis``: ``jax.nn.logsumexp``, or its NumPy equivalent (the
+  same shift by a finite maximum, 0 where the maximum is infinite)."""
+  if xp is jnp:
+    return jax.nn.logsumexp(a, axis=axis)
+  top = np.max(a, axis=axis, keepdims=True)
+  top = np.where(np.isfinite(top), top, 0.0).astype(a.dtype)
+  with np.errstate(divide="ignore"):
+    return np.log(np.sum(np.exp(a - top), axis=axis)) + np.squeeze(top, axis)
+
+
+def _binary_divergence(p1, p2, alpha, xp=jnp):
+  """:func:`binary_renyi_divergence` without checks (orders last when ``alpha`` is 1-D)."""
+  if alpha.ndim:
+    p1, p2 = p1[..., None], p2[..., None]
+  log_sum = xp.logaddexp(_xlogy_ratio(alpha, p1, p2, xp),
+                         _xlogy_ratio(alpha, 1.0 - p1, 1.0 - p2, xp))
+  return xp.maximum(log_sum / (alpha - 1.0), 0.0)
+
+
+def _divergence(p, q, alpha, xp=jnp):
+  """:func:`renyi_divergence` without checks."""
+  if alpha.ndim:
+    log_sum = _logsumexp(_xlogy_ratio(alpha[:, None], p[..., None, :], q[..., None, :], xp),
+                         -1, xp)
+  else:
+    log_sum = _logsumexp(_xlogy_ratio(alpha, p, q, xp), -1, xp)
+  return xp.maximum(log_sum / (alpha - 1.0), 0.0)
 
 
 def binary_renyi_divergence(p1, p2, orders) -> jax.Array:
@@ -86,12 +138,10 @@ def binary_renyi_divergence(p1, p2, orders) -> jax.Array:
   [0.1542, 0.2541]
   """
   _check_probabilities(p1=p1, p2=p2)
-  alpha = _orders_last(orders)
-  p1, p2 = _float(p1), _float(p2)
-  if alpha.ndim:
-    p1, p2 = p1[..., None], p2[..., None]
-  log_sum = jnp.logaddexp(_xlogy_ratio(alpha, p1, p2), _xlogy_ratio(alpha, 1.0 - p1, 1.0 - p2))
-  return jnp.maximum(log_sum / (alpha - 1.0), 0.0)
+  _validate.check_orders(orders)
+  if _on_host(p1, p2, orders):
+    return _to_jax(_binary_divergence(*map(_host_float, (p1, p2, orders)), np))
+  return _binary_divergence(_float(p1), _float(p2), _float(orders))
 
 
 def renyi_divergence(p, q, orders) -> jax.Array:
@@ -108,14 +158,10 @@ def renyi_divergence(p, q, orders) -> jax.Array:
   """
   _check_probabilities(p=p, q=q)
   _validate.check_broadcastable("q", q, np.shape(p), "shape of p")
-  alpha = _orders_last(orders)
-  p, q = _float(p), _float(q)
-  if alpha.ndim:
-    terms = _xlogy_ratio(alpha[:, None], p[..., None, :], q[..., None, :])
-    log_sum = jax.nn.logsumexp(terms, axis=-1)
-  else:
-    log_sum = jax.nn.logsumexp(_xlogy_ratio(alpha, p, q), axis=-1)
-  return jnp.maximum(log_sum / (alpha - 1.0), 0.0)
+  _validate.check_orders(orders)
+  if _on_host(p, q, orders):
+    return _to_jax(_divergence(*map(_host_float, (p, q, orders)), np))
+  return _divergence(_float(p), _float(q), _float(orders))
 
 
 def per_sample_significance(significance):
@@ -167,8 +213,28 @@ def renyi_two_cut_lower_bound(counts_p, trials_p, counts_q, trials_q, orders,
   _validate.check_range("trials_p", trials_p, 1)
   _validate.check_range("trials_q", trials_q, 1)
   alpha = _orders_last(orders)
-  return _two_cut(*(_float(v) for v in (counts_p, trials_p, counts_q, trials_q, significance)),
-                  alpha)
+  counts = _compile.float_arguments(counts_p, trials_p, counts_q, trials_q)
+  if not _validate.is_concrete((counts, significance, orders)):
+    return _two_cut(*counts, _float(significance), alpha)
+  size = math.prod(np.broadcast_shapes(*(np.shape(v) for v in counts + (significance,))))
+  if np.ndim(significance):  # an array of significances is one more elementwise argument
+    return _compile.elementwise(lambda *flat: _two_cut_first_call(flat, alpha, size), *counts,
+                                _float(significance))
+  significance = _float(significance)
+  return _compile.elementwise(
+      lambda *flat: _two_cut_first_call(flat + (significance,), alpha, size), *counts)
+
+
+def _two_cut_first_call(args: tuple, alpha, size: int):
+  """:func:`_two_cut` on flat ``args`` (the counts and the significance) padded from ``size``
+  elements to their bucket, answered by :func:`_host_two_cut` on the ``size`` real elements
+  while the program compiles (:func:`_compile.first_call`)."""
+  padded = np.shape(args[0])[0]
+
+  def host(*args):
+    real = [v[:size] if np.ndim(v) else v for v in args[:-1]]
+    return _compile.pad_edge(_host_two_cut(*real, args[-1]), padded, axis=0)
+  return _compile.first_call(_two_cut, host, args + (alpha,), padded)
 
 
 @_compile.jit(fusion_emitters=_compile.fusion_below(_compile.LARGE_BATCH),
@@ -183,6 +249,46 @@ def _two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha):
   p_lower, q_lower = lower
   p_upper, q_upper = upper
   return _two_cut_over_box(p_lower, p_upper, q_lower, q_upper, alpha)
+
+
+def _host_cp_limit(k, n, log_tail, upper: bool) -> np.ndarray:
+  """The lower (or ``upper``) two-sided Clopper-Pearson limit at tail ``exp(log_tail)`` by
+  scipy's Beta quantiles, with the compiled limits' closed forms at k = 0 and k = n (lower: 0
+  and ``exp(log_tail / n)``; upper: ``-expm1(log_tail / n)`` and 1). Float64 NumPy."""
+  inside = np.logical_and(k > 0.0, k < n)
+  tail = np.exp(log_tail)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    if upper:
+      solved = scipy.special.betainccinv(np.where(inside, k + 1.0, 1.0),
+                                         np.where(inside, n - k, 1.0), tail)
+      return np.where(k >= n, 1.0, np.where(k <= 0.0, -np.expm1(log_tail / n), solved))
+    solved = scipy.special.betaincinv(np.where(inside, k, 1.0),
+                                      np.where(inside, n - k + 1.0, 1.0), tail)
+    return np.where(k <= 0.0, 0.0, np.where(k >= n, np.exp(log_tail / n), solved))
+
+
+def _host_two_cut(counts_p, trials_p, counts_q, trials_q, significance, alpha) -> np.ndarray:
+  """:func:`_two_cut` in NumPy and scipy (float64), for first calls on small inputs.
+
+  The box's minimum needs only two of the four limits of each pair: where the observed
+  frequency under P is at least that under Q, ``p_upper >= q_lower`` (each limit is on its
+  side of its frequency), so the box is above the diagonal or straddles it, and only
+  ``p_lower`` and ``q_upper`` decide; elsewhere only ``p_upper`` and ``q_lower``. Computing
+  those two halves the scipy quantiles (about 5 us each)."""
+  counts_p, trials_p, counts_q, trials_q, significance = np.broadcast_arrays(
+      *(np.asarray(v, np.float64) for v in (counts_p, trials_p, counts_q, trials_q,
+                                            significance)))
+  log_tail = np.log((1.0 - np.sqrt(1.0 - significance)) / 2.0)
+  p_ge_q = counts_p * trials_q >= counts_q * trials_p
+  p_lower, p_upper = np.zeros(counts_p.shape), np.ones(counts_p.shape)
+  q_lower, q_upper = np.zeros(counts_p.shape), np.ones(counts_p.shape)
+  ge, lt = p_ge_q, ~p_ge_q
+  p_lower[ge] = _host_cp_limit(counts_p[ge], trials_p[ge], log_tail[ge], False)
+  q_upper[ge] = _host_cp_limit(counts_q[ge], trials_q[ge], log_tail[ge], True)
+  p_upper[lt] = _host_cp_limit(counts_p[lt], trials_p[lt], log_tail[lt], True)
+  q_lower[lt] = _host_cp_limit(counts_q[lt], trials_q[lt], log_tail[lt], False)
+  return _two_cut_over_box(p_lower, p_upper, q_lower, q_upper, np.asarray(alpha, np.float64),
+                           np)
 
 
 def renyi_two_cut_from_intervals(p_lower, p_upper, q_lower, q_upper, orders) -> jax.Array:
@@ -202,21 +308,22 @@ def renyi_two_cut_from_intervals(p_lower, p_upper, q_lower, q_upper, orders) -> 
     if _validate.is_concrete((lo, hi)) and np.any(np.asarray(lo) > np.asarray(hi)):
       raise ValueError(f"{upper} is below {lower} somewhere ({upper}={np.asarray(hi)!r}, "
                        f"{lower}={np.asarray(lo)!r}); an interval needs {lower} <= {upper}")
-  alpha = _orders_last(orders)
-  return _two_cut_over_box(*(_float(v) for v in (p_lower, p_upper, q_lower, q_upper)), alpha)
+  _validate.check_orders(orders)
+  box = (p_lower, p_upper, q_lower, q_upper, orders)
+  if _on_host(*box):
+    return _to_jax(_two_cut_over_box(*map(_host_float, box), np))
+  return _two_cut_over_box(*map(_float, box))
 
 
-def _two_cut_over_box(p_lower, p_upper, q_lower, q_upper, alpha):
+def _two_cut_over_box(p_lower, p_upper, q_lower, q_upper, alpha, xp=jnp):
   above = p_lower > q_upper
   below = p_upper < q_lower
-  x = jnp.where(above, p_lower, jnp.where(below, p_upper, 0.5))
-  y = jnp.where(above, q_upper, jnp.where(below, q_lower, 0.5))
+  x = xp.where(above, p_lower, xp.where(below, p_upper, 0.5))
+  y = xp.where(above, q_upper, xp.where(below, q_lower, 0.5))
   if alpha.ndim:
-    x, y = x[..., None], y[..., None]
     above, below = above[..., None], below[..., None]
-  log_sum = jnp.logaddexp(_xlogy_ratio(alpha, x, y), _xlogy_ratio(alpha, 1.0 - x, 1.0 - y))
-  value = jnp.maximum(log_sum / (alpha - 1.0), 0.0)
-  return jnp.where(jnp.logical_or(above, below), value, 0.0)
+  value = _binary_divergence(x, y, alpha, xp)
+  return xp.where(xp.logical_or(above, below), value, 0.0)
 
 
 def empirical_bernstein_interval(values, significance: float = 0.05):
@@ -243,12 +350,19 @@ def empirical_bernstein_interval(values, significance: float = 0.05):
   n = np.shape(values)[-1] if np.ndim(values) else 0
   if n < 2:
     raise ValueError(f"values has {n} samples on its last axis; need at least 2")
-  values = _float(values)
-  mean = jnp.mean(values, axis=-1)
-  variance = jnp.var(values, axis=-1, ddof=1)
-  log_term = jnp.log(4.0 / significance)
-  half = jnp.sqrt(2.0 * variance * log_term / n) + 7.0 * log_term / (3.0 * (n - 1))
-  return jnp.clip(mean - half, 0.0, 1.0), jnp.clip(mean + half, 0.0, 1.0)
+  if _on_host(values, significance):
+    lower, upper = _bernstein(_host_float(values), _host_float(significance), n, np)
+    return _to_jax(lower), _to_jax(upper)
+  return _bernstein(_float(values), _float(significance), n, jnp)
+
+
+def _bernstein(values, significance, n: int, xp=jnp):
+  """:func:`empirical_bernstein_interval` without checks."""
+  mean = xp.mean(values, axis=-1)
+  variance = xp.var(values, axis=-1, ddof=1)
+  log_term = xp.log(4.0 / significance)
+  half = xp.sqrt(2.0 * variance * log_term / n) + 7.0 * log_term / (3.0 * (n - 1))
+  return xp.clip(mean - half, 0.0, 1.0), xp.clip(mean + half, 0.0, 1.0)
 
 
 K_CUT_METHODS = ("sison-glaz", "goodman")
@@ -291,8 +405,50 @@ def renyi_k_cut_lower_bound(counts_p, counts_q, orders, significance: float = 0.
   for counts in (counts_p, counts_q):  # beta is in (0, 1) where significance is
     multinomial.check_interval_inputs(counts, significance)
   _orders_last(orders)
-  return _k_cut_lower_bound(_float(counts_p), _float(counts_q), _float(orders),
-                            _float(significance), method=method)
+  if (not _validate.is_concrete((counts_p, counts_q, orders, significance))
+      or _compile.platform((counts_p, counts_q)) != "cpu"):
+    return _k_cut_lower_bound(_float(counts_p), _float(counts_q), _float(orders),
+                              _float(significance), method=method)
+  return _k_cut_rows(counts_p, counts_q, _host_float(orders), significance, method)
+
+
+def _k_cut_rows(counts_p, counts_q, orders, significance, method: str):
+  """:func:`_k_cut_lower_bound` on concrete CPU inputs, with the batch flattened to rows and
+  padded to its bucket (:func:`multinomial.padded_rows`), so that one program serves every
+  number of rows in a bucket. A single row of one sample against a batch of the other stays one
+  row (its intervals are solved once); other batches are broadcast against each other."""
+  batch = np.broadcast_shapes(np.shape(counts_p)[:-1], np.shape(counts_q)[:-1],
+                              np.shape(significance))
+  real = math.prod(batch)
+  sides = []
+  for counts in (counts_p, counts_q):
+    if math.prod(np.shape(counts)[:-1]) == 1 and np.ndim(significance) == 0:
+      sides.append(multinomial.padded_rows(np.reshape(counts, (1, -1)), significance)[0][:1])
+    else:
+      sides.append(multinomial.padded_rows(
+          np.broadcast_to(counts, batch + np.shape(counts)[-1:]), significance)[0])
+  bucket = multinomial.row_bucket(real, np.shape(counts_p)[-1])
+  beta = _host_float(significance)
+  if beta.ndim:
+    beta = _compile.pad_edge(np.broadcast_to(beta, batch).reshape(real), bucket, axis=0)
+
+  def host(rows_p, rows_q, orders, beta):
+    cut = [x[:real] if np.ndim(x) else x for x in (rows_p, rows_q, beta)]
+    out = _host_k_cut(*cut[:2], orders, cut[2], method)
+    return _compile.pad_edge(np.broadcast_to(out, (real,) + out.shape[1:]), bucket, axis=0)
+  out = _compile.first_call(_K_CUT_PROGRAMS[method], host, (*sides, orders, beta),
+                            bucket * np.shape(counts_p)[-1])
+  return multinomial.cut_rows(out, batch)
+
+
+def _host_k_cut(rows_p, rows_q, orders, beta, method: str) -> np.ndarray:
+  """:func:`_k_cut_lower_bound` in NumPy and scipy (float64), on rows of counts (one row of a
+  sample broadcasts against the other's rows; ``beta`` a scalar or one per row)."""
+  intervals = {"goodman": multinomial.host_goodman, "sison-glaz": multinomial.host_sison_glaz}
+  beta = 1.0 - np.sqrt(1.0 - np.asarray(beta, np.float64))
+  lower = intervals[method](rows_p, np.broadcast_to(beta, np.shape(rows_p)[:-1])).lower
+  upper = intervals[method](rows_q, np.broadcast_to(beta, np.shape(rows_q)[:-1])).upper
+  return _divergence(lower, upper, np.asarray(orders, np.float64), np)
 
 
 @_compile.jit(static_argnames="method", fusion_emitters=False, tree_reductions=False)
@@ -313,6 +469,10 @@ def _k_cut_lower_bound(counts_p, counts_q, orders, significance, method):
   split = rows[0].shape[0]
   return renyi_divergence(intervals.lower[:split].reshape(shapes[0]),
                           intervals.upper[split:].reshape(shapes[1]), orders)
+
+
+_K_CUT_PROGRAMS = {method: functools.partial(_k_cut_lower_bound, method=method)
+                   for method in K_CUT_METHODS}
 
 
 class BootstrapBound(NamedTuple):
