@@ -1,13 +1,14 @@
 """Clopper-Pearson on a million count pairs, timed in fresh processes against scipy.
 
 ``python tools/cp_processes.py [--processes 10] [--pairs 1e6] [--max_n 1e6] [--calls 7]
-[--norandom]``: each process draws the pairs as the estimator benchmark does
+[--norandom]`` (``--max_n 1e3`` is the benchmark's tightest case): each process draws the
+pairs as the estimator benchmark does
 (:func:`experiments.benchmarks.estimator_inputs.count_pairs`, float64), calls
 ``clopper_pearson`` once (compile or cache load) and then ``--calls`` more times, and reports
 the median of those calls (wall and CPU time); scipy's ``beta.ppf``/``isf`` is timed once per
 process (wall and CPU time: on a loaded machine the ratio of CPU times is the steadier
-figure, and on an idle one the wall ratio is about twice it, the limits running on two
-cores). ``--norandom`` runs each process under ``setarch -R`` (no address-space
+figure; the limits run on two cores, so on an idle machine the wall ratio can reach twice
+it). ``--norandom`` runs each process under ``setarch -R`` (no address-space
 randomisation). The processes use the persistent compilation cache of the experiments.
 """
 
