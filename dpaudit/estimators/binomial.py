@@ -281,10 +281,10 @@ def _map_grouped(fn, sources, first, parts: int, results: int, shared=(), order=
 
   def run(c, outs):
     start = jnp.minimum(c * chunk, last)
-    rows = jax.lax.dynamic_slice(order, (start,), (chunk,))
-    values = [v.at[rows].get(mode="promise_in_bounds")[None, :] for v in sources]
+    picked = jax.lax.dynamic_slice(order, (start,), (chunk,))
+    values = [v.at[picked].get(mode="promise_in_bounds")[None, :] for v in sources]
     out = split(fn(part, *values, *shared))
-    return tuple([o.at[rows].set(v, unique_indices=True, mode="promise_in_bounds")
+    return tuple([o.at[picked].set(v, unique_indices=True, mode="promise_in_bounds")
                   for o, v in zip(os, vs)] for os, vs in zip(outs, out))
 
   zeros = functools.partial(jnp.zeros, (size,), sources[0].dtype)
