@@ -674,22 +674,33 @@ def _host_log_pmf(k, n, log_q, log_1mq):
 def _host_beta_alpha(r, v, epsilon):
   r"""Eqs. 8-9 on the host: :math:`\beta = \Pr[\check W \ge v]` and
   :math:`\alpha = \max_i \frac2i \Pr[v - i \le \check W < v]`, the latter from the running
-  log-sums of the pmf at v - 1, v - 2, ..., 0 (1-D arrays of one length)."""
+  log-sums of the pmf at v - 1, v - 2, ..., 0 (1-D arrays of one length); also alpha's first
+  maximiser i* and the log densities D_v, D_{v - i*} of :func:`_p_value_and_slope`
+  (:math:`D_k = k (1 - q) \Pr[\check W = k]`, -inf at k = 0)."""
   from scipy import special
   q = special.expit(epsilon)
   beta = np.where(v <= 0, 1.0, special.bdtrc(_whole(v - 1.0), _whole(r), q))
+  log_q, log_1mq = -np.logaddexp(0.0, -epsilon), -np.logaddexp(0.0, epsilon)
+
+  def log_density(k):
+    with np.errstate(divide="ignore", invalid="ignore"):
+      return np.where(k >= 1.0, np.log(np.maximum(k, 1.0)) + log_1mq
+                      + _host_log_pmf(np.maximum(k, 0.0), r, log_q, log_1mq), -np.inf)
   top = int(np.max(v, initial=0.0))
   if top == 0:
-    return beta, np.zeros_like(beta)
+    zeros = np.zeros_like(beta)
+    return beta, zeros, zeros, log_density(v), np.full_like(beta, -np.inf)
   i = np.arange(1, top + 1, dtype=np.float64)
   k = v[:, None] - i[None, :]
-  log_q, log_1mq = -np.logaddexp(0.0, -epsilon), -np.logaddexp(0.0, epsilon)
   with np.errstate(invalid="ignore", divide="ignore"):
     log_s = np.where(k >= 0.0, _host_log_pmf(np.maximum(k, 0.0), r[:, None], log_q[:, None],
                                              log_1mq[:, None]), -np.inf)
   log_mean = np.logaddexp.accumulate(log_s, axis=1) - np.log(i)[None, :]
-  alpha = 2.0 * np.exp(np.max(log_mean, axis=1))
-  return beta, np.where(v <= 0.0, 0.0, alpha)
+  star = np.argmax(log_mean, axis=1)
+  alpha = 2.0 * np.exp(log_mean[np.arange(v.size), star])
+  i_star = i[star]
+  return (beta, np.where(v <= 0.0, 0.0, alpha), i_star, log_density(v),
+          log_density(v - i_star))
 
 
 def _host_p_value_values(m, r, v, epsilon, delta, with_delta: bool):
@@ -697,7 +708,7 @@ def _host_p_value_values(m, r, v, epsilon, delta, with_delta: bool):
     from scipy import special
     q = special.expit(epsilon)
     return np.where(v <= 0.0, 1.0, special.bdtrc(_whole(v - 1.0), _whole(r), q))
-  beta, alpha = _host_beta_alpha(r, v, epsilon)
+  beta, alpha = _host_beta_alpha(r, v, epsilon)[:2]
   return np.minimum(beta + alpha * m * delta, 1.0)
 
 
@@ -727,44 +738,51 @@ def _host_epsilon_ceiling(r, v, significance):
 
 def _host_epsilon_values(m, r, v, delta, significance, with_delta: bool):
   """One-run epsilon bounds on the host: the delta-free closed form, or the largest epsilon
-  with p-value <= significance by false position (Illinois) with a bisection every third step,
-  inside [0, ceiling] as the compiled solver, to the same tolerance; the lower end is returned."""
+  with p-value <= significance by the compiled solver's method (Newton's method on the log
+  p-value with its analytic slope inside a bracket from 0 to the delta-free bound, bisection
+  where a step leaves it, each point moved half the tolerance towards the far side), to the
+  same tolerance; the lower end is returned."""
   from scipy import special
+  with np.errstate(invalid="ignore"):
+    limit = special.betaincinv(np.maximum(v, 1.0), r - v + 1.0, significance)
+  positive = (v > 0.0) & (limit > 0.5)
+  safe = np.where(positive, limit, 0.75)
+  delta_free = np.where(positive, np.log(safe) - np.log1p(-safe), 0.0)
   if not with_delta:
-    with np.errstate(invalid="ignore"):
-      limit = special.betaincinv(np.maximum(v, 1.0), r - v + 1.0, significance)
-    positive = (v > 0.0) & (limit > 0.5)
-    safe = np.where(positive, limit, 0.75)
-    return np.where(positive, np.log(safe) - np.log1p(-safe), 0.0)
+    return delta_free
   log_sig = np.log(significance)
 
-  def f(idx, eps):
-    p = _host_p_value_values(m[idx], r[idx], v[idx], eps, delta[idx], True)
-    return np.log(p) - log_sig[idx]
+  def f_and_slope(idx, eps):
+    beta, alpha, i_star, log_d_v, log_d_star = _host_beta_alpha(r[idx], v[idx], eps)
+    md = m[idx] * delta[idx]
+    p = np.minimum(beta + alpha * md, 1.0)
+    rate_v = np.exp(log_d_v - np.log(p))
+    slope = rate_v + 2.0 * md / np.maximum(i_star, 1.0) * (np.exp(log_d_star - np.log(p))
+                                                            - rate_v)
+    return np.log(p) - log_sig[idx], np.where((p < 1.0) & (v[idx] > 0.0), slope, 0.0)
 
-  lo, hi = np.zeros_like(r), _host_epsilon_ceiling(r, v, significance)
-  all_idx = np.arange(r.size)
-  f_lo, f_hi = f(all_idx, lo), f(all_idx, hi)
-  result = np.where(f_hi <= 0.0, hi, 0.0)  # p(hi) <= significance: hi; p(0) > significance: 0
-  open_ = (f_lo <= 0.0) & (f_hi > 0.0)
   tol = 1e-10
-  step = 0
-  while True:
+  lo = np.zeros_like(r)
+  hi = np.minimum(_host_epsilon_ceiling(r, v, significance), delta_free)
+  every = np.arange(r.size)
+  f_lo = f_and_slope(every, lo)[0]
+  f_hi, slope = f_and_slope(every, hi)
+  result = np.where(f_lo > 0.0, 0.0, hi)  # p(0) > significance: 0; p(hi) <= significance: hi
+  open_ = (f_lo <= 0.0) & (f_hi > 0.0)
+  x, f_x = hi.copy(), f_hi
+  for _ in range(200):
     idx = np.flatnonzero(open_ & (hi - lo > tol * np.maximum(hi, 1.0)))
-    if idx.size == 0 or step >= 400:
+    if idx.size == 0:
       break
-    a, b, fa, fb = lo[idx], hi[idx], f_lo[idx], f_hi[idx]
-    secant = a - fa * (b - a) / (fb - fa)
-    bisect = 0.5 * (a + b)
-    use_secant = (step % 3 != 2) & np.isfinite(secant) & (secant > a) & (secant < b)
-    x = np.where(use_secant, secant, bisect)
-    fx = f(idx, x)
-    below = fx <= 0.0
-    lo[idx] = np.where(below, x, a)
-    f_lo[idx] = np.where(below, fx, fa * np.where(below, 1.0, 0.5))
-    hi[idx] = np.where(below, b, x)
-    f_hi[idx] = np.where(below, fb * 0.5, fx)
-    step += 1
+    a, b, fx, sx = lo[idx], hi[idx], f_x[idx], slope[idx]
+    newton = x[idx] - fx / np.where(sx > 0.0, sx, 1.0)
+    newton = newton - np.sign(fx) * 0.5 * tol * np.maximum(b, 1.0)
+    inside = (sx > 0.0) & (newton > a) & (newton < b)
+    step = np.where(inside, newton, 0.5 * (a + b))
+    value, step_slope = f_and_slope(idx, step)
+    rejected = value <= 0.0
+    lo[idx], hi[idx] = np.where(rejected, step, a), np.where(rejected, b, step)
+    x[idx], f_x[idx], slope[idx] = step, value, step_slope
   return np.where(open_, lo, result)
 
 
