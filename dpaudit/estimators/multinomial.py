@@ -694,6 +694,14 @@ def _sison_glaz_core(n, beta):
   return _sison_glaz(n, beta)
 
 
+SISON_GLAZ_HOST_ROWS = 16
+"""Most rows whose Sison-Glaz intervals a first call computes on the host (:func:`host_sison_glaz`).
+Its search steps are NumPy calls on every row until the slowest row is done: measured in fresh
+processes on the 2-core machine under load, one row of total 100 took 20-80 ms and one of 1e9
+(500 steps) 1.5 s, against 2-15 s to compile the program; 200 rows of total 1e4 took 1.1-3.6 s
+and 2,000 rows 26 s, where the compiled program takes 0.5 s and 7.5 s."""
+
+
 def host_sison_glaz(n, beta) -> Interval:
   """The Sison-Glaz intervals of float rows ``n`` at significances ``beta`` (one per row) in
   NumPy and scipy, float64: the program's search and formulas run on the host, for first calls
@@ -758,7 +766,9 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
   >>> [round(float(v), 4) for v in interval.lower], [round(float(v), 4) for v in interval.upper]
   ([0.2, 0.4, 0.1], [0.4028, 0.6028, 0.3028])
   """
-  return _validated_call(_sison_glaz_core, counts, significance, host_sison_glaz)
+  rows = math.prod(np.broadcast_shapes(np.shape(counts)[:-1], np.shape(significance)))
+  return _validated_call(_sison_glaz_core, counts, significance,
+                         host_sison_glaz if rows <= SISON_GLAZ_HOST_ROWS else None)
 
 
 def simultaneous_intervals(method: str, counts, significance) -> Interval:

@@ -436,6 +436,9 @@ def _k_cut_rows(counts_p, counts_q, orders, significance, method: str):
     cut = [x[:real] if np.ndim(x) else x for x in (rows_p, rows_q, beta)]
     out = _host_k_cut(*cut[:2], orders, cut[2], method)
     return _compile.pad_edge(np.broadcast_to(out, (real,) + out.shape[1:]), bucket, axis=0)
+  if method == "sison-glaz" and sum(min(len(rows), real) for rows in sides) > (
+      multinomial.SISON_GLAZ_HOST_ROWS):
+    host = None  # many rows: the program (multinomial.SISON_GLAZ_HOST_ROWS)
   out = _compile.first_call(_K_CUT_PROGRAMS[method], host, (*sides, orders, beta),
                             bucket * np.shape(counts_p)[-1])
   return multinomial.cut_rows(out, batch)
