@@ -1368,8 +1368,9 @@ def clopper_pearson(successes, trials, significance: float = 0.05,
   """
   _validate.check_choice("alternative", alternative, ALTERNATIVES)
   _validate.check_significance(significance)
-  _validate.check_counts("successes", successes, trials, "trials")
-  _validate.check_range("trials", trials, 1)
+  if not _plainly_valid_pairs(successes, trials):
+    _validate.check_counts("successes", successes, trials, "trials")
+    _validate.check_range("trials", trials, 1)
   k, n, beta = _compile.float_arguments(successes, trials, significance)
   return _compile.first_call(_bucketed_clopper_pearson, host_clopper_pearson,
                              (k, n, beta, alternative), _broadcast_size(k, n, beta))
@@ -1395,6 +1396,31 @@ def _bucketed_clopper_pearson(k, n, beta, alternative: str) -> Interval:
   if np.ndim(beta) == 0:
     return _elementwise(lambda k, n: call(k, n, beta), k, n)
   return _elementwise(call, k, n, beta)
+
+
+_BLOCK = 1 << 16
+
+
+def _plainly_valid_pairs(k, n) -> bool:
+  """Whether large float arrays of counts ``k`` and trials ``n`` are plainly valid (whole,
+  ``0 <= k <= n``, ``1 <= n < inf``), tested block by block in the caches: the checks of
+  :mod:`dpaudit._validate` form a dozen temporaries of the batch's size (8-10 ms for a million
+  pairs, serial with the limits' program). False (the caller then runs those checks, which
+  name what is wrong) for anything else: small or traced inputs, other dtypes, any offence."""
+  if not (_validate.is_concrete((k, n)) and np.ndim(k) == 1 and np.shape(k) == np.shape(n)
+          and np.size(k) >= _BLOCK):
+    return False
+  k, n = np.asarray(k), np.asarray(n)
+  if k.dtype.kind != "f" or n.dtype.kind != "f":
+    return False
+  for start in range(0, k.size, _BLOCK):
+    kb, nb = k[start:start + _BLOCK], n[start:start + _BLOCK]
+    with np.errstate(invalid="ignore"):
+      ok = ((kb >= 0.0) & (kb <= nb) & (nb >= 1.0) & (nb < np.inf)
+            & (kb == np.trunc(kb)) & (nb == np.trunc(nb)))
+    if not ok.all():
+      return False
+  return True
 
 
 def _cp_key(k, n, z, xp=jnp):

@@ -107,3 +107,18 @@ def test_host_order_puts_the_padding_last(monkeypatch):
   assert 0 < first.sum() < 3000
   np.testing.assert_array_equal(order, np.concatenate(
       [np.flatnonzero(first), np.flatnonzero(~first), np.arange(3000, 4096)]))
+
+
+@pytest.mark.parametrize("where, value, match", [
+    ("k", 0.5, "successes=0.5 .* whole"), ("k", -1.0, "successes=-1.0 .* outside"),
+    ("k", np.nan, "successes=nan"), ("n", np.inf, "trials=inf"),
+    ("n", 0.0, "trials=0.0 .* outside")])
+def test_large_batches_are_checked_as_small_ones(where, value, match):
+  """The block-wise test of large batches (binomial._plainly_valid_pairs) passes valid pairs and
+  hands any offence to the usual checks, which name it."""
+  k, n = np.zeros(70_000), np.full(70_000, 10.0)
+  assert binomial._plainly_valid_pairs(k, n)
+  (k if where == "k" else n)[-3] = value
+  assert not binomial._plainly_valid_pairs(k, n)
+  with pytest.raises(ValueError, match=match):
+    binomial.clopper_pearson(k, n)
