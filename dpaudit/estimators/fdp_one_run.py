@@ -582,16 +582,27 @@ def _host_p_value(m, r, v, mu, k):
     return _host_p_value_search(m, r, v, k, mu)
 
 
-def _mu_program(m, r, v, beta, k):
-  return _compile.elementwise(_mu_threads, m, r, v, beta, k)
+def _bucketed(program: Callable, fills: tuple) -> Callable:
+  """``program`` on its arguments broadcast and padded to their bucket
+  (:func:`dpaudit.estimators._compile.elementwise`), the padding on the host being a problem
+  that is done at once (``fills``: no right guess) rather than copies of the last problem, which
+  would cost as much as it does (the searches run until their slowest problem is done)."""
+  def call(*args):
+    size = math.prod(np.broadcast_shapes(*(np.shape(a) for a in args)))
+
+    def refilled(*flat):
+      if all(isinstance(x, np.ndarray) for x in flat) and flat[0].shape[0] > size:
+        flat = tuple(np.concatenate([x[:size], np.full(x.shape[0] - size, fill, x.dtype)])
+                     for x, fill in zip(flat, fills))
+      return program(*flat)
+    return _compile.elementwise(refilled, *args)
+  return call
 
 
-def _epsilon_program(m, r, v, delta, beta, k):
-  return _compile.elementwise(_epsilon_jit, m, r, v, delta, beta, k)
-
-
-def _p_value_program(m, r, v, mu, k):
-  return _compile.elementwise(_p_value_jit, m, r, v, mu, k)
+_mu_program = _bucketed(lambda *args: _mu_threads(*args),  # defined below
+                        (1.0, 0.0, 0.0, 0.5, 2.0))  # m, r, v, beta, k
+_epsilon_program = _bucketed(_epsilon_jit, (1.0, 0.0, 0.0, 0.5, 0.5, 2.0))  # m, r, v, delta, ...
+_p_value_program = _bucketed(_p_value_jit, (1.0, 0.0, 0.0, 0.0, 2.0))  # m, r, v, mu, k
 
 
 def _first_call(program, host, args):
