@@ -66,7 +66,12 @@ about 40 us, v about 1000 about 0.3 ms, v in the thousands milliseconds.
 
 All functions broadcast, compute in ``jnp.result_type(float)`` (float64 with
 ``jax_enable_x64``; float32 is not accurate enough for the recursion's sums beyond a few
-digits) and are jit/vmap-able.
+digits) and are jit/vmap-able. Their compiled programs serve every input size of a
+power-of-two bucket; a first call on a small input (few recursion steps, :data:`HOST_STEPS`)
+is answered by the same recursion and search run on NumPy/scipy in float64 while its program
+compiles in the background (:func:`dpaudit.estimators._compile.first_call`), and the
+Gaussian-DP conversions run on NumPy/scipy for concrete inputs; the results come back in the
+same dtype, within the searches' tolerance of the compiled programs'.
 """
 
 from __future__ import annotations
