@@ -665,13 +665,27 @@ HOST_ALPHA_ELEMENTS = 1 << 19
 correct count v); larger problems wait for the compiled program."""
 
 
-def _host_log_pmf(k, n, log_q, log_1mq):
+def _host_log_choose(k, n):
   from scipy import special
-  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
-          + k * log_q + (n - k) * log_1mq)
+  return special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
 
 
-def _host_beta_alpha(r, v, epsilon):
+def _host_log_pmf(k, n, log_q, log_1mq, log_choose=None):
+  if log_choose is None:
+    log_choose = _host_log_choose(k, n)
+  return log_choose + k * log_q + (n - k) * log_1mq
+
+
+def _host_window(r, v):
+  """The counts k = v - i (i = 1..max v) of alpha's windows, per row, and their log binomial
+  coefficients (which do not depend on epsilon: a root search computes them once)."""
+  top = int(np.max(v, initial=0.0))
+  k = v[:, None] - np.arange(1, top + 1, dtype=np.float64)[None, :]
+  with np.errstate(invalid="ignore"):
+    return k, _host_log_choose(np.maximum(k, 0.0), r[:, None])
+
+
+def _host_beta_alpha(r, v, epsilon, window=None):
   r"""Eqs. 8-9 on the host: :math:`\beta = \Pr[\check W \ge v]` and
   :math:`\alpha = \max_i \frac2i \Pr[v - i \le \check W < v]`, the latter from the running
   log-sums of the pmf at v - 1, v - 2, ..., 0 (1-D arrays of one length); also alpha's first
@@ -691,10 +705,10 @@ def _host_beta_alpha(r, v, epsilon):
     zeros = np.zeros_like(beta)
     return beta, zeros, zeros, log_density(v), np.full_like(beta, -np.inf)
   i = np.arange(1, top + 1, dtype=np.float64)
-  k = v[:, None] - i[None, :]
+  k, log_choose = _host_window(r, v) if window is None else (w[:, :top] for w in window)
   with np.errstate(invalid="ignore", divide="ignore"):
     log_s = np.where(k >= 0.0, _host_log_pmf(np.maximum(k, 0.0), r[:, None], log_q[:, None],
-                                             log_1mq[:, None]), -np.inf)
+                                             log_1mq[:, None], log_choose), -np.inf)
   log_mean = np.logaddexp.accumulate(log_s, axis=1) - np.log(i)[None, :]
   star = np.argmax(log_mean, axis=1)
   alpha = 2.0 * np.exp(log_mean[np.arange(v.size), star])
@@ -752,8 +766,11 @@ def _host_epsilon_values(m, r, v, delta, significance, with_delta: bool):
     return delta_free
   log_sig = np.log(significance)
 
+  window = _host_window(r, v)
+
   def f_and_slope(idx, eps):
-    beta, alpha, i_star, log_d_v, log_d_star = _host_beta_alpha(r[idx], v[idx], eps)
+    beta, alpha, i_star, log_d_v, log_d_star = _host_beta_alpha(
+        r[idx], v[idx], eps, tuple(w[idx] for w in window))
     md = m[idx] * delta[idx]
     p = np.minimum(beta + alpha * md, 1.0)
     rate_v = np.exp(log_d_v - np.log(p))
