@@ -425,7 +425,7 @@ def epsilon_from_scores(in_scores, out_scores, delta: float = 0.0, significance:
   The maximum over thresholds is exact but does not solve for every threshold: the limits are
   computed on a grid of counts that brackets every threshold's bound, and only thresholds whose
   bracket reaches the best certain bound are solved (:func:`_best_threshold`). Jit- and
-  vmap-able; compiled once per pair of list lengths.
+  vmap-able; compiled once per pair of list-length buckets (each list padded to a power of two).
 
   Args:
     in_scores: 1-D scores of runs on D' (higher means "D' was used").
