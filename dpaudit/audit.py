@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpaudit import _validate, estimators, montecarlo, results
+from dpaudit.estimators import _compile
 
 FINITE_SAMPLE = "finite-sample"
 """A lower bound that holds at its confidence for every number of observations."""
@@ -182,11 +183,12 @@ def from_scores(in_scores, out_scores, *, delta: float = 0.0, confidence: float 
   if method not in ("split", "bonferroni"):
     raise ValueError(f"method must be 'split' or 'bonferroni', got {method!r}")
   reference, reference_kind = _reference(reference, reference_kind)
-  out = estimators.epsilon_from_scores(in_scores, out_scores, delta, _significance(confidence),
-                                     method)
   n_in, n_out = np.shape(in_scores)[-1], np.shape(out_scores)[-1]
-  perfect = estimators.epsilon_from_scores(np.ones(n_in), np.zeros(n_out), delta,
-                                           _significance(confidence), method)
+  with _compile.compiles_after():  # the host paths of first calls run alone
+    out = estimators.epsilon_from_scores(in_scores, out_scores, delta, _significance(confidence),
+                                         method)
+    perfect = estimators.epsilon_from_scores(np.ones(n_in), np.zeros(n_out), delta,
+                                             _significance(confidence), method)
   name = ("threshold chosen on half the scores, evaluated on the other half"
           if method == "split" else "best threshold, Bonferroni over thresholds")
   return AuditResult(
@@ -231,14 +233,15 @@ def one_run_from_scores(scores, is_member, *, delta: float = 0.0, confidence: fl
   _validate.check_delta(delta)
   reference, reference_kind = _reference(reference, reference_kind)
   significance = _significance(confidence)
-  out = estimators.one_run_epsilon_from_scores(scores, is_member, delta, significance)
-  fdp = _fdp_gaussian(scores, is_member, delta=delta, confidence=confidence,
-                      reference=reference, reference_kind=reference_kind)
+  with _compile.compiles_after():  # the host paths of first calls run alone
+    out = estimators.one_run_epsilon_from_scores(scores, is_member, delta, significance)
+    fdp = _fdp_gaussian(scores, is_member, delta=delta, confidence=confidence,
+                        reference=reference, reference_kind=reference_kind)
   return AuditResult(
       "epsilon", float(out.epsilon), confidence, FINITE_SAMPLE,
       "one training run: guesses on the highest and lowest canary scores, Bonferroni over "
       "the number of guesses", int(np.shape(scores)[-1]),
-      ceiling=float(np.max(out.grid_epsilon_ceiling)), delta=float(delta),
+      ceiling=float(np.max(np.asarray(out.grid_epsilon_ceiling))), delta=float(delta),
       reference=reference,
       reference_kind=reference_kind,
       details={"num_guesses": int(out.num_guesses), "num_correct": int(out.num_correct)},

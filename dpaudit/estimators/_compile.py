@@ -98,9 +98,11 @@ forces one kind of emitter on every program (:func:`forced_emitters`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -384,8 +386,9 @@ program compiled at a later call."""
 _compiles: dict[Any, Any] = {}  # program key -> Future of its background compile
 host_calls = [0]
 """How many calls the host paths answered in this process (read by the first-call benchmark)."""
-_compile_lock = __import__("threading").Lock()
+_compile_lock = threading.Lock()
 _executor = None
+_deferred = threading.local()  # .requests: compiles asked for inside compiles_after(), or None
 
 
 def first_calls_mode() -> str:
@@ -434,6 +437,24 @@ def _submit(key, compiled: Callable, args: tuple) -> None:
                                       bool(jax.config.jax_enable_x64))
 
 
+@contextlib.contextmanager
+def compiles_after():
+  """Background compiles asked for inside the block start when it ends, so that an entry point
+  making several first calls (the front door; a host path calling other estimators) runs its host
+  paths with the interpreter to itself: a compile traces its program in Python, and shares the
+  interpreter lock with whatever runs beside it. Nested blocks defer to the outermost."""
+  if getattr(_deferred, "requests", None) is not None:
+    yield
+    return
+  _deferred.requests = []
+  try:
+    yield
+  finally:
+    requests, _deferred.requests = _deferred.requests, None
+    for request in requests:
+      _submit(*request)
+
+
 def first_call(compiled: Callable, host: Callable | None, args: tuple, size: int) -> Any:
   """``compiled(*args)`` once its program is compiled in this process, ``host(*args)`` before.
 
@@ -441,7 +462,8 @@ def first_call(compiled: Callable, host: Callable | None, args: tuple, size: int
   ``size`` (elements of the largest input) is at most :data:`SMALL_ELEMENTS`, the call is not
   traced and runs on a CPU, and the program for these argument shapes (:func:`program_key`)
   has not finished compiling here; the call then starts that compile on a background thread
-  (which also fills the persistent compilation cache). ``$DPAUDIT_FIRST_CALLS`` overrides
+  (which also fills the persistent compilation cache), once the host path has answered
+  (:func:`compiles_after`). ``$DPAUDIT_FIRST_CALLS`` overrides
   (:func:`first_calls_mode`). Host results come back as JAX arrays, as the program's do."""
   mode = first_calls_mode()
   if (host is None or mode == "compiled" or size > SMALL_ELEMENTS or _traced(args, {})
@@ -455,9 +477,10 @@ def first_call(compiled: Callable, host: Callable | None, args: tuple, size: int
   if future is not None and future.done():
     return compiled(*args)
   host_calls[0] += 1
-  out = _as_jax(host(*args))
-  if future is None:  # after the host path, which then has the interpreter to itself
-    _submit(key, compiled, args)
+  with compiles_after():  # the host path first (it may make first calls of its own)
+    out = _as_jax(host(*args))
+    if future is None:
+      _deferred.requests.append((key, compiled, args))
   return out
 
 
