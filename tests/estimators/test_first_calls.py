@@ -198,3 +198,16 @@ def test_background_compiles_are_bounded(monkeypatch):
   for future in list(_compile._compiles.values()):
     future.result(timeout=60)
   assert time.perf_counter() - started < 60
+
+
+def test_compiles_asked_for_inside_a_block_start_when_it_ends(monkeypatch):
+  monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "auto")
+  program, host, calls = _host_and_program()
+  x = np.arange(4.0)
+  key = _compile.program_key(program, (x,))
+  with _compile.compiles_after():
+    _compile.first_call(program, host, (x,), x.size)
+    with _compile.compiles_after():  # nested: defers to the outer block
+      _compile.first_call(program, host, (x,), x.size)
+    assert key not in _compile._compiles and calls["host"] == 2
+  _compile._compiles[key].result(timeout=60)
