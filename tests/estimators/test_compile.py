@@ -51,16 +51,22 @@ def test_other_errors_are_not_swallowed():
 
 
 def test_emitters_chosen_per_program():
-  # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones and the
-  # error-count bound take the loop emitters, which compile faster (values:
-  # tests/estimators/test_production_compile.py).
-  x = jnp.zeros(3)
-  assert one_run._epsilon_jit.options_for(x) == _compile.LOOP_EMITTER_OPTIONS
+  # The solver-heavy programs keep the fusion emitters; the sort-and-scan ones take the loop
+  # emitters above SMALL_ELEMENTS, which compile faster, and the fusion emitters up to it (their
+  # first calls there come from the host paths while the program compiles); the error-count
+  # bound takes the loop emitters (values: tests/estimators/test_production_compile.py).
+  x, big = jnp.zeros(3), np.zeros(_compile.SMALL_ELEMENTS + 1)
+  assert one_run._epsilon_jit.options_for(x) == _compile.CPU_COMPILER_OPTIONS
+  assert one_run._epsilon_jit.options_for(big) == _compile.LOOP_EMITTER_OPTIONS
   # Those whose reductions are branch tests, integer counts, maxima, minima (and the
   # Sison-Glaz intervals' short sums) also leave out the tree rewriting of reductions.
-  untreed = (approx_dp._bonferroni, approx_dp._split, approx_dp._epsilon_from_error_counts,
-             one_run._from_scores, multinomial._sison_glaz_core, renyi_cuts._k_cut_lower_bound)
-  for program in untreed:
+  for program in (approx_dp._bonferroni, approx_dp._split, one_run._from_scores):
+    assert program.options_for(x) == _compile.without_tree_reductions(
+        _compile.CPU_COMPILER_OPTIONS)
+    assert program.options_for(big) == _compile.without_tree_reductions(
+        _compile.LOOP_EMITTER_OPTIONS)
+  for program in (approx_dp._epsilon_from_error_counts, multinomial._sison_glaz_core,
+                  renyi_cuts._k_cut_lower_bound):
     assert program.options_for(x) == _compile.without_tree_reductions(
         _compile.LOOP_EMITTER_OPTIONS)
   assert one_run._p_value_jit.options_for(x) == _compile.CPU_COMPILER_OPTIONS
