@@ -111,7 +111,7 @@ def _k_cut(method: str, rows: int) -> Workload:
 def _roc_auc(count: float) -> Workload:
   def build(rng, extra, scale):
     scores, member = draw_scores(rng, _size(count, scale, extra))
-    return lambda: _estimators().roc_auc(scores, member)
+    return lambda: _estimators().roc_auc(scores[member], scores[~member])
   return Workload(count, build)
 
 
