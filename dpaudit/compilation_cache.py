@@ -72,6 +72,7 @@ def enable(path: str | None = None) -> str:
   creating the directory; returns it, expanded. Raises OSError if it cannot be created."""
   path = os.path.abspath(os.path.expanduser(path or default_dir()))
   os.makedirs(path, exist_ok=True)
+  _reset()
   jax.config.update("jax_compilation_cache_dir", path)
   jax.config.update("jax_persistent_cache_min_compile_time_secs",
                     _number(MIN_SECONDS_VARIABLE, DEFAULT_MIN_SECONDS, 0.0))
@@ -83,7 +84,15 @@ def enable(path: str | None = None) -> str:
 
 def disable() -> None:
   """Turns the persistent compilation cache off for this process."""
+  _reset()
   jax.config.update("jax_compilation_cache_dir", None)
+
+
+def _reset() -> None:
+  """Lets a change of directory or settings take effect: JAX reads them once, at the first
+  compile of the process, and keeps the cache it opened then (or none) until reset."""
+  from jax.experimental.compilation_cache import compilation_cache as jax_cache
+  jax_cache.reset_cache()
 
 
 def directory() -> str | None:

@@ -18,9 +18,9 @@ The suite's time goes mostly to compiling small programs, so three settings make
   transcendental functions may differ, in the last bits. What users get (the fusion emitters,
   level 3 and the estimators' own options) is checked against scipy in a subprocess without
   these flags: ``tests/estimators/test_production_compile.py``.
-* In-process tests share the experiments' persistent compilation cache
-  (``$DPAUDIT_COMPILATION_CACHE_DIR`` or ``~/.cache/dpaudit/compilation_cache``, as
-  :func:`experiments.common.enable_compilation_cache`): a program that both xdist workers, or a
+* In-process tests share a persistent compilation cache (``$DPAUDIT_COMPILATION_CACHE_DIR`` or
+  ``~/.cache/dpaudit/test_compilation_cache``, unbounded, apart from the library's default
+  directory): a program that both xdist workers, or a
   library test and a CLI subprocess, compile is compiled once. The tests keep every program
   there, however quick its compile (``DPAUDIT_COMPILATION_CACHE_MIN_SECS=0``, inherited by the
   CLI subprocesses, unless set): the tiny configurations compile many sub-second programs, which
@@ -55,8 +55,12 @@ jax.config.update("jax_enable_x64", True)
 os.environ.setdefault("DPAUDIT_FIRST_CALLS", "compiled")
 os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_MIN_SECS", "0")
 # Unbounded, without the bounded cache's directory scan at every write (thousands of the tests'
-# programs); the CLI subprocesses inherit it, so every process writes the directory alike.
+# programs), in a directory of its own (a bounded cache cannot write next to an unbounded one's
+# entries); the CLI subprocesses inherit both, so every process writes the directory alike.
 os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_MAX_BYTES", "-1")
+os.environ.setdefault("DPAUDIT_COMPILATION_CACHE_DIR", os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser(os.path.join("~", ".cache")),
+    "dpaudit", "test_compilation_cache"))
 common.enable_compilation_cache()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -211,3 +211,19 @@ def test_compiles_asked_for_inside_a_block_start_when_it_ends(monkeypatch):
       _compile.first_call(program, host, (x,), x.size)
     assert key not in _compile._compiles and calls["host"] == 2
   _compile._compiles[key].result(timeout=60)
+
+
+def test_enabling_after_a_compile_takes_effect(tmp_path, monkeypatch):
+  monkeypatch.setenv(compilation_cache.MIN_SECONDS_VARIABLE, "0")
+  before = compilation_cache.directory()
+  try:
+    compilation_cache.disable()
+    jax.jit(lambda x: x * 3.0)(1.0)  # JAX opens (here: no) cache at the first compile
+    compilation_cache.enable(str(tmp_path))
+    jax.jit(lambda x: jnp.cos(x) * 7.0)(jnp.ones(5))
+    assert any(p.name.endswith("-cache") for p in tmp_path.iterdir())
+  finally:
+    if before:
+      compilation_cache.enable(before)
+    else:
+      compilation_cache.disable()
