@@ -313,6 +313,8 @@ def bucket_size(n: int) -> int:
 def _host_array(x) -> bool:
   """Whether ``x`` can be padded on the host without a device program: a NumPy value, a
   Python scalar, or a JAX array on a CPU (viewed in place)."""
+  if isinstance(x, jax.core.Tracer):  # an output inside a caller's trace (constant inputs)
+    return False
   return not isinstance(x, jax.Array) or next(iter(x.devices())).platform == "cpu"
 
 

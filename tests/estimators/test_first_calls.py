@@ -227,3 +227,9 @@ def test_enabling_after_a_compile_takes_effect(tmp_path, monkeypatch):
       compilation_cache.enable(before)
     else:
       compilation_cache.disable()
+
+
+def test_elementwise_with_constant_inputs_inside_a_callers_trace():
+  a = np.arange(5.0)
+  out = jax.jit(lambda: _compile.elementwise(jax.jit(lambda x: x * 2.0), a))()
+  np.testing.assert_array_equal(out, a * 2.0)
