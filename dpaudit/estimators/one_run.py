@@ -602,7 +602,9 @@ def one_run_epsilon_from_scores(scores, is_member, delta=0.0, significance=0.05,
   host = _host_path(_host_from_scores, with_delta, np.full(2 * len(args[3]), m))
   out = _compile.first_call(_from_scores_program, host, args, size)
   n = len(grid)
-  out = tuple(x if i < 5 else jax.device_put(np.asarray(x)[:n]) for i, x in enumerate(out))
+  # The per-grid outputs cut on the host and sent back in one transfer (one per array cost
+  # about 0.25 ms each, a quarter of a call on 1e3 canaries).
+  out = out[:5] + tuple(jax.device_put([np.asarray(x)[:n] for x in out[5:]]))
   return OneRunResult(*out, optimistic=correction == "none")
 
 

@@ -406,10 +406,19 @@ def renyi_k_cut_lower_bound(counts_p, counts_q, orders, significance: float = 0.
     multinomial.check_interval_inputs(counts, significance)
   _orders_last(orders)
   if (not _validate.is_concrete((counts_p, counts_q, orders, significance))
-      or _compile.platform((counts_p, counts_q)) != "cpu"):
+      or _compile.platform((counts_p, counts_q)) != "cpu" or _outer(counts_p, counts_q)):
     return _k_cut_lower_bound(_float(counts_p), _float(counts_q), _float(orders),
                               _float(significance), method=method)
   return _k_cut_rows(counts_p, counts_q, _host_float(orders), significance, method)
+
+
+def _outer(counts_p, counts_q) -> bool:
+  """Whether the two samples' batches broadcast against each other with several rows on both
+  sides (an outer product, such as every pair of a grid of counts): the program then solves each
+  sample's intervals once per row of its own and broadcasts only the divergence, where padded
+  rows would solve the intervals of every pair."""
+  rows_p, rows_q = (math.prod(np.shape(c)[:-1]) for c in (counts_p, counts_q))
+  return (np.shape(counts_p)[:-1] != np.shape(counts_q)[:-1] and rows_p > 1 and rows_q > 1)
 
 
 def _k_cut_rows(counts_p, counts_q, orders, significance, method: str):
