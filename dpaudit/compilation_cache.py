@@ -29,6 +29,7 @@ its bucket.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import jax
@@ -92,7 +93,13 @@ def _reset() -> None:
   """Lets a change of directory or settings take effect: JAX reads them once, at the first
   compile of the process, and keeps the cache it opened then (or none) until reset."""
   from jax.experimental.compilation_cache import compilation_cache as jax_cache
-  jax_cache.reset_cache()
+  logger = logging.getLogger("jax._src.compilation_cache")  # it logs every reset at INFO
+  level = logger.level
+  logger.setLevel(logging.WARNING)
+  try:
+    jax_cache.reset_cache()
+  finally:
+    logger.setLevel(level)
 
 
 def directory() -> str | None:
