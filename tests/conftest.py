@@ -50,6 +50,11 @@ import pytest  # noqa: E402  # after XLA_FLAGS
 from experiments import common  # noqa: E402  # after XLA_FLAGS
 
 jax.config.update("jax_enable_x64", True)
+# Every estimator program takes the loop emitters, as the XLA flag above gives the others (the
+# programs that choose the fusion emitters for small batches would override it); the choices
+# themselves are tested in tests/estimators/test_compile.py, the values in
+# test_production_compile.py. CLI subprocesses inherit this.
+os.environ.setdefault("DPAUDIT_CPU_EMITTERS", "loop" if _JAXLIB < (0, 11) else "auto")
 # Accuracy tests test the compiled programs; the host paths of first calls have tests of their
 # own (dpaudit.estimators._compile.first_call). CLI subprocesses inherit this.
 os.environ.setdefault("DPAUDIT_FIRST_CALLS", "compiled")

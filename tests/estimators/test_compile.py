@@ -17,6 +17,12 @@ from dpaudit.estimators import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _own_emitter_choices(monkeypatch):
+  """The programs' own emitter choices (tests/conftest.py forces the loop emitters)."""
+  monkeypatch.delenv(_compile.EMITTERS_VARIABLE, raising=False)
+
+
 def test_cpu_options_leave_the_values_unchanged():
   rng = np.random.default_rng(0)
   n = np.round(np.exp(rng.uniform(0.0, np.log(1e9), 500)))
