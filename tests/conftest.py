@@ -162,3 +162,22 @@ def _release_compiled_programs():
   yield
   jax.clear_caches()
   gc.collect()
+
+
+class Lowerings:
+  """Counts the programs JAX lowers (one per compile, from the persistent cache or not) while
+  the block runs: the count of a test that new sizes within a bucket compile nothing."""
+
+  def __init__(self):
+    self.count = 0
+
+  def __enter__(self):
+    def listen(event, duration, **kwargs):
+      del duration, kwargs
+      self.count += event == "/jax/core/compile/jaxpr_to_mlir_module_duration"
+    self._listen = listen
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return self
+
+  def __exit__(self, *exc):
+    jax.monitoring.unregister_event_duration_listener(self._listen)

@@ -6,28 +6,7 @@ import numpy as np
 import pytest
 
 from dpaudit.estimators import _compile, fdp_one_run
-from experiments import common
-
-LOWERING = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-assert LOWERING in common.JAX_COMPILE_EVENTS
-
-
-class Lowerings:
-  """Counts the programs JAX lowers (one per compile, cached or not) while it is open."""
-
-  def __init__(self):
-    self.count = 0
-
-  def __enter__(self):
-    def listen(event, duration, **kwargs):
-      del duration, kwargs
-      self.count += event == LOWERING
-    self._listen = listen
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    return self
-
-  def __exit__(self, *exc):
-    jax.monitoring.unregister_event_duration_listener(self._listen)
+from tests.conftest import Lowerings
 
 
 def _draw(rng, size):

@@ -13,25 +13,7 @@ import pytest
 
 from dpaudit import compilation_cache
 from dpaudit.estimators import _compile
-
-
-class CompileCounter:
-  """Counts the programs JAX lowers (one per compile, cached or not) while it is open."""
-
-  def __init__(self):
-    self.count = 0
-
-  def __enter__(self):
-    def listen(event, duration, **kwargs):
-      del duration, kwargs
-      if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-        self.count += 1
-    self._listen = listen
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    return self
-
-  def __exit__(self, *exc):
-    jax.monitoring.unregister_event_duration_listener(self._listen)
+from tests.conftest import Lowerings
 
 
 @pytest.mark.parametrize("n, bucket", [(0, 128), (1, 128), (128, 128), (129, 256), (1000, 1024),
@@ -52,7 +34,7 @@ def test_pad_edge_repeats_the_last_element():
 def test_elementwise_gives_the_direct_values_and_compiles_once_per_bucket():
   program = jax.jit(lambda a, b: (a * b + jnp.sin(a), jnp.stack([a, b], axis=-1)))
   rng = np.random.default_rng(0)
-  with CompileCounter() as counter:
+  with Lowerings() as counter:
     for shape in [(1000,), (1001,), (7, 143), (1002,)]:  # all in the bucket of 1024
       a = rng.normal(size=shape)
       out, stacked = _compile.elementwise(program, a, 2.0)

@@ -16,6 +16,7 @@ from dpaudit.estimators import (
   reconstruction,
   renyi_cuts,
 )
+from tests.conftest import Lowerings
 
 ORDERS = np.array([1.5, 2.0, 4.0, 10.0, 32.0])  # as in test_renyi_cuts: programs shared
 
@@ -143,24 +144,6 @@ def test_rdp_reconstruction_and_exposure_host_paths_agree_with_the_programs(monk
       exposure.exposure_sampled(0.3, np.ones(10))), rtol=1e-12)
 
 
-class _Lowerings:
-  """Counts the programs JAX lowers (one per compile, cached or not) while open."""
-
-  def __enter__(self):
-    self.count = 0
-
-    def listen(event, duration, **kwargs):
-      del duration, kwargs
-      if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-        self.count += 1
-    self._listen = listen
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    return self
-
-  def __exit__(self, *exc):
-    jax.monitoring.unregister_event_duration_listener(self._listen)
-
-
 def test_two_cut_and_k_cut_compile_once_for_sizes_in_one_bucket(monkeypatch):
   monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "compiled")
   rng = np.random.default_rng(5)
@@ -170,7 +153,7 @@ def test_two_cut_and_k_cut_compile_once_for_sizes_in_one_bucket(monkeypatch):
                lambda n: renyi_cuts.renyi_k_cut_lower_bound(
                    rng.integers(1, 50, (n, 3)), rng.integers(1, 50, (n, 3)), orders,
                    method="goodman")):
-    with _Lowerings() as lowerings:
+    with Lowerings() as lowerings:
       for n in (1000, 1001, 1002):
         assert call(n).shape == (n, len(orders))
     assert lowerings.count <= 1
@@ -180,7 +163,7 @@ def test_two_cut_and_k_cut_compile_once_for_sizes_in_one_bucket(monkeypatch):
 def test_score_metrics_compile_once_for_sizes_in_one_bucket(monkeypatch, fn):
   monkeypatch.setenv(_compile.FIRST_CALLS_VARIABLE, "compiled")
   rng = np.random.default_rng(6)
-  with _Lowerings() as lowerings:
+  with Lowerings() as lowerings:
     for n in (1000, 1001, 1002):
       jax.block_until_ready(fn(rng.normal(size=n), rng.normal(size=300)))
   assert lowerings.count <= 1
