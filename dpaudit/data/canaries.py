@@ -5,6 +5,9 @@ Black-box canaries are examples (features and a label) inserted into the trainin
 * :func:`in_distribution_canaries`: held-out real examples with their true labels;
 * :func:`mislabelled_canaries`: held-out real examples, each with a uniformly random *wrong*
   label;
+* :func:`poisoned_canaries`: the "Poisoned" baseline of UniAud: held-out real examples with
+  their true labels, plus a disjoint held-out auxiliary set on which the auditor warms up the
+  model's initialisation (the privacy-backdoor baseline of its Sec. VIII-A);
 * :func:`synthetic_canaries`: Alg. 1 ("Synthetic Data Generation") of Liu & Xiong, UniAud:
   random features (i.i.d. Gaussian or orthogonal directions) with labels drawn uniformly and
   independently of the features;
@@ -47,7 +50,8 @@ class Canaries:
   Attributes:
     features: float32 array ``[m, *example_shape]``.
     labels: int32 array ``[m]``.
-    kind: ``"in_distribution"``, ``"mislabelled"``, ``"gaussian"`` or ``"orthogonal"``.
+    kind: ``"in_distribution"``, ``"mislabelled"``, ``"poisoned"``, ``"gaussian"`` or
+      ``"orthogonal"``.
     source_indices: int32 array ``[m]`` of the pool rows the canaries were drawn from, or
       ``None`` for synthetic canaries.
   """
@@ -144,6 +148,76 @@ def mislabelled_canaries(key: jax.Array, features: Any, labels: Any, m: int,
   new_labels = (labels[idx].astype(jnp.int32) + shift) % num_classes
   return Canaries(features[idx].astype(jnp.float32), new_labels.astype(jnp.int32),
                   "mislabelled", idx)
+
+
+class PoisonedCanaries(NamedTuple):
+  """The output of :func:`poisoned_canaries`: canaries and the auditor's warm-up set.
+
+  Attributes:
+    canaries: :class:`Canaries` of kind ``"poisoned"``: ``m`` pool rows with their true labels,
+      ``source_indices`` the rows.
+    warmup_features: float32 ``[w, ...]``, the auxiliary rows the initialisation is trained on.
+    warmup_labels: int32 ``[w]``, their true labels.
+    warmup_indices: int32 ``[w]``, their pool rows, none of them a canary's.
+  """
+  canaries: Canaries
+  warmup_features: jax.Array
+  warmup_labels: jax.Array
+  warmup_indices: jax.Array
+
+
+def poisoned_canaries(key: jax.Array, features: Any, labels: Any, m: int,
+                      num_warmup: int = 0) -> PoisonedCanaries:
+  r"""The "Poisoned" baseline of UniAud: real canaries audited from a crafted initialisation.
+
+  Liu & Xiong, UniAud, Sec. VIII-A (baseline 3; Table II, "Poisoned Model"; Sec. IV and the
+  caption of Fig. 1), adapted from the privacy backdoors of Liu et al. (Precurious, CCS 2024)
+  and Wen et al. (2024): the auditor crafts the *model initialisation* "by warming up the model
+  on an in-distribution auxiliary subset" (5,000 examples, 50 epochs in Fig. 1), then audits
+  real in-distribution canaries of the DP-SGD run that starts there. What is poisoned is the
+  initialisation, not the canaries: each canary is a pool row with its true label, as for
+  :func:`in_distribution_canaries`. This function draws both sets at once, disjoint, so that no
+  canary is seen by the warm-up (which would make "out" canaries look like members):
+  ``m + w`` distinct pool rows uniformly without replacement, the first ``m`` the canaries and
+  the next ``w`` the warm-up set. Training the initialisation is the audit's
+  (:func:`dpaudit.audits.dpsgd.poisoned_initialisation`).
+
+  Args:
+    key: PRNG key.
+    features: array ``[n, ...]`` (NumPy or JAX), the held-out pool.
+    labels: integer array ``[n]``.
+    m: number of canaries, ``1 <= m < n``.
+    num_warmup: ``w``, warm-up examples, ``0 <= w <= n - m``; 0 (default): every pool row that
+      is not a canary (``w = n - m``).
+
+  Returns:
+    :class:`PoisonedCanaries`.
+
+  >>> import numpy as np
+  >>> x, y = np.arange(20.0).reshape(10, 2), np.arange(10) % 3
+  >>> drawn = poisoned_canaries(jax.random.key(0), x, y, 4, num_warmup=5)
+  >>> drawn.canaries.kind, drawn.canaries.features.shape, drawn.warmup_features.shape
+  ('poisoned', (4, 2), (5, 2))
+  >>> set(drawn.canaries.source_indices.tolist()) & set(drawn.warmup_indices.tolist())
+  set()
+  """
+  _validate.check_key(key)
+  features, labels, m = _check_pool(features, labels, m)
+  n = features.shape[0]
+  if m >= n:
+    raise ValueError(f"m={m} is outside the valid range [1, {n - 1}]: the pool of {n} examples "
+                     "must keep at least one row for the warm-up set")
+  num_warmup = _validate.check_integer("num_warmup", num_warmup, 0)
+  if num_warmup > n - m:
+    raise ValueError(f"num_warmup={num_warmup} is outside the valid range [0, {n - m}]: the "
+                     f"pool of {n} examples holds {n - m} rows besides the m={m} canaries")
+  w = num_warmup or n - m
+  idx = _draw_rows(key, n, m + w)
+  canary_rows, warmup_rows = idx[:m], idx[m:]
+  canaries = Canaries(features[canary_rows].astype(jnp.float32),
+                      labels[canary_rows].astype(jnp.int32), "poisoned", canary_rows)
+  return PoisonedCanaries(canaries, features[warmup_rows].astype(jnp.float32),
+                          labels[warmup_rows].astype(jnp.int32), warmup_rows)
 
 
 def _check_shape(example_shape: Any) -> tuple[int, ...]:

@@ -91,6 +91,40 @@ def test_mislabelled_two_classes_flips():
   np.testing.assert_array_equal(c.labels, 1 - labels[np.asarray(c.source_indices)])
 
 
+# ---------------------------------------------------------------- poisoned (UniAud Sec. VIII-A)
+
+def test_poisoned_canaries_are_true_labelled_pool_rows_apart_from_the_warmup_set():
+  features, labels = pool(n=60)
+  drawn = cn.poisoned_canaries(KEY, features, labels, 20, num_warmup=30)
+  c = drawn.canaries
+  assert c.kind == "poisoned" and len(c) == 20
+  assert c.features.shape == (20, 6) and c.features.dtype == jnp.float32
+  assert drawn.warmup_features.shape == (30, 6) and drawn.warmup_features.dtype == jnp.float32
+  assert drawn.warmup_labels.shape == (30,) and drawn.warmup_labels.dtype == jnp.int32
+  # Recomputed from the rows: each set is its pool rows with their own (true) labels, and no
+  # canary is among the rows the initialisation is warmed up on.
+  rows, warm = np.asarray(c.source_indices), np.asarray(drawn.warmup_indices)
+  np.testing.assert_array_equal(c.features, features[rows])
+  np.testing.assert_array_equal(c.labels, labels[rows])
+  np.testing.assert_array_equal(drawn.warmup_features, features[warm])
+  np.testing.assert_array_equal(drawn.warmup_labels, labels[warm])
+  assert len(set(rows.tolist())) == 20 and len(set(warm.tolist())) == 30
+  assert not set(rows.tolist()) & set(warm.tolist())
+  # num_warmup=0: every other pool row warms the model up.
+  rest = cn.poisoned_canaries(KEY, features, labels, 20)
+  both = np.concatenate([rest.canaries.source_indices, rest.warmup_indices])
+  np.testing.assert_array_equal(np.sort(both), np.arange(60))
+
+
+def test_poisoned_canaries_are_deterministic_per_key():
+  features, labels = pool(n=60)
+  a, b = (cn.poisoned_canaries(KEY, features, labels, 10, 20) for _ in range(2))
+  other = cn.poisoned_canaries(jax.random.key(1), features, labels, 10, 20)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(x, y)
+  assert not np.array_equal(a.canaries.source_indices, other.canaries.source_indices)
+
+
 # ---------------------------------------------------------------- synthetic (Alg. 1)
 
 def test_gaussian_features_have_mean_zero_and_std_sigma0():
@@ -273,6 +307,11 @@ def test_include_mask_frequency_and_determinism():
     (lambda f, l: cn.in_distribution_canaries(KEY, f, l[:5], 3), "labels has shape"),
     (lambda f, l: cn.in_distribution_canaries(0, f, l, 3), "key must be a jax PRNG key"),
     (lambda f, l: cn.mislabelled_canaries(KEY, f, l, 3, 1), "num_classes=1"),
+    (lambda f, l: cn.poisoned_canaries(KEY, f, l, 200), r"m=200 .*\[1, 199\]"),
+    (lambda f, l: cn.poisoned_canaries(KEY, f, l, 150, 51), r"num_warmup=51 .*\[0, 50\]"),
+    (lambda f, l: cn.poisoned_canaries(KEY, f, l, 3, -1), "num_warmup=-1"),
+    (lambda f, l: cn.poisoned_canaries(KEY, f, l, 3, 2.0), "num_warmup=2.0"),
+    (lambda f, l: cn.poisoned_canaries(0, f, l, 3), "key must be a jax PRNG key"),
     (lambda f, l: cn.mislabelled_canaries(KEY, f, l, 3, 4), r"labels=4 .*\[0, 3\]"),
     (lambda f, l: cn.mislabelled_canaries(KEY, f, l.astype(float), 3, 5), "integers"),
     (lambda f, l: cn.synthetic_canaries(KEY, 3, 4, 5, mode="uniform"), "mode='uniform'"),
