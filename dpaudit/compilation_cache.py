@@ -23,8 +23,10 @@ its bucket.
   entry left incomplete by a killed process fails JAX's integrity check on reading and is
   compiled again (with a warning), never used. ``-1`` (or ``0``) leaves the cache unbounded and
   unlocked: for one process at a time, such as a CI run, where the bounded cache's scan of the
-  directory at every write costs more than it saves; every process sharing a directory must
-  then use the same setting (the bounded cache cannot write next to an unbounded one's entries).
+  directory at every write costs more than it saves. JAX's bounded cache fails every write in a
+  directory holding an entry without its access-time file (one written unbounded, or by a
+  process killed between the two writes), so :func:`enable` gives each such entry the oldest
+  access time (it is evicted first).
 """
 
 from __future__ import annotations
@@ -78,9 +80,28 @@ def enable(path: str | None = None) -> str:
   jax.config.update("jax_persistent_cache_min_compile_time_secs",
                     _number(MIN_SECONDS_VARIABLE, DEFAULT_MIN_SECONDS, 0.0))
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-  jax.config.update("jax_compilation_cache_max_size",
-                    int(_number(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES, -1)) or -1)
+  max_bytes = int(_number(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES, -1)) or -1
+  jax.config.update("jax_compilation_cache_max_size", max_bytes)
+  if max_bytes > 0:
+    _add_missing_access_times(path)
   return path
+
+
+_ENTRY, _ACCESS_TIME = "-cache", "-atime"  # the suffixes of JAX's bounded (LRU) cache files
+
+
+def _add_missing_access_times(path: str) -> None:
+  """Writes the access-time file (time 0: least recently used) of every entry that lacks one,
+  which would otherwise make each later write of JAX's bounded cache fail."""
+  names = set(os.listdir(path))
+  for name in names:
+    key = name[:-len(_ENTRY)]
+    if name.endswith(_ENTRY) and key + _ACCESS_TIME not in names:
+      try:
+        with open(os.path.join(path, key + _ACCESS_TIME), "xb") as f:
+          f.write((0).to_bytes(8, "little"))
+      except OSError:  # another process wrote it first, or the directory is read-only
+        pass
 
 
 def disable() -> None:

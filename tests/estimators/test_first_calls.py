@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -205,6 +206,30 @@ def test_enabling_after_a_compile_takes_effect(tmp_path, monkeypatch):
     jax.jit(lambda x: jnp.cos(x) * 7.0)(jnp.ones(5))
     assert any(p.name.endswith("-cache") for p in tmp_path.iterdir())
   finally:
+    if before:
+      compilation_cache.enable(before)
+    else:
+      compilation_cache.disable()
+
+
+def test_an_entry_without_its_access_time_does_not_block_the_bounded_cache(tmp_path,
+                                                                          monkeypatch):
+  orphan = tmp_path / "jit_f-0123-cache"  # as an unbounded cache, or a killed writer, leaves it
+  orphan.write_bytes(b"entry")
+  monkeypatch.setenv(compilation_cache.MIN_SECONDS_VARIABLE, "0")
+  monkeypatch.setenv(compilation_cache.MAX_BYTES_VARIABLE, str(1 << 30))
+  before = compilation_cache.directory()
+  try:
+    compilation_cache.enable(str(tmp_path))
+    assert (tmp_path / "jit_f-0123-atime").read_bytes() == bytes(8)  # evicted first
+    with warnings.catch_warnings():
+      warnings.simplefilter("error")  # JAX warns when a write fails
+      jax.jit(lambda x: jnp.tan(x) * 5.0)(jnp.ones(3))
+    names = {p.name for p in tmp_path.iterdir()}
+    entries = {n[:-len("-cache")] for n in names if n.endswith("-cache")}
+    assert len(entries) >= 2 and {n + "-atime" for n in entries} <= names
+  finally:
+    monkeypatch.undo()
     if before:
       compilation_cache.enable(before)
     else:
