@@ -761,8 +761,10 @@ def _bucketed_beta_tails(a, b, x, y=None):
   (:func:`dpaudit.estimators._compile.elementwise`)."""
   rows = np.int32(_broadcast_size(a, b, x, *(() if y is None else (y,))))
   if y is None:
-    return _elementwise(lambda a, b, x: _incomplete_beta_tails(a, b, x, None, rows), a, b, x)
-  return _elementwise(lambda a, b, x, y: _incomplete_beta_tails(a, b, x, y, rows), a, b, x, y)
+    return _compile.elementwise(
+        lambda a, b, x: _incomplete_beta_tails(a, b, x, None, rows), a, b, x)
+  return _compile.elementwise(
+      lambda a, b, x, y: _incomplete_beta_tails(a, b, x, y, rows), a, b, x, y)
 
 
 @_compile.jit
@@ -827,40 +829,14 @@ def _broadcast_size(*arrays) -> int:
   return math.prod(np.broadcast_shapes(*(np.shape(v) for v in arrays)))
 
 
-class _TracedOutputs(Exception):
-  """A program's outputs were tracers: constant arguments inside a caller's trace."""
-
-  def __init__(self, outputs):
-    super().__init__("traced outputs")
-    self.outputs = outputs
-
-
-def _elementwise(call, *arrays):
-  """:func:`dpaudit.estimators._compile.elementwise`, also for constant arguments inside a
-  caller's ``jax.jit``: the padded program is then traced into the caller's, and its outputs
-  are cut there."""
-  def checked(*flat):
-    out = call(*flat)
-    if not _validate.is_concrete(out):
-      raise _TracedOutputs(out)
-    return out
-
-  try:
-    return _compile.elementwise(checked, *arrays)
-  except _TracedOutputs as traced:
-    shape = np.broadcast_shapes(*(np.shape(v) for v in arrays))
-    return jax.tree_util.tree_map(lambda y: y[:math.prod(shape)].reshape(shape),
-                                  traced.outputs)
-
-
 def _bucketed_sf(k, n, p):
   rows = np.int32(_broadcast_size(k, n, p))
-  return _elementwise(lambda k, n, p: _binomial_sf(k, n, p, rows), k, n, p)
+  return _compile.elementwise(lambda k, n, p: _binomial_sf(k, n, p, rows), k, n, p)
 
 
 def _bucketed_cdf(k, n, p):
   rows = np.int32(_broadcast_size(k, n, p))
-  return _elementwise(lambda k, n, p: _binomial_cdf(k, n, p, rows), k, n, p)
+  return _compile.elementwise(lambda k, n, p: _binomial_cdf(k, n, p, rows), k, n, p)
 
 
 # The broadcasting and the exponential are in the tails' programs: run eagerly around them,
@@ -974,8 +950,8 @@ def binomial_logpmf(k: jax.Array, n: jax.Array, p: jax.Array, q: jax.Array | Non
 def _bucketed_logpmf(k, n, p, q=None):
   """:func:`_binomial_logpmf` on batches padded to their bucket."""
   if q is None:
-    return _elementwise(_binomial_logpmf, k, n, p)
-  return _elementwise(_binomial_logpmf, k, n, p, q)
+    return _compile.elementwise(_binomial_logpmf, k, n, p)
+  return _compile.elementwise(_binomial_logpmf, k, n, p, q)
 
 
 @_compile.jit
@@ -1394,8 +1370,8 @@ def _bucketed_clopper_pearson(k, n, beta, alternative: str) -> Interval:
   if _compile._traced((k, n, beta), {}):
     return call(k, n, beta)
   if np.ndim(beta) == 0:
-    return _elementwise(lambda k, n: call(k, n, beta), k, n)
-  return _elementwise(call, k, n, beta)
+    return _compile.elementwise(lambda k, n: call(k, n, beta), k, n)
+  return _compile.elementwise(call, k, n, beta)
 
 
 _BLOCK = 1 << 16

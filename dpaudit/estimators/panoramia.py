@@ -28,7 +28,6 @@ measured :math:`\tilde\epsilon` can be told apart from what the audit shows with
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
@@ -325,7 +324,8 @@ def panoramia_bounds(baseline_scores, mia_scores, is_member, significance=0.05, 
   size = _compile.bucket_size(m)
   padded = (_compile.pad_edge(args[0], size), _compile.pad_edge(args[1], size), *args[2:],
             np.asarray(m, np.int32))
-  out = _compile.first_call(_panoramia_program, _host_panoramia, padded, math.prod(scores.shape))
+  # The host path's cost follows the points per row (its few rows are sorted one by one).
+  out = _compile.first_call(_panoramia_program, _host_panoramia, padded, m)
   return _cut_points(out, m)._replace(optimistic=correction == "none")
 
 
