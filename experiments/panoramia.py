@@ -3,30 +3,28 @@ r"""PANORAMIA (Kazmi et al.) end to end, side by side with the O(1) audit of Ste
   python -m experiments.panoramia --modality=image --output_dir=out/panoramia_image
   python -m experiments.panoramia --modality=tabular --target=e20,e50,e100
   python -m experiments.panoramia --modality=text --target=dp1,dp4,dp20,dpinf
-  python -m experiments.panoramia --modality=text --target=e5,e30 --num_repeats=3
+  python -m experiments.panoramia --modality=image --dataset=cifar10 --target_model=resnet18 \
+      --target=dp1,dp10,dpinf    # Tables 5, 7, 8 (launch/sweeps/panoramia_tables578.py)
 
-The real data are split once (``--seed``): ``--num_canaries`` candidates each join the target's
-training set with probability 1/2 (the O(1) audit with real members and real non-members,
-RM/RN); every other example is a member. :func:`dpaudit.audits.panoramia.prepare_audit` runs
-Alg. 1 up to the MIA once (generator on D_G, helpers, the baselines of Table 3: helper trained
-on generated data, on real data, none); then each target of ``--target`` is trained and
-audited (:mod:`dpaudit.audits.panoramia_study`, which runs the study): c_lb of the strongest
-baseline (Bonferroni over the baselines), {c+eps}_lb, eps~ with its null reference (the eps~ of
-``--null_samples`` audits of a target that leaks nothing, and the p-value of the measured one), O(1)
-RM/GN and RM/RN, and for DP targets the accountant's epsilon. Targets: ``eN`` trains N epochs
-without privacy (Table 4's E20/E50/E100), ``dpX`` trains ``--dp_epochs`` epochs with DP-SGD at
-epsilon X (``dpinf``: the same schedule without clipping or noise; Tables 5, 7, 8).
-``--target_model`` and ``--helper_model`` choose the image classifiers (LeNet-5 by default;
-ResNet-18 or WRN-16-4 for Tables 5, 7 and 8). ``--num_repeats=N`` repeats the whole audit at seeds
-``--seed``, ``--seed + 1``, ...; the tables show the median [min, max] over them and how many
-repetitions measured an eps~ beyond the null.
+The real data are split once per repetition (``--seed``): ``--num_canaries`` candidates each
+join the target's training set with probability 1/2 (the O(1) audit with real members and real
+non-members, RM/RN, and PANORAMIA's RM;RN variant, ``--rm_rn``); every other example is a
+member. :func:`dpaudit.audits.panoramia.prepare_audit` runs Alg. 1 up to the MIA once
+(generator on D_G, optionally filtered by ``--filter_fraction``, helpers, the baselines of
+Table 3); then each ``--target`` is trained and audited (:mod:`dpaudit.audits.panoramia_study`):
+c_lb of the strongest baseline (Bonferroni over the baselines), {c+eps}_lb, eps~ with its null
+reference (``--null_samples`` audits of a target that leaks nothing), PANORAMIA RM;RN (c_lb =
+0), O(1) RM/GN and RM/RN, and for DP targets the accountant's epsilon. ``eN`` trains N epochs
+without privacy (Table 4), ``dpX`` ``--dp_epochs`` epochs of DP-SGD at epsilon X (``dpinf``:
+no clipping or noise). ``--target_model``/``--helper_model`` choose the image classifiers
+(LeNet-5; ResNet-18 or WRN-16-4 as in Tables 5, 7, 8). Tables: gradient-boosted trees
+(``--tabular_classifier``) and the paper's MLP. Text: ``--prompt_length``, ``--top_k``,
+``--top_p``. ``--num_repeats=N`` repeats the whole audit at seeds ``--seed``, ``--seed + 1``,
+...; the tables show the median [min, max].
 
-Writes ``results.json``, ``precision_recall.png`` (Fig. 3: precision and the per-threshold
-bound against recall, MIA of each target and the baseline), the generator's samples
-(``samples.png`` for images, ``samples.txt`` for text and tables) and prints Tables 3 and 4.
-Every finished stage is kept under ``--output_dir``/cells (the audit setup as an ``.npz``,
-each target as a cell; a target's training checkpoints in its ``.partial`` directory), so an
-interrupted run resumes where it stopped.
+Writes ``results.json``, ``precision_recall.png`` (Fig. 3), the generator's samples
+(``samples.png`` or ``samples.txt``) and prints Tables 3 and 4. Every finished stage is kept
+under ``--output_dir``/cells, so an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -58,10 +56,16 @@ flags.DEFINE_integer("num_helper_train", 2000, "Generated examples the helper is
 flags.DEFINE_list("helpers", ["generated", "real", "none"],
                   "Baselines of Table 3, by helper (generated, real, none); c_lb is the "
                   "strongest's, each tested at beta / (2B) under --correction=bonferroni.")
-flags.DEFINE_integer("classifier_epochs", 30, "Epochs of the baseline and the MIA.")
+flags.DEFINE_integer("classifier_epochs", 30, "Epochs of the baseline and the MIA (networks).")
 flags.DEFINE_integer("generator_epochs", 30, "Epochs of the VAE or of the text generator LM.")
 flags.DEFINE_integer("helper_epochs", 20, "Epochs of the helper model.")
-flags.DEFINE_float("mst_epsilon", 100.0, "Epsilon of the MST generator (tabular).")
+flags.DEFINE_float("mst_epsilon", 1000.0, "Epsilon of the MST generator (tabular; the paper's "
+                   "1000, the authors' code 10000).")
+flags.DEFINE_list("tabular_hidden_sizes", ["150", "100", "50", "10"],
+                  "Hidden widths of the tabular target and helper (the paper's 150,100,50,10).")
+flags.DEFINE_enum("tabular_classifier", "gbt", ["gbt", "mlp"],
+                  "Tabular baseline and MIA: gbt (gradient-boosted trees, grid search on a "
+                  "validation split; the paper's) or mlp (the network of the other modalities).")
 flags.DEFINE_integer("mst_iters", 1000, "Mirror-descent iterations of MST.")
 flags.DEFINE_float("dp_epochs", 20.0, "Epochs of the dpX targets.")
 flags.DEFINE_float("dp_delta", 1e-5, "delta of the DP targets' accountant.")
@@ -69,6 +73,17 @@ flags.DEFINE_float("target_learning_rate", 1e-3, "Adam step size of targets and 
 flags.DEFINE_integer("target_batch_size", 64, "Expected batch size of targets and helpers.")
 flags.DEFINE_integer("text_max_length", 64, "Text: lines of at most this many characters - 1.")
 flags.DEFINE_integer("text_hidden_size", 256, "Text: hidden width of the character LMs.")
+flags.DEFINE_integer("prompt_length", 8, "Text: prompt characters (capped at a line's length - "
+                     "1); the paper prompts GPT-2 with 64 tokens.")
+flags.DEFINE_integer("top_k", 0, "Text: sample among the k likeliest characters (0: all; the "
+                     "paper's top-k is 200).")
+flags.DEFINE_float("top_p", 0.9, "Text: nucleus mass of the sampler (the paper's is 1).")
+flags.DEFINE_bool("rm_rn", True, "Also run PANORAMIA's RM;RN variant (Table 4): the MIA on real "
+                  "members vs real non-members (the O(1) candidates, half to train it), no "
+                  "baseline, c_lb = 0; needs --num_canaries >= 8.")
+flags.DEFINE_float("filter_fraction", 0.0, "Share of generated samples dropped by a filter "
+                   "(a real-vs-generated classifier trained on D_G and fresh samples) before "
+                   "the audit; 0: no filter.")
 flags.DEFINE_float("significance", 0.05, "beta: c_lb and {c+eps}_lb hold jointly at 1 - beta.")
 flags.DEFINE_enum("correction", "bonferroni", ["bonferroni", "none"],
                   "Choice of threshold and of strongest baseline: bonferroni (valid) or none "
@@ -91,7 +106,6 @@ flags.DEFINE_string("helper_model", "lenet5", "Image helpers' classifier (as --t
 
 def study_config():
   """The :class:`~dpaudit.audits.panoramia_study.StudyConfig` of the flags."""
-  from dpaudit.attacks import panoramia as attacks
   from dpaudit.audits import panoramia as pan
   from dpaudit.audits import panoramia_study as study
   return study.StudyConfig(
@@ -103,14 +117,18 @@ def study_config():
       target_learning_rate=FLAGS.target_learning_rate,
       target_batch_size=FLAGS.target_batch_size, text_max_length=FLAGS.text_max_length,
       text_hidden_size=FLAGS.text_hidden_size, target_model=FLAGS.target_model,
+      tabular_hidden_sizes=common.parse_ints("tabular_hidden_sizes", FLAGS.tabular_hidden_sizes),
+      prompt_length=FLAGS.prompt_length,
+      top_k=FLAGS.top_k, top_p=FLAGS.top_p, rm_rn=FLAGS.rm_rn,
       helper_model=FLAGS.helper_model, seed=FLAGS.seed, repetitions=FLAGS.num_repeats,
       panoramia=pan.PanoramiaConfig(
           num_audit=FLAGS.num_audit, num_classifier_train=FLAGS.num_classifier_train,
           num_generator_train=FLAGS.num_generator_train or None,
           num_helper_train=FLAGS.num_helper_train, baseline_helpers=tuple(FLAGS.helpers),
-          classifier=attacks.ClassifierConfig(epochs=FLAGS.classifier_epochs),
+          classifier=study.classifier_config(FLAGS.modality, FLAGS.tabular_classifier,
+                                             FLAGS.classifier_epochs),
           significance=FLAGS.significance, correction=FLAGS.correction, delta=FLAGS.delta,
-          null_samples=FLAGS.null_samples))
+          null_samples=FLAGS.null_samples, filter_fraction=FLAGS.filter_fraction))
 
 
 def check_flags():
@@ -126,8 +144,13 @@ def check_flags():
                     ("num_generator_train", 0), ("num_helper_train", 1),
                     ("classifier_epochs", 1), ("generator_epochs", 1), ("helper_epochs", 1),
                     ("mst_iters", 1), ("target_batch_size", 1), ("text_max_length", 2),
-                    ("max_examples", -1)):
+                    ("max_examples", -1), ("top_k", 0)):
     common.check_count(name, FLAGS[name].value, low)
+  common.check_count("prompt_length", FLAGS.prompt_length, 0, FLAGS.text_max_length)
+  common.check_widths("tabular_hidden_sizes", common.parse_ints(
+      "tabular_hidden_sizes", FLAGS.tabular_hidden_sizes), FLAGS.target_batch_size, 100)
+  common.check_float("top_p", FLAGS.top_p, 0.0, 1.0, low_open=True)
+  common.check_float("filter_fraction", FLAGS.filter_fraction, 0.0, 0.95)
   # A character LM of this width: its weights, gradient and Adam's moments (float32).
   common.check_memory("text_hidden_size", FLAGS.text_hidden_size, 16.0 * 4 * 100,
                       what="the text models")

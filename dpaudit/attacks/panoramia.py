@@ -16,6 +16,11 @@ and a last layer on their concatenation gives the logit. The loss features are
 :math:`(\ell, \log(\ell + 10^{-6}))`, standardised with the training set's mean and standard
 deviation. Training minimises the binary cross-entropy with Adam, and the epoch with the lowest
 loss on a held-out validation part of the training set is kept (early stopping).
+
+For tabular data the paper uses gradient-boosted trees with a hyper-parameter search instead
+(App. B.3): :class:`GBTConfig` and :func:`fit_gbt` (scikit-learn's histogram gradient boosting,
+a small grid of learning rates and depths and the number of iterations chosen on a validation
+split). :func:`membership_scores` trains either kind from its config and scores new examples.
 """
 
 from __future__ import annotations
@@ -275,3 +280,192 @@ def classifier_scores(fitted: FittedClassifier, inputs: Any, side: Any,
                             side[i:i + batch_size]))
          for i in range(0, x.shape[0], batch_size)]
   return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+# ------------------------------------------------------------------- gradient-boosted trees
+@dataclasses.dataclass(frozen=True)
+class GBTConfig:
+  """Gradient-boosted trees for the baseline and the MIA: the paper's tabular classifier
+  (Kazmi et al., App. B.3, "Baseline and MIA": a gradient boosting model with a grid search
+  over its hyper-parameters), here scikit-learn's ``HistGradientBoostingClassifier``.
+
+  :func:`fit_gbt` fits one model per (learning rate, maximum depth) of the grid on the
+  training part, scores every number of boosting iterations up to ``max_iter`` on the held-out
+  validation part (log loss), and refits the best (rate, depth, iterations) on all the data.
+
+  Attributes:
+    learning_rates: the grid's shrinkage values, each in (0, 1].
+    max_depths: the grid's maximum tree depths, each >= 1.
+    max_iter: the most boosting iterations (>= 1); the best number is chosen on validation.
+    validation_fraction: share of each class held out for the choice, in (0, 0.5].
+    categorical: one flag per column of the flattened inputs marking categorical codes
+      (integers in [0, 254]); empty: every column numeric. Side features are always numeric.
+    num_threads: OpenMP threads of each fit (>= 1). One by default: on a CPU shared with JAX
+      (or other jobs) more threads ran up to 9 times slower (4,000 rows, 2 busy cores).
+  """
+  learning_rates: tuple[float, ...] = (0.05, 0.1, 0.3)
+  max_depths: tuple[int, ...] = (3, 6)
+  max_iter: int = 200
+  validation_fraction: float = 0.2
+  categorical: tuple[bool, ...] = ()
+  num_threads: int = 1
+
+  def __post_init__(self):
+    for name in ("learning_rates", "max_depths", "categorical"):
+      value = getattr(self, name)
+      if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{name}={value!r} must be a sequence")
+      object.__setattr__(self, name, tuple(value))
+    _validate.check_nonempty("learning_rates", self.learning_rates)
+    _validate.check_nonempty("max_depths", self.max_depths)
+    for rate in self.learning_rates:
+      _validate.check_range("learning_rates", rate, 0.0, 1.0, low_open=True)
+    for depth in self.max_depths:
+      _validate.check_integer("max_depths", depth, 1)
+    for flag in self.categorical:
+      _validate.check_instance("categorical", flag, (bool, np.bool_), "bool")
+    object.__setattr__(self, "categorical", tuple(bool(f) for f in self.categorical))
+    _validate.check_integer("max_iter", self.max_iter, 1)
+    _validate.check_integer("num_threads", self.num_threads, 1)
+    _validate.check_range("validation_fraction", self.validation_fraction, 0.0, 0.5,
+                          low_open=True)
+
+
+class FittedGBT(NamedTuple):
+  """A fitted :class:`GBTConfig` classifier: the refitted scikit-learn model, the chosen
+  learning rate, depth and number of iterations, and the grid's best validation log loss per
+  (learning rate, depth), ``[len(learning_rates), len(max_depths)]``."""
+  model: Any
+  learning_rate: float
+  max_depth: int
+  num_iter: int
+  validation_loss: np.ndarray
+
+
+def _gbt_features(inputs: Any, side: Any) -> np.ndarray:
+  """``[N, D + k]``: the flattened inputs, then the side features."""
+  inputs = np.asarray(inputs)
+  return np.concatenate([inputs.reshape((inputs.shape[0], -1)).astype(np.float64),
+                         np.asarray(side, np.float64)], axis=1)
+
+
+def _stratified_split(rng: np.random.Generator, labels: np.ndarray, fraction: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
+  """(train, validation) indices: ``round(fraction * n_c)`` of each class c (at least one, at
+  most n_c - 1) held out, the order random."""
+  train, val = [], []
+  for c in (0, 1):
+    index = rng.permutation(np.flatnonzero(labels == c))
+    held = min(max(1, int(round(fraction * index.size))), index.size - 1)
+    val.append(index[:held])
+    train.append(index[held:])
+  return np.concatenate(train), np.concatenate(val)
+
+
+def _hgb(config: GBTConfig, num_features: int, rate: float, depth: int, num_iter: int,
+         seed: int):
+  from sklearn.ensemble import HistGradientBoostingClassifier  # pylint: disable=g-import-not-at-top
+  mask = list(config.categorical) + [False] * (num_features - len(config.categorical))
+  return HistGradientBoostingClassifier(
+      learning_rate=rate, max_depth=depth, max_iter=num_iter, early_stopping=False,
+      categorical_features=mask if any(mask) else None, random_state=seed)
+
+
+def fit_gbt(key: jax.Array, inputs: Any, side: Any, is_member: Any,
+            config: GBTConfig = GBTConfig()) -> FittedGBT:
+  """Gradient-boosted trees telling members (1) from non-members (0) on the flattened inputs
+  and the side features, hyper-parameters chosen on a stratified validation split
+  (:class:`GBTConfig`).
+
+  >>> import jax, numpy as np
+  >>> x = np.random.default_rng(0).normal(size=(200, 3))
+  >>> member = (x[:, 0] > 0).astype(int)
+  >>> fitted = fit_gbt(jax.random.key(0), x, no_side(200), member,
+  ...                  GBTConfig(learning_rates=(0.1,), max_depths=(2,), max_iter=20))
+  >>> bool(np.mean((gbt_scores(fitted, x, no_side(200)) > 0) == member) > 0.9)
+  True
+  """
+  _validate.check_key(key)
+  _validate.check_instance("config", config, GBTConfig)
+  is_member = _check_labels(is_member)
+  _check_inputs(inputs, side, is_member.shape[0])
+  features = _gbt_features(inputs, side)
+  num_inputs = features.shape[1] - np.shape(side)[1]
+  if config.categorical and len(config.categorical) != num_inputs:
+    raise ValueError(f"config.categorical has {len(config.categorical)} flags but the inputs "
+                     f"have {num_inputs} columns; one flag per column")
+  cats = features[:, :len(config.categorical)][:, np.asarray(config.categorical, bool)]
+  if cats.size and (np.any(cats < 0) or np.any(cats > 254) or np.any(cats != np.round(cats))):
+    raise ValueError("inputs: the categorical columns must hold integer codes in [0, 254]")
+  if min(np.sum(is_member == 0), np.sum(is_member == 1)) < 2:
+    raise ValueError("is_member must hold at least 2 members and 2 non-members")
+  # One draw from the key seeds NumPy (the trees run on the host; no program to compile).
+  rng = np.random.default_rng(np.asarray(jax.random.bits(key, (4,), jnp.uint32)))
+  seed = int(rng.integers(2**31 - 1))
+  train, val = _stratified_split(rng, is_member, config.validation_fraction)
+  # threadpoolctl (scikit-learn's own dependency) limits the OpenMP threads of the trees; it
+  # sees only the libraries loaded when it is entered, so scikit-learn's first.
+  import sklearn.ensemble  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  import threadpoolctl  # pylint: disable=g-import-not-at-top
+  with threadpoolctl.threadpool_limits(limits=config.num_threads):
+    return _fit_gbt_grid(features, is_member, train, val, config, seed)
+
+
+def _fit_gbt_grid(features, is_member, train, val, config: GBTConfig, seed: int) -> FittedGBT:
+  """The grid search of :func:`fit_gbt` and the refit of its best point."""
+  from sklearn.metrics import log_loss  # pylint: disable=g-import-not-at-top
+  losses = np.zeros((len(config.learning_rates), len(config.max_depths)))
+  best = (np.inf, 0.0, 0, 0)
+  for i, rate in enumerate(config.learning_rates):
+    for j, depth in enumerate(config.max_depths):
+      model = _hgb(config, features.shape[1], rate, depth, config.max_iter, seed)
+      model.fit(features[train], is_member[train])
+      stage = [log_loss(is_member[val], p[:, 1], labels=[0, 1])
+               for p in model.staged_predict_proba(features[val])]
+      losses[i, j] = min(stage)
+      if losses[i, j] < best[0]:
+        best = (losses[i, j], rate, depth, int(np.argmin(stage)) + 1)
+  _, rate, depth, num_iter = best
+  model = _hgb(config, features.shape[1], rate, depth, num_iter, seed)
+  model.fit(features, is_member)
+  return FittedGBT(model, float(rate), int(depth), num_iter, losses)
+
+
+def gbt_scores(fitted: FittedGBT, inputs: Any, side: Any) -> np.ndarray:
+  """The trees' log-odds of "member" for each example ``[N]`` (higher: more likely a member)."""
+  _validate.check_instance("fitted", fitted, FittedGBT)
+  _check_inputs(inputs, side)
+  features = _gbt_features(inputs, side)
+  expected = fitted.model.n_features_in_
+  if features.shape[1] != expected:
+    raise ValueError(f"inputs and side features give {features.shape[1]} columns; the trees "
+                     f"were fitted on {expected}")
+  if features.shape[0] == 0:
+    return np.zeros(0)
+  import threadpoolctl  # pylint: disable=g-import-not-at-top
+  with threadpoolctl.threadpool_limits(limits=1):
+    return np.asarray(fitted.model.decision_function(features), np.float64)
+
+
+def membership_scores(key: jax.Array, encoder: Any, inputs: Any, side: Any, is_member: Any,
+                      score_inputs: Any, score_side: Any,
+                      config: ClassifierConfig | GBTConfig = ClassifierConfig()) -> np.ndarray:
+  """Trains the classifier ``config`` describes on (``inputs``, ``side``, ``is_member``) and
+  scores (``score_inputs``, ``score_side``): a :class:`MembershipNet` over ``encoder`` (a flax
+  module) for a :class:`ClassifierConfig` (:func:`fit_classifier`), gradient-boosted trees for
+  a :class:`GBTConfig` (:func:`fit_gbt`, ``encoder`` unused). Higher scores: more likely a
+  member."""
+  _validate.check_instance("config", config, (ClassifierConfig, GBTConfig))
+  if isinstance(config, GBTConfig):
+    return gbt_scores(fit_gbt(key, inputs, side, is_member, config), score_inputs, score_side)
+  _validate.check_instance("encoder", encoder, nn.Module, "flax module")
+  fitted = fit_classifier(key, encoder, inputs, side, is_member, config)
+  return np.asarray(classifier_scores(fitted, score_inputs, score_side), np.float64)
+
+
+def _check_labels(is_member: Any) -> np.ndarray:
+  _validate.check_binary("is_member", is_member)
+  is_member = np.asarray(is_member)
+  if is_member.ndim != 1:
+    raise ValueError(f"is_member must be a 1-D array of 0/1 labels, got shape {is_member.shape}")
+  return is_member.astype(np.int32)

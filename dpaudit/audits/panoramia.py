@@ -54,6 +54,9 @@ from dpaudit.attacks import panoramia as classifiers
 from dpaudit.estimators import panoramia as panoramia_estimators
 
 HELPERS = ("generated", "real", "none")
+MAX_FILTER_FRACTION = 0.95
+"""The largest share of generated samples the filter may drop (it draws 1 / (1 - f) times as
+many)."""
 
 
 class Examples(NamedTuple):
@@ -117,7 +120,15 @@ class PanoramiaConfig:
     baseline_helpers: the baselines to train, each named by its helper (Table 3). :math:`c_{lb}`
       is that of the strongest; under ``correction="bonferroni"`` each of the B baselines is
       tested at beta / (2B), so choosing the strongest keeps the confidence.
-    classifier: training of the baseline and the MIA.
+    classifier: the baseline's and the MIA's classifier and its training: a
+      :class:`~dpaudit.attacks.panoramia.ClassifierConfig` (a network over the modality's
+      encoder) or a :class:`~dpaudit.attacks.panoramia.GBTConfig` (gradient-boosted trees, the
+      paper's tabular classifier).
+    filter_fraction: the synthetic-sample filter (App. B.1 and B.3: a classifier of real
+      against generated drops the most obviously generated samples before the audit): the
+      share of generated samples dropped, in [0, 0.95]; 0 turns it off. The filter is the
+      same kind of classifier, trained on real examples of :math:`D_G` against fresh
+      generated ones, neither of which enters the audit (:func:`filter_generated`).
     significance: beta; :math:`c_{lb}` and :math:`\{c+\epsilon\}_{lb}` hold jointly at 1 - beta.
     correction: "bonferroni" (valid maximum over thresholds and baselines) or "none" (the
       paper's).
@@ -130,11 +141,13 @@ class PanoramiaConfig:
   num_generator_train: int | None = None
   num_helper_train: int = 2000
   baseline_helpers: tuple[str, ...] = ("generated",)
-  classifier: classifiers.ClassifierConfig = classifiers.ClassifierConfig()
+  classifier: classifiers.ClassifierConfig | classifiers.GBTConfig = (
+      classifiers.ClassifierConfig())
   significance: float = 0.05
   correction: str = "bonferroni"
   delta: float = 0.0
   null_samples: int = 200
+  filter_fraction: float = 0.0
 
   def __post_init__(self):
     _validate.check_integer("num_audit", self.num_audit, 2)
@@ -151,6 +164,9 @@ class PanoramiaConfig:
     _validate.check_choice("correction", self.correction, panoramia_estimators.CORRECTIONS)
     _validate.check_delta(self.delta)
     _validate.check_integer("null_samples", self.null_samples, 0)
+    _validate.check_instance("classifier", self.classifier,
+                             (classifiers.ClassifierConfig, classifiers.GBTConfig))
+    _validate.check_range("filter_fraction", self.filter_fraction, 0.0, MAX_FILTER_FRACTION)
     if len(set(self.baseline_helpers)) != len(self.baseline_helpers):
       raise ValueError(f"baseline_helpers={list(self.baseline_helpers)} names a helper twice")
 
@@ -342,6 +358,12 @@ def _check_modality(modality: Any) -> None:
     _check_callable(f"modality.{field}", getattr(modality, field), "callable")
 
 
+def _check_encoder_of(modality: Any) -> None:
+  """A :class:`Modality` whose encoder can be called (all the filter and RM;RN use of it)."""
+  _validate.check_instance("modality", modality, Modality)
+  _check_callable("modality.encoder", modality.encoder, "callable")
+
+
 def _check_config(config: Any) -> None:
   if not isinstance(config, PanoramiaConfig):
     raise ValueError(f"config must be a PanoramiaConfig, got {type(config).__name__}")
@@ -432,11 +454,13 @@ def prepare_audit(key: jax.Array, modality: Modality, members: Examples,
   say(f"fitting the generator on {num_gen} members")
   sample = modality.fit_generator(keys[1], d_g)
   wanted = num_tr + num_te + config.num_helper_train
-  say(f"generating {wanted} non-members")
-  generated = _check_examples("generated examples", sample(keys[2], wanted), like=members)
-  if len(generated) != wanted:
-    raise ValueError(f"the generator returned {len(generated)} examples, {wanted} were asked "
-                     "for")
+  if config.filter_fraction:
+    say(f"filtering {config.filter_fraction:.0%} of the generated samples")
+    generated = filter_generated(keys[2], modality, d_g, sample, wanted, config.filter_fraction,
+                                 config.classifier, num_train=num_tr)
+  else:
+    say(f"generating {wanted} non-members")
+    generated = _sample_checked(sample, keys[2], wanted, members)
   d_out_tr = generated.take(np.arange(num_tr))
   d_out_te = generated.take(np.arange(num_tr, num_tr + num_te))
   d_helper = generated.take(np.arange(num_tr + num_te, wanted))
@@ -460,12 +484,173 @@ def prepare_audit(key: jax.Array, modality: Modality, members: Examples,
                                                             train_set))
       side_audit = classifiers.loss_features(checked_losses("helper loss", helper_loss, audit))
     say(f"training the baseline (helper: {helper})")
-    fitted = classifiers.fit_classifier(jax.random.fold_in(keys[5], i), modality.encoder(),
-                                        train_set.inputs, side_train, train_member,
-                                        config.classifier)
-    baseline_scores[helper] = classifiers.classifier_scores(fitted, audit.inputs, side_audit)
+    baseline_scores[helper] = _classifier_scores(
+        jax.random.fold_in(keys[5], i), modality, config, train_set.inputs, side_train,
+        train_member, audit.inputs, side_audit)
   return AuditSetup(train_set, train_member, audit, is_member, baseline_scores,
                     d_out_te.take(np.arange(min(100, num_te))))
+
+
+def _classifier_scores(key, modality: Modality, config: PanoramiaConfig, inputs, side,
+                       is_member, score_inputs, score_side) -> np.ndarray:
+  """The baseline's or the MIA's scores: ``config.classifier`` trained on the first three,
+  applied to the last two."""
+  encoder = (modality.encoder() if isinstance(config.classifier, classifiers.ClassifierConfig)
+             else None)
+  return classifiers.membership_scores(key, encoder, inputs, side, is_member, score_inputs,
+                                       score_side, config.classifier)
+
+
+def _sample_checked(sample: Sampler, key: jax.Array, n: int, like: Examples) -> Examples:
+  """``sample(key, n)``, checked: n examples shaped like ``like``."""
+  generated = _check_examples("generated examples", sample(key, n), like=like)
+  if len(generated) != n:
+    raise ValueError(f"the generator returned {len(generated)} examples, {n} were asked for")
+  return generated
+
+
+def filter_generated(key: jax.Array, modality: Modality, real: Examples, sample: Sampler,
+                     n: int, fraction: float,
+                     classifier: classifiers.ClassifierConfig | classifiers.GBTConfig = (
+                         classifiers.ClassifierConfig()),
+                     num_train: int | None = None) -> Examples:
+  """The synthetic-sample filter of PANORAMIA (Kazmi et al., App. B.1 for CelebA, B.3 for
+  Adult): a classifier trained to tell real examples from generated ones drops the generated
+  samples it finds most obviously generated, before they enter the audit.
+
+  Trains ``classifier`` (with no side information) on ``num_train`` examples of ``real``
+  (default all; :math:`D_G` in :func:`prepare_audit`, never an audit member) against as many
+  fresh generated ones, draws ``ceil(n / (1 - fraction))`` more and keeps the n the classifier
+  scores most real, in the order drawn. The kept samples are a draw from a new generator (the
+  generator followed by the filter), so the audit's c-closeness is that of the filtered
+  generator; the filter's own training samples are discarded.
+
+  Args:
+    key: PRNG key (the filter's training samples, its training, the candidates).
+    modality: supplies the encoder when ``classifier`` is a network.
+    real: real examples for the filter's "real" class.
+    sample: the fitted generator.
+    n: how many samples to return (>= 1).
+    fraction: the share of candidates dropped, in [0, :data:`MAX_FILTER_FRACTION`].
+    classifier: the filter's classifier and its training.
+    num_train: real (and generated) examples the filter is trained on, >= 2; None: all of
+      ``real``.
+
+  Returns:
+    n generated :class:`Examples`.
+  """
+  _validate.check_key(key)
+  _check_encoder_of(modality)
+  real = _check_examples("real", real)
+  _check_callable("sample", sample, "a Sampler (key, n) -> Examples")
+  n = _validate.check_integer("n", n, 1)
+  _validate.check_range("fraction", fraction, 0.0, MAX_FILTER_FRACTION)
+  _validate.check_instance("classifier", classifier,
+                           (classifiers.ClassifierConfig, classifiers.GBTConfig))
+  size = len(real) if num_train is None else _validate.check_integer("num_train", num_train, 2)
+  if size > len(real) or size < 2:
+    raise ValueError(f"num_train={size} must lie in [2, {len(real)}] (the real examples given)")
+  key_real, key_fake, key_fit, key_pool = jax.random.split(key, 4)
+  real = real.take(np.sort(np.asarray(jax.random.permutation(key_real, len(real)))[:size]))
+  fake = _sample_checked(sample, key_fake, size, real)
+  pool_size = int(math.ceil(n / (1.0 - fraction) - 1e-9))
+  pool = _sample_checked(sample, key_pool, pool_size, real)
+  train = concatenate(real, fake)
+  label = np.concatenate([np.ones(size, np.int32), np.zeros(size, np.int32)])
+  config = PanoramiaConfig(classifier=classifier)
+  realness = _classifier_scores(key_fit, modality, config, train.inputs,
+                                classifiers.no_side(2 * size), label, pool.inputs,
+                                classifiers.no_side(pool_size))
+  keep = np.sort(np.argsort(-realness, kind="stable")[:n])
+  return pool.take(keep)
+
+
+class RealNonMemberResult(NamedTuple):
+  r"""PANORAMIA's RM;RN variant (Kazmi et al., Sec. 5.2 and Table 4): the game with real
+  non-members in place of generated ones.
+
+  Attributes:
+    eps_lb: the MIA's :math:`\{c+\epsilon\}_{lb}` with c = 0 known (real non-members are drawn
+      like the members), so with c_lb = 0 it is both the paper's eps~ and a lower bound on
+      epsilon (pure DP) at confidence 1 - significance / 2.
+    mia_auc: the MIA's ROC AUC on its audit set.
+    num_audit, num_members: the audit set's size and members.
+    optimistic: True under ``correction="none"`` (the maximum over thresholds not valid).
+    mia_curve: the MIA's per-threshold curve.
+  """
+  eps_lb: float
+  mia_auc: float
+  num_audit: int
+  num_members: int
+  optimistic: bool
+  mia_curve: Curve
+
+
+def measure_real_nonmembers(key: jax.Array, modality: Modality, target_loss: LossFn,
+                            candidates: Examples, included: Any,
+                            config: PanoramiaConfig = PanoramiaConfig()) -> RealNonMemberResult:
+  r"""PANORAMIA RM;RN (Kazmi et al., Sec. 5.2, Table 4): the MIA trained and tested on real
+  members against real non-members, with no baseline (:math:`c_{lb} = 0`).
+
+  Each candidate went into the target's training set independently with probability 1/2
+  (``included``), so the excluded ones are real non-members from the members' distribution and
+  the generator's closeness is c = 0. The candidates are split in halves, stratified by
+  ``included``: the MIA (``config.classifier``, on x and the target's loss, as in
+  :func:`measure_target`) is trained on the first and scores the second, the audit set. The
+  bound is Prop. 2 with c = 0: :func:`dpaudit.estimators.panoramia_bounds`' MIA test at
+  ``config.significance / 2`` (Bonferroni over thresholds unless ``config.correction`` is
+  "none"). Like the paper's RM;RN, the test counts true positives only (the one-sided game);
+  the O(1) audit on the same candidates (:func:`one_run_real`) also uses guesses of
+  "non-member".
+
+  Args:
+    key: PRNG key of the split and the MIA's training.
+    modality: supplies the encoder of a network classifier.
+    target_loss: the model under audit.
+    candidates: real examples, each trained on with probability 1/2.
+    included: ``[len(candidates)]`` 0/1, which were; at least 4 of each.
+    config: the classifier, significance and correction.
+
+  >>> import jax, numpy as np
+  >>> from dpaudit.attacks.panoramia import ClassifierConfig, VectorEncoder
+  >>> rng = np.random.default_rng(0)
+  >>> candidates = Examples(rng.normal(size=(400, 2)).astype(np.float32), np.zeros(400, int))
+  >>> included = rng.integers(0, 2, 400)
+  >>> memorised = lambda ex: 5.0 - 5.0 * included[:len(ex)]  # zero loss on its members
+  >>> modality = Modality("toy", None, None, lambda: VectorEncoder((8,)))
+  >>> out = measure_real_nonmembers(jax.random.key(0), modality, memorised, candidates,
+  ...                               included, PanoramiaConfig(classifier=ClassifierConfig(5)))
+  >>> out.num_audit, out.eps_lb > 2.0
+  (200, True)
+  """
+  _validate.check_key(key)
+  _check_encoder_of(modality)
+  losses, included = _real_losses(target_loss, candidates, included, 0.0, 0.05)
+  _check_config(config)
+  candidates = _check_examples("candidates", candidates)
+  if min(np.sum(included == 0), np.sum(included == 1)) < 4:
+    raise ValueError(f"included holds {int(np.sum(included == 1))} members and "
+                     f"{int(np.sum(included == 0))} non-members; RM;RN needs at least 4 of each "
+                     "(half train the MIA, half are audited)")
+  key_split, key_mia = jax.random.split(key)
+  train, audit = [], []
+  for c in (0, 1):
+    index = np.flatnonzero(included == c)
+    index = index[np.asarray(jax.random.permutation(jax.random.fold_in(key_split, c),
+                                                    index.size))]
+    train.append(index[:index.size // 2])
+    audit.append(index[index.size // 2:])
+  train, audit = np.sort(np.concatenate(train)), np.sort(np.concatenate(audit))
+  side = classifiers.loss_features(losses)
+  scores = _classifier_scores(key_mia, modality, config, np.asarray(candidates.inputs)[train],
+                              side[train], included[train],
+                              np.asarray(candidates.inputs)[audit], side[audit])
+  is_member = included[audit]
+  bounds = estimators.panoramia_bounds(np.zeros(len(audit)), scores, is_member,
+                                       config.significance, correction=config.correction)
+  return RealNonMemberResult(float(bounds.c_plus_eps_lb), _auc(scores, is_member), len(audit),
+                             int(is_member.sum()), config.correction == "none",
+                             _curve(bounds.mia))
 
 
 def measure_target(key: jax.Array, setup: AuditSetup, modality: Modality, target_loss: LossFn,
@@ -495,11 +680,9 @@ def measure_target(key: jax.Array, setup: AuditSetup, modality: Modality, target
   say("training the MIA on the target's loss")
   target_train = checked_losses("target loss", target_loss, setup.train_set)
   target_audit = checked_losses("target loss", target_loss, setup.audit)
-  fitted = classifiers.fit_classifier(key_mia, modality.encoder(), setup.train_set.inputs,
-                                      classifiers.loss_features(target_train),
-                                      setup.train_member, config.classifier)
-  mia_scores = classifiers.classifier_scores(fitted, setup.audit.inputs,
-                                             classifiers.loss_features(target_audit))
+  mia_scores = _classifier_scores(key_mia, modality, config, setup.train_set.inputs,
+                                  classifiers.loss_features(target_train), setup.train_member,
+                                  setup.audit.inputs, classifiers.loss_features(target_audit))
   return _measure(key_null, setup, mia_scores, target_audit, config)
 
 

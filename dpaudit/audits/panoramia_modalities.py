@@ -11,11 +11,14 @@ Kazmi et al., PANORAMIA, Sec. 5 (images, tabular data, text) on data dpaudit has
   encoder is a small CNN.
 * **tabular**: MST (McKenna et al. 2021, :mod:`dpaudit.mechanisms.mst`) with a large epsilon
   generates Adult records, the income being the label; target and helper are MLPs with 4
-  hidden layers (Table 2) on the one-hot/log-scaled row (:class:`TabularMLP`).
+  hidden layers (Table 2; App. B.3's widths 150-100-50-10 are :data:`PAPER_TABULAR_HIDDEN`) on
+  the one-hot/log-scaled row (:class:`TabularMLP`); the paper's baseline and MIA are
+  gradient-boosted trees (:class:`~dpaudit.attacks.panoramia.GBTConfig`, with
+  :func:`categorical_columns`).
 * **text**: a character n-gram language model (:class:`dpaudit.models.CharNGramLM`) trained on
   :math:`D_G` continues held-out prompts (the first characters of lines it was not trained
-  on) with top-p sampling (Sec. 5); target and helper are character LMs, their loss the line's
-  summed negative log-likelihood; the encoder is a bag of characters.
+  on) with top-k and top-p sampling (Sec. 5, App. B.2); target and helper are character LMs,
+  their loss the line's summed negative log-likelihood; the encoder is a bag of characters.
 
 Targets and helpers are trained with dpaudit's DP-SGD engine (:func:`train_model`): without
 noise or clipping for the E20/E50/E100 targets, with noise calibrated by the accountant for
@@ -257,10 +260,18 @@ def encode_rows(rows: jax.Array, binnings: Sequence[mst.Binning]) -> jax.Array:
   return jnp.concatenate(parts, axis=1)
 
 
+PAPER_TABULAR_HIDDEN = (150, 100, 50, 10)
+"""The hidden widths of the paper's Adult target and helper (App. B.3: four hidden layers of
+150, 100, 50 and 10 units)."""
+WIDE_TABULAR_HIDDEN = (256, 256, 128, 64)
+"""The wider MLP :class:`TabularMLP` keeps as its default (the tightness study's target)."""
+
+
 class TabularMLP(nn.Module):
-  """Table 2's tabular target: :func:`encode_rows`, then an MLP (4 hidden layers)."""
+  """Table 2's tabular target: :func:`encode_rows`, then an MLP with ``hidden_sizes`` (4
+  hidden layers; the paper's widths are :data:`PAPER_TABULAR_HIDDEN`)."""
   binnings: tuple[mst.Binning, ...]
-  hidden_sizes: tuple[int, ...] = (256, 256, 128, 64)
+  hidden_sizes: tuple[int, ...] = WIDE_TABULAR_HIDDEN
   num_classes: int = 2
 
   @nn.compact
@@ -282,11 +293,20 @@ class TabularEncoder(nn.Module):
     return classifiers.VectorEncoder(self.hidden_sizes)(encode_rows(rows, self.binnings))
 
 
-def tabular_spec(binnings: Sequence[mst.Binning], num_classes: int = 2) -> ModelSpec:
-  """:class:`TabularMLP` on table rows described by ``binnings``, ``num_classes`` classes."""
+def tabular_spec(binnings: Sequence[mst.Binning], num_classes: int = 2,
+                 hidden_sizes: Sequence[int] = WIDE_TABULAR_HIDDEN) -> ModelSpec:
+  """:class:`TabularMLP` of ``hidden_sizes`` on table rows described by ``binnings``,
+  ``num_classes`` classes."""
   binnings = _check_binnings(binnings)
   _validate.check_integer("num_classes", num_classes, 2)
-  return ModelSpec(TabularMLP(tuple(binnings), num_classes=num_classes), _inputs, _labels)
+  hidden_sizes = _check_shape("hidden_sizes", hidden_sizes)
+  return ModelSpec(TabularMLP(tuple(binnings), hidden_sizes, num_classes), _inputs, _labels)
+
+
+def categorical_columns(binnings: Sequence[mst.Binning]) -> tuple[bool, ...]:
+  """Which columns of a row are categorical codes (for
+  :class:`~dpaudit.attacks.panoramia.GBTConfig`'s ``categorical``)."""
+  return tuple(column.edges is None for column in _check_binnings(binnings))
 
 
 def tabular_generator(binnings: Sequence[mst.Binning], config: mst.MstConfig
@@ -308,13 +328,15 @@ def tabular_generator(binnings: Sequence[mst.Binning], config: mst.MstConfig
 
 
 def tabular_modality(generator: mst.MstConfig, helper: TrainSpec,
-                     binnings: Sequence[mst.Binning] | None = None) -> Modality:
-  """PANORAMIA on table rows (default: Adult's 14 features, label = income)."""
+                     binnings: Sequence[mst.Binning] | None = None,
+                     hidden_sizes: Sequence[int] = WIDE_TABULAR_HIDDEN) -> Modality:
+  """PANORAMIA on table rows (default: Adult's 14 features, label = income); the helper is a
+  :class:`TabularMLP` of ``hidden_sizes`` (the target's)."""
   _validate.check_instance("generator", generator, mst.MstConfig)
   _validate.check_instance("helper", helper, TrainSpec)
   binnings = tuple(binnings) if binnings is not None else adult_binnings()[:-1]
   return Modality("tabular", tabular_generator(binnings, generator),
-                  _trainer(tabular_spec(binnings), helper),
+                  _trainer(tabular_spec(binnings, hidden_sizes=hidden_sizes), helper),
                   functools.partial(TabularEncoder, binnings))
 
 
@@ -356,10 +378,28 @@ def top_p_logits(logits: jax.Array, top_p: float) -> jax.Array:
   return jnp.where(logits >= cutoff, logits, -jnp.inf)
 
 
+def top_k_logits(logits: jax.Array, top_k: int) -> jax.Array:
+  """Top-k filtering (Fan et al. 2018): keeps the ``top_k`` largest logits of each row (and
+  any tied with the k-th largest); the others get -inf. ``top_k = 0`` or at least the
+  vocabulary's size keeps everything.
+
+  >>> import jax.numpy as jnp
+  >>> top_k_logits(jnp.array([[1.0, 3.0, 2.0, 0.0]]), 2).tolist()
+  [[-inf, 3.0, 2.0, -inf]]
+  """
+  _validate.check_real_array("logits", logits, nonempty=False, neg_inf=True)
+  top_k = _validate.check_integer("top_k", top_k, 0)
+  size = np.shape(logits)[-1] if np.ndim(logits) else 0
+  if top_k == 0 or top_k >= size:
+    return jnp.asarray(logits)
+  kth = jnp.sort(logits, axis=-1)[..., size - top_k][..., None]
+  return jnp.where(logits >= kth, logits, -jnp.inf)
+
+
 def sample_continuations(key: jax.Array, next_logits: Callable[[jax.Array], jax.Array],
                          prompts: jax.Array, prompt_lengths: jax.Array, context_size: int,
-                         bos: int, eos: int, top_p: float) -> jax.Array:
-  """Continues each prompt with top-p sampling until eos or the end of the row.
+                         bos: int, eos: int, top_p: float, top_k: int = 0) -> jax.Array:
+  """Continues each prompt with top-k then top-p sampling until eos or the end of the row.
 
   Args:
     key: PRNG key.
@@ -368,6 +408,8 @@ def sample_continuations(key: jax.Array, next_logits: Callable[[jax.Array], jax.
     prompt_lengths: ``[n]``, each below L.
     context_size, bos, eos: the model's context length and special ids.
     top_p: nucleus mass in (0, 1].
+    top_k: keep the k most likely tokens (:func:`top_k_logits`) before the nucleus; 0: all.
+      With top_p = 1 (the paper's setting) the order does not matter.
 
   Returns:
     ``[n, L]`` ids in the format of :func:`text_examples` (a row with no eos before its last
@@ -389,12 +431,13 @@ def sample_continuations(key: jax.Array, next_logits: Callable[[jax.Array], jax.
   _validate.check_integer("bos", bos, 0)
   _validate.check_integer("eos", eos, 0)
   _validate.check_range("top_p", top_p, 0.0, 1.0, low_open=True)
+  top_k = _validate.check_integer("top_k", top_k, 0)
   n, length = prompts.shape
 
   def step(carry, inputs):
     contexts, done = carry
     t, step_key = inputs
-    z = top_p_logits(next_logits(contexts), top_p)
+    z = top_p_logits(top_k_logits(next_logits(contexts), top_k), top_p)
     token = jax.random.categorical(step_key, z, axis=-1).astype(jnp.int32)
     token = jnp.where(t < prompt_lengths, prompts[:, t], token)
     token = jnp.where(t == length - 1, eos, token)
@@ -408,13 +451,16 @@ def sample_continuations(key: jax.Array, next_logits: Callable[[jax.Array], jax.
 
 
 def text_generator(spec: ModelSpec, train: TrainSpec, prompt_length: int = 8,
-                   prompt_fraction: float = 0.2, top_p: float = 0.9
+                   prompt_fraction: float = 0.2, top_p: float = 0.9, top_k: int = 0
                    ) -> Callable[[jax.Array, Examples], Sampler]:
   """Trains ``spec``'s character LM on part of :math:`D_G` and continues prompts (the first
-  ``prompt_length`` characters) of the held-out ``prompt_fraction`` of :math:`D_G`."""
+  ``prompt_length`` characters, at most a line's length - 1) of the held-out
+  ``prompt_fraction`` of :math:`D_G`, sampling with ``top_k`` then ``top_p`` filtering (the
+  paper, App. B.2: 64-token prompts, top-k 200, top-p 1)."""
   _validate.check_instance("spec", spec, ModelSpec)
   _validate.check_instance("train", train, TrainSpec)
   _validate.check_integer("prompt_length", prompt_length, 0)
+  _validate.check_integer("top_k", top_k, 0)
   module: ngram.CharNGramLM = spec.module  # type: ignore[assignment]
   _validate.check_range("top_p", top_p, 0.0, 1.0, low_open=True)
   _validate.check_range("prompt_fraction", prompt_fraction, 0.0, 1.0, low_open=True,
@@ -434,7 +480,7 @@ def text_generator(spec: ModelSpec, train: TrainSpec, prompt_length: int = 8,
     def generate(key, rows):
       return sample_continuations(key, apply, jnp.asarray(ids)[rows],
                                   jnp.asarray(lengths)[rows], module.context_size,
-                                  ngram.CharVocab.bos, ngram.CharVocab.eos, top_p)
+                                  ngram.CharVocab.bos, ngram.CharVocab.eos, top_p, top_k)
 
     def sample(key: jax.Array, n: int) -> Examples:
       key_rows, key_text = jax.random.split(key)
@@ -446,12 +492,13 @@ def text_generator(spec: ModelSpec, train: TrainSpec, prompt_length: int = 8,
 
 def text_modality(vocab: ngram.CharVocab, generator: TrainSpec, helper: TrainSpec,
                   context_size: int = 6, hidden_size: int = 256, prompt_length: int = 8,
-                  top_p: float = 0.9) -> Modality:
-  """PANORAMIA on lines of text: character-LM generator with top-p continuations of held-out
-  prompts, character-LM helper, bag-of-characters encoder."""
+                  top_p: float = 0.9, top_k: int = 0) -> Modality:
+  """PANORAMIA on lines of text: character-LM generator with top-k/top-p continuations of
+  held-out prompts (:func:`text_generator`), character-LM helper, bag-of-characters encoder."""
   _validate.check_instance("generator", generator, TrainSpec)
   _validate.check_instance("helper", helper, TrainSpec)
   spec = text_spec(vocab, context_size, hidden_size)
-  return Modality("text", text_generator(spec, generator, prompt_length, top_p=top_p),
+  return Modality("text", text_generator(spec, generator, prompt_length, top_p=top_p,
+                                         top_k=top_k),
                   _trainer(spec, helper),
                   functools.partial(classifiers.TokenEncoder, vocab.size))

@@ -7,7 +7,10 @@ non-members, RM/RN); every other example is a member. :func:`dpaudit.audits.pano
 runs Alg. 1 up to the MIA once (generator on :math:`D_G`, helpers, the baselines of Table 3);
 then each target of :attr:`StudyConfig.targets` is trained and audited
 (:func:`~dpaudit.audits.panoramia.measure_target`): c_lb of the strongest baseline, {c+eps}_lb,
-eps~ with its null reference, O(1) RM/GN and RM/RN, and for DP targets the accountant's epsilon.
+eps~ with its null reference, O(1) RM/GN and RM/RN, PANORAMIA's own RM;RN variant on the same
+candidates (:func:`~dpaudit.audits.panoramia.measure_real_nonmembers`: real non-members, no
+baseline, c_lb = 0; Table 4), and for DP targets the accountant's epsilon.
+:func:`classifier_config` gives the paper's classifiers (gradient-boosted trees for tables).
 Targets: ``eN`` trains N epochs without privacy (Table 4's E20/E50/E100), ``dpX`` trains
 ``dp_epochs`` epochs with DP-SGD at epsilon X (``dpinf``: the same schedule without clipping or
 noise; Tables 5, 7, 8). Image targets and helpers are any classifier
@@ -32,6 +35,7 @@ import numpy as np
 
 from dpaudit import _validate, results
 from dpaudit.accounting import dpsgd as accounting
+from dpaudit.attacks import panoramia as attacks
 from dpaudit.audits import panoramia as pan
 from dpaudit.audits import panoramia_modalities as mod
 from dpaudit.prng import make_key
@@ -43,9 +47,18 @@ MEASUREMENT_FIELDS = ("significance", "correction", "delta", "null_samples")
 cells only."""
 TARGET_SUMMARY = ("c_lb", "c_plus_eps_lb", "eps_tilde", "eps_tilde_p_value", "mia_auc",
                   "one_run_rm_rn", "one_run_rm_gn", "one_run_rm_rn_fdp", "one_run_rm_rn_fdp_mu",
-                  "one_run_rm_gn_fdp", "one_run_rm_gn_fdp_mu")
+                  "one_run_rm_gn_fdp", "one_run_rm_gn_fdp_mu", "panoramia_rm_rn",
+                  "panoramia_rm_rn_mia_auc")
 """The per-target numbers summarised over repetitions (:func:`dpaudit.results.spread`)."""
 DEFAULT_MODEL = "lenet5"
+TABULAR_CLASSIFIERS = ("gbt", "mlp")
+"""The tabular baseline and MIA: gradient-boosted trees (the paper's, App. B.3) or the network
+of :class:`~dpaudit.attacks.panoramia.ClassifierConfig`."""
+TEXT_SAMPLER = (8, 0, 0.9)
+"""The text generator's default (prompt length in characters, top-k, top-p); the paper's is
+(64 tokens, 200, 1.0), see :class:`StudyConfig`."""
+MIN_RM_RN_CANARIES = 8
+"""Candidates the RM;RN variant needs at the least (half train its MIA, half are audited)."""
 
 
 def _study_panoramia() -> pan.PanoramiaConfig:
@@ -63,11 +76,23 @@ class StudyConfig:
     max_examples: at most this many real examples (0: all; -1: the modality's default).
     num_canaries: candidates of the O(1) RM/RN audit, each trained on w.p. 1/2 (0: none).
     generator_epochs, helper_epochs: epochs of the generator (VAE or LM) and of the helper.
-    mst_epsilon, mst_iters: the MST generator (tabular).
+    mst_epsilon, mst_iters: the MST generator (tabular). The paper sets epsilon = 1000 (App.
+      B.3; the authors' code uses 10000): MST without meaningful privacy.
+    tabular_hidden_sizes: the tabular target's and helper's hidden widths (default the
+      paper's 150-100-50-10, App. B.3).
     dp_epochs, dp_delta: epochs and accountant delta of the ``dpX`` targets.
     target_learning_rate, target_batch_size: Adam step size and expected batch size of
       targets and helpers.
     text_max_length, text_hidden_size: text lines and character LMs.
+    prompt_length, top_k, top_p: the text generator's prompts (characters, at most a line's
+      length - 1) and sampling filters (:func:`~dpaudit.audits.panoramia_modalities.
+      text_generator`). The paper (App. B.2) prompts GPT-2 with 64 tokens and samples with
+      top-k 200 and top-p 1; the defaults here (8 characters, no top-k, top-p 0.9) suit
+      character lines shorter than ``text_max_length``, which a 64-character prompt would
+      copy whole from :math:`D_G` (members).
+    rm_rn: also run PANORAMIA's RM;RN variant (Sec. 5.2, Table 4) on the O(1) candidates:
+      :func:`dpaudit.audits.panoramia.measure_real_nonmembers` (needs ``num_canaries`` >=
+      :data:`MIN_RM_RN_CANARIES`).
     target_model, helper_model: image classifiers, a :data:`dpaudit.models.MODEL_NAMES` name or
       a flax module (only ``"lenet5"`` for the other modalities, whose models are fixed).
     seed: the first repetition's seed; :func:`run`'s key is ``make_key(seed)``.
@@ -82,14 +107,19 @@ class StudyConfig:
   num_canaries: int = 1000
   generator_epochs: int = 30
   helper_epochs: int = 20
-  mst_epsilon: float = 100.0
+  mst_epsilon: float = 1000.0
   mst_iters: int = 1000
+  tabular_hidden_sizes: tuple[int, ...] = mod.PAPER_TABULAR_HIDDEN
   dp_epochs: float = 20.0
   dp_delta: float = 1e-5
   target_learning_rate: float = 1e-3
   target_batch_size: int = 64
   text_max_length: int = 64
   text_hidden_size: int = 256
+  prompt_length: int = TEXT_SAMPLER[0]
+  top_k: int = TEXT_SAMPLER[1]
+  top_p: float = TEXT_SAMPLER[2]
+  rm_rn: bool = True
   target_model: Any = DEFAULT_MODEL
   helper_model: Any = DEFAULT_MODEL
   seed: int = 0
@@ -110,6 +140,15 @@ class StudyConfig:
                  "repetitions"):
       low = {"max_examples": -1, "num_canaries": 0, "text_max_length": 2}.get(name, 1)
       _validate.check_integer(name, getattr(self, name), low)
+    _validate.check_integer("prompt_length", self.prompt_length, 0, self.text_max_length)
+    _validate.check_integer("top_k", self.top_k, 0)
+    _validate.check_range("top_p", self.top_p, 0.0, 1.0, low_open=True)
+    _validate.check_instance("rm_rn", self.rm_rn, (bool, np.bool_), "bool")
+    widths = self.tabular_hidden_sizes
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__") or not len(widths):
+      raise ValueError(f"tabular_hidden_sizes={widths!r} must be a non-empty sequence of widths")
+    object.__setattr__(self, "tabular_hidden_sizes", tuple(
+        _validate.check_integer("tabular_hidden_sizes", w, 1, 1 << 16) for w in widths))
     _validate.check_integer("seed", self.seed, 0, 2**63 - 1)
     if self.seed + self.repetitions > 2**63:
       raise ValueError(f"seed={self.seed} with repetitions={self.repetitions} is outside the "
@@ -183,22 +222,53 @@ def load(config: StudyConfig) -> StudyData:
     ds = data.load("adult", "train", data_dir=config.data_dir)
     examples = pan.Examples(ds.features, ds.labels)
     modality = mod.tabular_modality(mst.MstConfig(epsilon=config.mst_epsilon,
-                                                  iters=config.mst_iters), helper)
-    spec, vocab = mod.tabular_spec(mod.adult_binnings()[:-1]), None
+                                                  iters=config.mst_iters), helper,
+                                    hidden_sizes=config.tabular_hidden_sizes)
+    spec = mod.tabular_spec(mod.adult_binnings()[:-1], hidden_sizes=config.tabular_hidden_sizes)
+    vocab = None
   else:
     corpus = data.load_text("shakespeare", "train", data_dir=config.data_dir)
     lines = sorted({t for t in corpus.texts if 8 <= len(t) < config.text_max_length})
     vocab = ngram.CharVocab.from_texts(lines)
     examples = mod.text_examples(vocab, lines, config.text_max_length)
     generator = dataclasses.replace(helper, epochs=config.generator_epochs)
-    modality = mod.text_modality(vocab, generator, helper, hidden_size=config.text_hidden_size)
+    modality = mod.text_modality(vocab, generator, helper, hidden_size=config.text_hidden_size,
+                                 prompt_length=config.prompt_length, top_p=config.top_p,
+                                 top_k=config.top_k)
     spec = mod.text_spec(vocab, hidden_size=config.text_hidden_size)
   limit = _limit(config)
   size = min(limit, len(examples)) if limit else len(examples)
   if not config.num_canaries <= size - 2:
     raise ValueError(f"num_canaries={config.num_canaries} must be in [0, {size - 2}]")
   config.panoramia.split_sizes(size - config.num_canaries)
+  _check_rm_rn(config)
   return StudyData(examples, spec, modality, vocab)
+
+
+def _check_rm_rn(config: StudyConfig) -> None:
+  """RM;RN audits the O(1) candidates: ValueError when there are too few."""
+  if config.rm_rn and config.num_canaries < MIN_RM_RN_CANARIES:
+    raise ValueError(f"num_canaries={config.num_canaries}: the RM;RN variant needs at least "
+                     f"{MIN_RM_RN_CANARIES} candidates (its real members and non-members); "
+                     "add candidates or turn it off (rm_rn=False)")
+
+
+def classifier_config(modality: str, tabular_classifier: str = "gbt", epochs: int = 20
+                      ) -> attacks.ClassifierConfig | attacks.GBTConfig:
+  """The baseline's and the MIA's classifier for ``modality``: for tables the paper's
+  gradient-boosted trees over Adult's columns (``tabular_classifier="gbt"``, App. B.3) or the
+  network (``"mlp"``); for images and text the network over the modality's encoder, trained
+  ``epochs`` epochs.
+
+  >>> classifier_config("tabular").categorical[:3]
+  (False, True, False)
+  """
+  _validate.check_choice("modality", modality, mod.MODALITIES)
+  _validate.check_choice("tabular_classifier", tabular_classifier, TABULAR_CLASSIFIERS)
+  epochs = _validate.check_integer("epochs", epochs, 1)
+  if modality == "tabular" and tabular_classifier == "gbt":
+    return attacks.GBTConfig(categorical=mod.categorical_columns(mod.adult_binnings()[:-1]))
+  return attacks.ClassifierConfig(epochs=epochs)
 
 
 def _limit(config: StudyConfig) -> int:
@@ -216,7 +286,9 @@ class StudyResult:
       :meth:`PanoramiaResult.to_dict` plus ``one_run_rm_rn`` and beside it the f-DP bound
       of the same guesses ``one_run_rm_rn_fdp`` and its ``one_run_rm_rn_fdp_mu``
       (:func:`dpaudit.audits.panoramia.one_run_real_bounds`), ``loss_gap_real`` (with
-      canaries), ``noise_multiplier``, ``accountant_epsilon`` and ``seconds``.
+      canaries), with ``rm_rn`` PANORAMIA RM;RN's ``panoramia_rm_rn`` (its epsilon lower
+      bound, c_lb = 0), ``panoramia_rm_rn_mia_auc`` and ``panoramia_rm_rn_num_audit``,
+      ``noise_multiplier``, ``accountant_epsilon`` and ``seconds``.
     summary: per target and per baseline helper, the spread over repetitions (:meth:`tables`).
     preview: the first repetition's generated non-members (up to 100; None after
       :meth:`from_dict`), for :func:`dpaudit.plots.panoramia_samples`.
@@ -263,6 +335,13 @@ def check_cell(cell: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or (
         value < 0):
       raise ValueError(f"{name}={value!r} must be a number >= 0")
+  if "panoramia_rm_rn" in cell:
+    for name, high in (("panoramia_rm_rn", math.inf), ("panoramia_rm_rn_mia_auc", 1.0)):
+      value = cell[name]
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+          0 <= value <= high) or math.isinf(value):
+        raise ValueError(f"{name}={value!r} must be a finite number in [0, {high}]")
+    _validate.check_integer("panoramia_rm_rn_num_audit", cell["panoramia_rm_rn_num_audit"], 2)
   if "one_run_rm_rn" in cell:
     value = cell["one_run_rm_rn"]
     if not isinstance(value, (int, float)) or not 0 <= value < math.inf:
@@ -323,9 +402,15 @@ def _signature(config: StudyConfig, seed: int, num_examples: int) -> dict[str, A
          "target_learning_rate": config.target_learning_rate,
          "target_batch_size": config.target_batch_size,
          "panoramia": {k: v for k, v in dataclasses.asdict(config.panoramia).items()
-                       if k not in MEASUREMENT_FIELDS}}
-  if config.helper_model != DEFAULT_MODEL:  # absent by default: older stores still resume
+                       if k not in MEASUREMENT_FIELDS and not (k == "filter_fraction" and not v)}}
+  # Absent at their old values: older stores still resume.
+  if config.helper_model != DEFAULT_MODEL:
     out["helper_model"] = _model_name(config.helper_model)
+  if config.modality == "tabular" and config.tabular_hidden_sizes != mod.WIDE_TABULAR_HIDDEN:
+    out["tabular_hidden_sizes"] = list(config.tabular_hidden_sizes)
+  sampler = (config.prompt_length, config.top_k, config.top_p)
+  if config.modality == "text" and sampler != TEXT_SAMPLER:
+    out["text_sampler"] = list(sampler)
   return out
 
 
@@ -379,6 +464,13 @@ def _repetition(key: jax.Array, seed: int, config: StudyConfig, data: StudyData,
       out["one_run_rm_rn_fdp_mu"] = bounds.mu_lower_bound
       losses = loss(candidates)
       out["loss_gap_real"] = float(losses[included == 0].mean() - losses[included == 1].mean())
+    if config.rm_rn:
+      say(f"{name}: PANORAMIA RM;RN on the {len(candidates)} candidates")
+      real = pan.measure_real_nonmembers(jax.random.fold_in(key_target, 2), data.modality,
+                                         loss, candidates, included, pc)
+      out["panoramia_rm_rn"] = real.eps_lb
+      out["panoramia_rm_rn_mia_auc"] = real.mia_auc
+      out["panoramia_rm_rn_num_audit"] = real.num_audit
     out["noise_multiplier"] = engine.noise_multiplier
     out["accountant_epsilon"] = (math.inf if not engine.is_private else float(
         accounting.dpsgd_epsilon(engine.noise_multiplier, engine.sampling_rate,
@@ -393,6 +485,8 @@ def _repetition(key: jax.Array, seed: int, config: StudyConfig, data: StudyData,
                    "measurement": {k: getattr(pc, k) for k in MEASUREMENT_FIELDS}}
     if config.target_model != DEFAULT_MODEL:
       cell_config["target_model"] = _model_name(config.target_model)
+    if config.rm_rn:
+      cell_config["rm_rn"] = True
     cells.append(results.Cell(name, cell_config, lambda n=name, t=train, c=cell_config,
                               i=index: compute(n, t, c, i)))
   done = results.run_cells(cells, store, lambda d, t, m: tick(m), check_cell)
@@ -428,6 +522,7 @@ def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | Non
   if data is not None:
     _validate.check_instance("data", data, StudyData)
   data = load(config) if data is None else data
+  _check_rm_rn(config)
   seed = config.seed
   seeds = [seed + i for i in range(config.repetitions)]
   total, done = len(seeds) * (1 + len(config.targets)), [0]
@@ -494,7 +589,8 @@ def _tables(repetitions, summary) -> str:
   lines += ["", f"Table 4: targets{over}",
             f"  {'target':<7} {'c_lb':<22} {'{c+eps}_lb':<22} {'eps~':<22} "
             f"{'null eps~ q95':<22} {'p':<22} {'beyond null':<11} {'MIA AUC':<22} "
-            f"{'O(1) RM/RN':<22} {'f-DP RM/RN':<25} {'O(1) RM/GN':<22} {'f-DP RM/GN':<25} "
+            f"{'PANORAMIA RM;RN':<22} {'O(1) RM/RN':<22} {'f-DP RM/RN':<25} "
+            f"{'O(1) RM/GN':<22} {'f-DP RM/GN':<25} "
             "accountant eps"]
   first = repetitions[0]["cells"]
   for name, t in summary["targets"].items():
@@ -503,7 +599,8 @@ def _tables(repetitions, summary) -> str:
     lines.append(f"  {name:<7} {get('c_lb'):<22} {get('c_plus_eps_lb'):<22} "
                  f"{get('eps_tilde'):<22} {get('null_eps_tilde_q95'):<22} "
                  f"{get('eps_tilde_p_value'):<22} {beyond:<11} {get('mia_auc'):<22} "
-                 f"{get('one_run_rm_rn'):<22} {_fdp(t, 'one_run_rm_rn', show):<25} "
+                 f"{get('panoramia_rm_rn'):<22} {get('one_run_rm_rn'):<22} "
+                 f"{_fdp(t, 'one_run_rm_rn', show):<25} "
                  f"{get('one_run_rm_gn'):<22} {_fdp(t, 'one_run_rm_gn', show):<25} "
                  f"{_fmt(first[name]['accountant_epsilon'])}")
   optimistic = any(c["optimistic"] for r in repetitions for c in r["cells"].values())
@@ -515,6 +612,9 @@ def _tables(repetitions, summary) -> str:
             "null eps~ q95: its 95th percentile for a target that leaks nothing (a MIA as "
             "strong as the strongest baseline); p: the share of such null audits at least as "
             "large; beyond null: eps~ > 0 with p <= significance.",
+            "PANORAMIA RM;RN: the same game with real non-members (the excluded O(1) "
+            "candidates) and no baseline, c_lb = 0 (Table 4): its {c+eps}_lb is a lower bound "
+            "on epsilon (pure DP) at 1 - significance/2; '-' when not run.",
             "O(1) RM/RN: lower bound on epsilon (Steinke et al., real non-members; any "
             "(eps, delta)-DP algorithm); O(1) RM/GN uses generated non-members and is not a "
             "valid audit (they are not drawn like the members).",
