@@ -10,23 +10,25 @@ Algorithm 1 of the paper, as implemented by :func:`fit_pate_gan`:
   a cross-entropy step on a real minibatch from :math:`D_i` against generated rows;
 * the student discriminator :math:`S` sees no real row. Each of its ``student_iters``
   (:math:`n_S`) steps labels a batch of generated rows :math:`\hat u_j` by the noisy teacher vote
-  (Sec. 3, "PATE mechanism"),
+  (the paper's :math:`\text{PATE}_\lambda`, Papernot et al. 2017's noisy aggregation),
 
   .. math:: \text{PATE}_\lambda(\hat u) = \arg\max_{c \in \{0, 1\}}\, n_c(\hat u) + Y_c,
      \qquad Y_c \sim \text{Lap}(1/\lambda)\ \text{i.i.d.},
 
   where :math:`n_1` counts the teachers that call :math:`\hat u` real, and takes a
   cross-entropy step towards those labels;
-* the generator takes one step on :math:`\frac1n\sum_j \log(1 - S(G(z_j)))` (Algorithm 1's
-  generator update);
+* the generator takes one step against the student, on Algorithm 1's
+  :math:`\frac1n\sum_j \log(1 - S(G(z_j)))` (``generator_loss="paper"``, the default) or on
+  the non-saturating :math:`-\frac1n\sum_j \log S(G(z_j))` (Goodfellow et al. 2014, Sec. 3;
+  the same fixed point);
 * every vote is charged to the moments accountant, and training stops before the spent
-  :math:`\hat\varepsilon` would pass the target (Sec. 4, "privacy analysis").
+  :math:`\hat\varepsilon` would pass the target (Algorithm 1's ``while`` condition).
 
-Accounting (Sec. 4 and Algorithm 1; Papernot, Abadi, Erlingsson, Goodfellow & Talwar,
-"Semi-supervised Knowledge Transfer for Deep Learning from Private Training Data", ICLR 2017,
-Thm. 3 with the data-independent bound of its Sec. 3). One vote on a point whose teacher counts
-differ by :math:`g = |n_0 - n_1|` (neighbouring data sets change one teacher's vote, so the
-noisy argmax is :math:`2\lambda`-DP) has log moment at order :math:`l`
+Accounting (Algorithm 1's moments accountant; Papernot, Abadi, Erlingsson, Goodfellow &
+Talwar, "Semi-supervised Knowledge Transfer for Deep Learning from Private Training Data",
+ICLR 2017, Thms. 2-3: the data-independent and the data-dependent bound). One vote on a point
+whose teacher counts differ by :math:`g = |n_0 - n_1|` (neighbouring data sets change one
+teacher's vote, so the noisy argmax is :math:`2\lambda`-DP) has log moment at order :math:`l`
 
 .. math::
    \alpha(l) \le \min\Big\{2\lambda^2 l(l+1),\; 2\lambda l,\;
@@ -39,10 +41,12 @@ add over votes, and :math:`\hat\varepsilon = \min_l (\alpha(l) + \log(1/\delta))
 the direction of a valid bound:
 
 * the data-dependent (third) term is used only for :math:`q \le 1/(1 + e^{2\lambda})`, where it
-  is provably nondecreasing in :math:`q` (so that it bounds the moment of every mechanism whose
-  flip probability is at most :math:`q`; it also keeps :math:`1 - e^{2\lambda}q > 0`, where
-  Algorithm 1's formula takes the log of a negative number); elsewhere the data-independent
-  terms apply;
+  is nondecreasing in :math:`q` (with :math:`a = e^{2\lambda}` and
+  :math:`r = (1 - q)/(1 - aq)`, the derivative of the argument of the log is
+  :math:`r^l(l(a - 1)/(1 - aq) - 1) + a^l \ge a^l - r^l \ge 0`, as :math:`r \le a` there), so
+  that it bounds the moment of every mechanism whose flip probability is at most :math:`q`; it
+  also keeps :math:`1 - aq > 0`, where Algorithm 1's formula can take the log of a negative
+  number); elsewhere the data-independent terms apply;
 * :math:`2\lambda l` (pure :math:`2\lambda`-DP) is added to the minimum;
 * an iteration whose votes would take :math:`\hat\varepsilon` past the target is undone, so the
   released generator is within the target (Algorithm 1 tests the budget after the iteration and
@@ -89,6 +93,7 @@ from dpaudit.models.tabular_generators import (
 # epsilon is a float32 dot product when x64 is off (relative error ~1e-6); the reported epsilon
 # is recomputed in float64 on the host.
 _EPSILON_SLACK = 1e-5
+GENERATOR_LOSSES = ("paper", "non_saturating")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +118,8 @@ class PateGanConfig:
     discriminator_hidden: widths of each teacher's and the student's LeakyReLU(0.2) layers.
     learning_rate: Adam's step size, for every network.
     gumbel_tau: Gumbel-softmax temperature of the generated one-hot blocks.
+    generator_loss: "paper" (Algorithm 1's :math:`\log(1 - S(G(z)))`) or "non_saturating"
+      (:math:`-\log S(G(z))`).
   """
   epsilon: float
   delta: float = 1e-5
@@ -128,6 +135,7 @@ class PateGanConfig:
   discriminator_hidden: tuple[int, ...] = (128, 128)
   learning_rate: float = 1e-4
   gumbel_tau: float = 0.2
+  generator_loss: str = "paper"
 
   def __post_init__(self):
     _check_positive("epsilon", self.epsilon)
@@ -144,6 +152,7 @@ class PateGanConfig:
                        _check_widths("discriminator_hidden", self.discriminator_hidden))
     _check_positive("learning_rate", self.learning_rate)
     _check_positive("gumbel_tau", self.gumbel_tau)
+    _validate.check_choice("generator_loss", self.generator_loss, GENERATOR_LOSSES)
 
   @property
   def laplace_scale(self) -> float:
@@ -205,8 +214,9 @@ def _log_moments(gaps: Any, noise_lambda: float, max_order: int) -> np.ndarray:
   valid = log_q <= log_q_max
   lq = np.minimum(log_q, log_q_max)
   q = np.exp(lq)
-  dependent = np.logaddexp((orders + 1.0) * np.log1p(-q) - orders * np.log1p(-np.exp(eps0 + lq)),
-                           lq + orders * eps0)
+  with np.errstate(divide="ignore", over="ignore"):  # -inf / inf only where the bound is unused
+    dependent = np.logaddexp((orders + 1.0) * np.log1p(-q)
+                             - orders * np.log1p(-np.exp(eps0 + lq)), lq + orders * eps0)
   return np.where(valid, np.minimum(independent, dependent), independent)
 
 
@@ -300,8 +310,11 @@ def _pate_gan_program(layout: Layout, config: PateGanConfig, num_rows: int) -> C
     s = disc(params, fake)
     return jnp.mean(labels * jax.nn.softplus(-s) + (1.0 - labels) * jax.nn.softplus(s))
 
-  def generator_loss(g_params, s_params, key):  # log(1 - S(G(z)))
-    return jnp.mean(-jax.nn.softplus(disc(s_params, generate(g_params, key))))
+  def generator_loss(g_params, s_params, key):
+    s = disc(s_params, generate(g_params, key))
+    if config.generator_loss == "paper":  # log(1 - S(G(z)))
+      return jnp.mean(-jax.nn.softplus(s))
+    return jnp.mean(jax.nn.softplus(-s))  # -log S(G(z))
 
   def iteration(state, key, rows, indices, sizes, lam):
     g_params, t_params, s_params, g_opt, t_opt, s_opt = state

@@ -103,6 +103,7 @@ def test_training_stops_at_the_target_epsilon():
     ({"epsilon": 1.0, "max_order": 0}, "max_order"),
     ({"epsilon": 1.0, "generator_hidden": ()}, "generator_hidden"),
     ({"epsilon": 1.0, "learning_rate": 0.0}, "learning_rate"),
+    ({"epsilon": 1.0, "generator_loss": "wasserstein"}, "generator_loss"),
 ])
 def test_bad_configs_name_the_argument(kwargs, name):
   with pytest.raises(ValueError, match=name):
