@@ -23,7 +23,8 @@ against test accuracy (the utility/auditing trade-off of UniAud's Fig. 9).
 
 Data: ``--dataset`` is split (stratified, ``--seed``) into a test set (``--test_fraction``)
 and the rest, which is split in half into the training set D and a pool of held-out real
-examples for in-distribution and mislabelled canaries (``--pool_fraction``); features are
+examples for in-distribution, mislabelled and poisoned canaries (``--pool_fraction``; poisoned
+ones warm the initialisation up on the pool's other rows, UniAud Sec. VIII-A); features are
 standardised with D's statistics. UniAud trains on its synthetic canaries alone unless
 ``--include_data``; UniAud++ stamps its triggers on m examples of D.
 
@@ -57,9 +58,10 @@ FLAGS = flags.FLAGS
 flags.DEFINE_enum("game", "one_run", ["many_run", "one_run", "uniaud", "uniaud_plus"],
                   "Audit game (used when --audits is empty).")
 flags.DEFINE_enum("canary", "mislabelled", ["in_distribution", "mislabelled", "gaussian",
-                                            "orthogonal", "dirac", "trigger"],
+                                            "orthogonal", "dirac", "trigger", "poisoned"],
                   "Canary type (used when --audits is empty); uniaud: gaussian|orthogonal, "
-                  "uniaud_plus: trigger, dirac: white-box gradient canary.")
+                  "uniaud_plus: trigger, dirac: white-box gradient canary, poisoned: real "
+                  "canaries from a warmed-up initialisation (UniAud's Poisoned baseline).")
 flags.DEFINE_list("audits", [], "game:canary pairs to run, e.g. "
                   "one_run:mislabelled,uniaud:gaussian (overrides --game/--canary).")
 flags.DEFINE_enum("dataset", "digits", ["digits", "mnist_subset", "breast_cancer", "wine",
@@ -88,6 +90,9 @@ flags.DEFINE_integer("num_canary_classes", 0, "C, classes of those canaries' lab
                      "data's; UniAud Table IV: 1000). Needs canaries only.")
 flags.DEFINE_bool("canaries_only", False, "Case I of UniAud (m = n): one_run/uniaud train on "
                   "the canaries alone (uniaud does unless --include_data).")
+flags.DEFINE_integer("num_warmup_examples", 0, "poisoned: pool rows (not canaries) the "
+                     "initialisation is warmed up on (0: all; UniAud Fig. 1: 5000).")
+flags.DEFINE_float("warmup_epochs", 50.0, "poisoned: non-private warm-up epochs (UniAud: 50).")
 flags.DEFINE_integer("num_tags", 100, "UniAud++ tag space size C_e.")
 flags.DEFINE_integer("num_tag_bits", 1, "UniAud++ tags per canary H (multi-bit, Sec. VI-B).")
 flags.DEFINE_list("tag_weights", ["1"], "UniAud++ lambda of Eq. (12).")
@@ -131,7 +136,7 @@ def check_flags() -> None:
   finite training settings (the config checks the rest, naming the field = the flag)."""
   for name in ("num_runs", "batch_size", "num_tags", "num_tag_bits", "patch_size"):
     common.check_count(name, FLAGS[name].value)
-  for name in ("canary_dim", "num_canary_classes"):
+  for name in ("canary_dim", "num_canary_classes", "num_warmup_examples"):
     common.check_count(name, FLAGS[name].value, 0)
   common.check_counts("num_canaries", common.parse_ints("num_canaries", FLAGS.num_canaries))
   common.check_count("chunk_size", FLAGS.chunk_size, 0)
@@ -141,7 +146,7 @@ def check_flags() -> None:
                       min(FLAGS.physical_batch_size, FLAGS.batch_size))
   common.check_floats("epsilons", common.parse_floats("epsilons", FLAGS.epsilons), 0.0,
                       low_open=True, allow_inf=True)
-  for name in ("epochs", "learning_rate", "l2_clip_norm", "sigma0"):
+  for name in ("epochs", "learning_rate", "l2_clip_norm", "sigma0", "warmup_epochs"):
     common.check_float(name, FLAGS[name].value, 0.0, low_open=True)
   common.check_delta(FLAGS.delta)
   common.check_significance(FLAGS.significance)

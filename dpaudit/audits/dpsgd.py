@@ -13,6 +13,9 @@ Four games, one engine (:mod:`dpaudit.dpsgd`), one estimator module (:mod:`dpaud
   probability 1/2, one training run, guesses with abstention on the top and bottom scores,
   bound by :func:`dpaudit.estimators.one_run_epsilon_from_scores` (Thm. 2, Eqs. 7-9 of
   UniAud). Black-box (loss) scores for example canaries, white-box scores for Dirac canaries.
+  Both games also play UniAud's "Poisoned" baseline (Sec. VIII-A): real canaries with their
+  true labels, the run starting from an initialisation the auditor warmed up on held-out
+  in-distribution data (:func:`poisoned_initialisation`).
 * ``uniaud`` (Alg. 2 and Thm. 3 of UniAud): synthetic canaries of Alg. 1 (uncorrelated
   features, uniform labels), *all* trained on; a comparison set with fresh labels; for each
   canary a fair coin decides whether the trained pair or the comparison pair is presented,
@@ -54,15 +57,17 @@ import numpy as np
 
 from dpaudit import _validate, accounting, distributed, estimators, models, results
 from dpaudit import data as data_lib
+from dpaudit.data import canaries as canary_lib
 from dpaudit.dpsgd import clipping, training
-from dpaudit.dpsgd.spec import DPSGDSettings, DPSGDSpec
+from dpaudit.dpsgd.spec import DPSGDSettings, DPSGDSpec, schedule
 from dpaudit.results import to_plain
 
 GAMES = ("many_run", "one_run", "uniaud", "uniaud_plus")
-CANARY_TYPES = ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "trigger")
+CANARY_TYPES = ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "trigger",
+                "poisoned")
 GAME_CANARIES = {
-    "many_run": ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac"),
-    "one_run": ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac"),
+    "many_run": ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "poisoned"),
+    "one_run": ("in_distribution", "mislabelled", "gaussian", "orthogonal", "dirac", "poisoned"),
     "uniaud": ("gaussian", "orthogonal"),
     "uniaud_plus": ("trigger",),
 }
@@ -72,7 +77,7 @@ SCORE_METHODS = ("split", "bonferroni")
 # Options added after audit records were first stored: a record (a grid cell's configuration,
 # its key in a cell store) leaves them out at these defaults, so earlier records stay valid.
 LATER_OPTIONS = {"model": "mlp", "canary_dim": 0, "num_canary_classes": 0,
-                 "canaries_only": False}
+                 "canaries_only": False, "num_warmup_examples": 0, "warmup_epochs": 50.0}
 # The order of a record's keys (that of the configuration before AuditSettings existed; the
 # grid's SHARED_FIELDS keep it too).
 RECORD_ORDER = ("game", "canary", "num_canaries", "num_runs", "epsilon", "delta",
@@ -115,6 +120,8 @@ class AuditSettings(DPSGDSettings):
   canary_dim: int = 0
   num_canary_classes: int = 0
   canaries_only: bool = False
+  num_warmup_examples: int = 0
+  warmup_epochs: float = 50.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +169,12 @@ class DPSGDAuditConfig(AuditSettings):
       appended (``one_run`` with example canaries: the run trains on the included ones;
       ``uniaud`` does so unless ``include_data``). ``many_run`` (one canary), Dirac canaries
       (parameter coordinates) and ``uniaud_plus`` (Case II: triggers on the data) cannot.
+    num_warmup_examples, warmup_epochs: the ``poisoned`` canary's warm-up (UniAud Sec. VIII-A,
+      Fig. 1: 5,000 auxiliary examples, 50 epochs): the initialisation is trained without
+      privacy for ``warmup_epochs`` (> 0) expected passes over ``num_warmup_examples`` held-out
+      pool rows that are not canaries (0: all of them), with this audit's optimizer, learning
+      rate and expected batch size (:func:`poisoned_initialisation`). Ignored by the other
+      canaries.
   """
   game: str = "one_run"
   canary: str = "mislabelled"
@@ -176,7 +189,7 @@ class DPSGDAuditConfig(AuditSettings):
                        f"one of {', '.join(GAME_CANARIES[self.game])}")
     for name, low in (("num_canaries", 1), ("num_runs", 2), ("physical_batch_size", 1),
                       ("num_tags", 2), ("num_tag_bits", 1),
-                      ("patch_size", 1), ("chunk_size", 0)):
+                      ("patch_size", 1), ("chunk_size", 0), ("num_warmup_examples", 0)):
       _validate.check_integer(name, getattr(self, name), low)
     # Held at once whatever the data: a key, masks and scores per run (2T runs), and a few
     # arrays per canary (its example, label, membership and score).
@@ -203,6 +216,8 @@ class DPSGDAuditConfig(AuditSettings):
                        "of the two heads); hidden_sizes is empty")
     _validate.check_range("sigma0", self.sigma0, 0.0, math.inf, low_open=True, high_open=True)
     _validate.check_range("tag_weight", self.tag_weight, 0.0, math.inf, high_open=True)
+    _validate.check_range("warmup_epochs", self.warmup_epochs, 0.0, math.inf, low_open=True,
+                          high_open=True)
     if self.num_tag_bits >= self.num_tags:
       raise ValueError(f"num_tag_bits={self.num_tag_bits} is outside [1, num_tags - 1 = "
                        f"{self.num_tags - 1}]")
@@ -520,6 +535,86 @@ def weakest_coordinates(model, params, features, labels, count: int,
   return np.sort(np.argsort(np.asarray(energy), kind="stable")[:count])
 
 
+def poisoned_initialisation(key: jax.Array, model: nn.Module, features, labels, *,
+                            epochs: float, batch_size: int, learning_rate: float,
+                            optimizer: str = "sgd", physical_batch_size: int = 256) -> Any:
+  """The crafted initialisation of UniAud's "Poisoned" baseline: the model warmed up on
+  auxiliary in-distribution data.
+
+  Liu & Xiong, UniAud, Sec. VIII-A (baseline 3) and Fig. 1 ("the adversarial model
+  initialization is warmed up on an extra auxiliary dataset with 5,000 samples and 50
+  epochs"), after the privacy backdoors of Liu et al. (Precurious) and Wen et al.: ``model``
+  is initialised from ``key`` and trained *without* privacy (no clipping, no noise) on
+  (``features``, ``labels``) for ``epochs`` expected passes, with Poisson batches of expected
+  size ``batch_size`` (:func:`dpaudit.dpsgd.spec.schedule`), ``optimizer`` and
+  ``learning_rate``. The audited DP-SGD run then starts from the returned parameters instead of
+  a random initialisation. The warm-up data must not contain the canaries
+  (:func:`dpaudit.data.canaries.poisoned_canaries` draws them apart), so the initialisation is
+  independent of which canaries are in, and the audit stays valid: DP-SGD's guarantee holds
+  for any data-independent initialisation.
+
+  Returns:
+    The parameters (a pytree of ``model.init``'s ``"params"``).
+
+  >>> import numpy as np
+  >>> x = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+  >>> y = (x[:, 0] > 0).astype(np.int32)
+  >>> model = models.MLP((8,), 2, example_ndim=1)
+  >>> params = poisoned_initialisation(jax.random.key(0), model, x, y, epochs=20,
+  ...                                  batch_size=8, learning_rate=0.5)
+  >>> float(_accuracy(model, params, x, y)) > 0.8
+  True
+  """
+  _validate.check_key(key)
+  _validate.check_instance("model", model, nn.Module)
+  _check_examples(features, labels)
+  if np.shape(features)[0] < 1:
+    raise ValueError("features has no rows: the warm-up needs at least one example")
+  _validate.check_choice("optimizer", optimizer, training.OPTIMIZERS)
+  spec = DPSGDSpec(epochs=epochs, batch_size=batch_size, noise_multiplier=0.0,
+                   l2_clip_norm=math.inf, optimizer=optimizer, learning_rate=learning_rate,
+                   physical_batch_size=physical_batch_size)
+  train_config = spec.resolve(int(np.shape(features)[0])).train_config
+  run = training.make_run(model, train_config, int(np.shape(features)[0]),
+                          jnp.asarray(features[:1]))
+  return jax.device_get(jax.jit(run)(key, jnp.asarray(features), jnp.asarray(labels)).params)
+
+
+def _warm_run(model, train_config: training.TrainConfig, num_examples: int, example,
+              initial_params, loss_fn=clipping.softmax_cross_entropy,
+              dirac_coordinates=None) -> Callable:
+  """:func:`dpaudit.dpsgd.training.make_run`'s run (same signature, same keys for noise and
+  batches), started from ``initial_params`` instead of ``model.init``."""
+
+  def run(key, features, labels, example_mask=None, dirac_mask=None, hyper=None):
+    state, optimizer = training.init_state(key, model, example, train_config, num_examples,
+                                           hyper)
+    params = jax.tree.map(jnp.asarray, initial_params)
+    state = state._replace(params=params, opt_state=optimizer.init(params))
+    step = training.make_step(model, optimizer, train_config, num_examples, loss_fn,
+                              dirac_coordinates=dirac_coordinates)
+
+    def body(state, _):
+      state, metrics = step(state, features, labels, example_mask, dirac_mask)
+      return state, metrics.batch_size
+
+    state, batch_sizes = jax.lax.scan(body, state, None, length=train_config.num_steps)
+    return training.RunOutput(params, state.params, batch_sizes)
+
+  return run
+
+
+def _make_run(model, train_config, num_examples, example, initial_params=None,
+              loss_fn=clipping.softmax_cross_entropy, dirac_coordinates=None) -> Callable:
+  """A run from ``model.init`` (:func:`dpaudit.dpsgd.training.make_run`), or from
+  ``initial_params`` where given (the poisoned baseline)."""
+  if initial_params is None:
+    return training.make_run(model, train_config, num_examples, example, loss_fn,
+                             dirac_coordinates=dirac_coordinates)
+  return _warm_run(model, train_config, num_examples, example, initial_params, loss_fn,
+                   dirac_coordinates)
+
+
 def run_many(run: Callable, keys: jax.Array, features, labels, example_masks=None,
              dirac_masks=None, chunk_size: int = 0,
              hyper: training.Hyperparameters | None = None) -> training.RunOutput:
@@ -622,6 +717,33 @@ def _test_features(config: DPSGDAuditConfig, data: AuditData):
   return None if config.canary_dim or config.num_canary_classes else data.test_features
 
 
+def _poisoned(key, config: DPSGDAuditConfig, data: AuditData, model, m: int):
+  """UniAud's Poisoned baseline: ``(canaries, initial_params, details)``, the m real canaries
+  and the initialisation warmed up on other held-out pool rows (Sec. VIII-A)."""
+  pool = data.pool_features.shape[0]
+  if m >= pool:
+    raise ValueError(f"num_canaries={m} leaves none of the {pool} held-out real examples for "
+                     f"the poisoned warm-up; valid range [1, {pool - 1}]")
+  if config.num_warmup_examples > pool - m:
+    raise ValueError(f"num_warmup_examples={config.num_warmup_examples} is outside the valid "
+                     f"range [0, {pool - m}]: the pool of {pool} held-out examples keeps "
+                     f"{pool - m} besides the num_canaries={m} canaries")
+  draw_key, warmup_key = jax.random.split(key)
+  drawn = canary_lib.poisoned_canaries(draw_key, data.pool_features, data.pool_labels, m,
+                                       config.num_warmup_examples)
+  params = poisoned_initialisation(
+      warmup_key, model, np.asarray(drawn.warmup_features), np.asarray(drawn.warmup_labels),
+      epochs=config.warmup_epochs, batch_size=config.batch_size,
+      learning_rate=config.learning_rate, optimizer=config.optimizer,
+      physical_batch_size=config.physical_batch_size)
+  num_warmup = int(drawn.warmup_labels.shape[0])
+  details = dict(num_warmup_examples=num_warmup, warmup_epochs=float(config.warmup_epochs),
+                 warmup_steps=schedule(config.warmup_epochs, config.batch_size, num_warmup)[1],
+                 warmup_test_accuracy=_accuracy(model, params, _test_features(config, data),
+                                                data.test_labels))
+  return drawn.canaries, params, details
+
+
 def _example_canaries(key, config: DPSGDAuditConfig, data: AuditData, m: int
                       ) -> data_lib.Canaries:
   example_shape, num_classes = canary_shape(config, data)
@@ -688,7 +810,9 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   coordinate over the run, :math:`\\theta_0[c] - \\theta_T[c]` (SGD moves the coordinate by
   ``-learning_rate / (qN)`` times the noisy gradient sum, to which the canary adds
   ``l2_clip_norm`` whenever it is sampled). Bound: :func:`dpaudit.estimators.epsilon_from_scores`
-  with ``config.method``; ceiling: the same bound with no errors.
+  with ``config.method``; ceiling: the same bound with no errors. A ``poisoned`` canary is a
+  real one and every run starts from the same warmed-up initialisation
+  (:func:`poisoned_initialisation`; each run's key still draws its batches and noise).
   """
   _check_audit_call(key, config, data, "many_run")
   start = time.perf_counter()
@@ -697,7 +821,7 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   base_x, base_y = data.train_features, data.train_labels
   t = config.num_runs
   in_flags = np.concatenate([np.ones(t, bool), np.zeros(t, bool)])
-  coordinates = None
+  coordinates = initial_params = None
   details: dict[str, Any] = {}
   if config.canary == "dirac":
     features, labels = base_x, base_y
@@ -707,7 +831,11 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
     coordinates = weakest_coordinates(model, params0, base_x, base_y, 1)
     details["dirac_coordinate"] = int(coordinates[0])
   else:
-    canary = _example_canaries(canary_key, config, data, 1)
+    if config.canary == "poisoned":  # one warmed-up initialisation, shared by every run
+      canary, initial_params, warmup = _poisoned(canary_key, config, data, model, 1)
+      details.update(warmup)
+    else:
+      canary = _example_canaries(canary_key, config, data, 1)
     features = np.concatenate([base_x, np.asarray(canary.features)])
     labels = np.concatenate([base_y, np.asarray(canary.labels)])
     example_masks = jnp.asarray(np.concatenate(
@@ -715,8 +843,8 @@ def many_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
     dirac_masks = None
   num_examples = features.shape[0]
   plan = _plan(config, num_examples)
-  run = training.make_run(model, plan.train_config, num_examples, jnp.asarray(features[:1]),
-                          dirac_coordinates=coordinates)
+  run = _make_run(model, plan.train_config, num_examples, jnp.asarray(features[:1]),
+                  initial_params, dirac_coordinates=coordinates)
   keys = jax.random.split(run_key, 2 * t)
   out = run_many(run, keys, features, labels, example_masks, dirac_masks, config.chunk_size,
                  training.hyperparameters(plan.train_config))
@@ -827,9 +955,9 @@ def _one_run_bound(scores, members, config: DPSGDAuditConfig, plan: _Plan | None
 
 
 def _train_once(key, model, plan, features, labels, loss_fn=clipping.softmax_cross_entropy,
-                example_mask=None, coordinates=None, dirac_mask=None):
-  run = training.make_run(model, plan.train_config, features.shape[0],
-                          jnp.asarray(features[:1]), loss_fn, dirac_coordinates=coordinates)
+                example_mask=None, coordinates=None, dirac_mask=None, initial_params=None):
+  run = _make_run(model, plan.train_config, features.shape[0], jnp.asarray(features[:1]),
+                  initial_params, loss_fn, dirac_coordinates=coordinates)
   return jax.device_get(jax.jit(run)(key, jnp.asarray(features), jnp.asarray(labels),
                                      example_mask, dirac_mask,
                                      training.hyperparameters(plan.train_config)))
@@ -844,7 +972,9 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
   negative loss (black box) or the coordinate's decrease :math:`\\theta_0[c_i] - \\theta_T[c_i]`
   (white box). The guesses and the bound are those of
   :func:`dpaudit.estimators.one_run_epsilon_from_scores` (symmetric mode: "in" for the top
-  scores, "out" for the bottom ones, abstention in between).
+  scores, "out" for the bottom ones, abstention in between). ``poisoned`` canaries (UniAud's
+  Poisoned baseline, Sec. VIII-A) are real canaries with their true labels, and the run starts
+  from an initialisation warmed up on other held-out rows (:func:`poisoned_initialisation`).
   """
   _check_audit_call(key, config, data, "one_run")
   start = time.perf_counter()
@@ -863,14 +993,20 @@ def one_run_audit(key: jax.Array, config: DPSGDAuditConfig, data: AuditData, *,
                       dirac_mask=jnp.asarray(members))
     scores = np.asarray(_flat(out.initial_params)[coordinates] - _flat(out.params)[coordinates])
   else:
-    canaries = _example_canaries(canary_key, config, data, m)
+    initial_params = None
+    if config.canary == "poisoned":
+      canaries, initial_params, warmup = _poisoned(canary_key, config, data, model, m)
+      details.update(warmup)
+    else:
+      canaries = _example_canaries(canary_key, config, data, m)
     if config.canaries_only:  # Case I: the run trains on the included canaries alone
       base_x, base_y = base_x[:0].reshape((0, *canaries.features.shape[1:])), base_y[:0]
     features = np.concatenate([base_x, np.asarray(canaries.features)])
     labels = np.concatenate([base_y, np.asarray(canaries.labels)])
     plan = _plan(config, features.shape[0])
     mask = jnp.asarray(np.concatenate([np.ones(base_x.shape[0], bool), members]))
-    out = _train_once(run_key, model, plan, features, labels, example_mask=mask)
+    out = _train_once(run_key, model, plan, features, labels, example_mask=mask,
+                      initial_params=initial_params)
     scores = -np.asarray(softmax_losses(model, out.params, jnp.asarray(canaries.features),
                                         jnp.asarray(canaries.labels)))
   lower, ceiling, fdp, bound_details = _one_run_bound(scores, members, config, plan)

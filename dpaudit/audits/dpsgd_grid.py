@@ -29,8 +29,9 @@ with the reason instead of stopping the grid.
 
 Data (:func:`prepare_data`): the data set is split (stratified, ``seed``) into a test set
 (``test_fraction``) and the rest, which is split (``seed + 1``) into the training set D and a
-pool of held-out real examples (``pool_fraction``) for in-distribution and mislabelled
-canaries; features are standardised with D's statistics.
+pool of held-out real examples (``pool_fraction``) for in-distribution, mislabelled and
+poisoned canaries (the poisoned ones also warm the initialisation up on the pool's other rows:
+UniAud's "Poisoned" baseline, Sec. VIII-A); features are standardised with D's statistics.
 
 ``python -m experiments.dpsgd_audit`` is the command-line entry point.
 """
@@ -59,7 +60,7 @@ SHARED_FIELDS = tuple(name for name in audit.RECORD_ORDER if name in _SETTINGS)
 # Settings of the data split that every cell's result depends on.
 DATA_FIELDS = ("dataset", "test_fraction", "pool_fraction", "seed", "prng_impl")
 _FLOAT_FIELDS = ("delta", "significance", "epochs", "learning_rate", "l2_clip_norm", "sigma0",
-                 "test_fraction", "pool_fraction")
+                 "test_fraction", "pool_fraction", "warmup_epochs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +75,7 @@ class DPSGDGridConfig(audit.AuditSettings, epochs=30.0, learning_rate=0.5):
     num_canaries: m of the O(1) games, integers >= 1.
     tag_weights: UniAud++ :math:`\\lambda` of Eq. (12), >= 0.
     dataset: one of :data:`dpaudit.data.DATASETS`.
-    num_runs ... canaries_only (``SHARED_FIELDS``, from
+    num_runs ... warmup_epochs (``SHARED_FIELDS``, from
       :class:`dpaudit.audits.dpsgd.AuditSettings`): as in
       :class:`dpaudit.audits.dpsgd.DPSGDAuditConfig`, shared by every cell (the grid's own
       defaults: ``num_runs=200``, ``epochs=30``, ``learning_rate=0.5``).

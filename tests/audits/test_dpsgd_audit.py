@@ -77,6 +77,10 @@ def noisy_results(digits):
 @pytest.mark.parametrize("kwargs,name", [
     (dict(game="two_run"), "game"),
     (dict(game="uniaud", canary="mislabelled"), "canary"),
+    (dict(game="uniaud", canary="poisoned"), "canary='poisoned' is not valid"),
+    (dict(canary="poisoned", warmup_epochs=0.0), "warmup_epochs"),
+    (dict(canary="poisoned", warmup_epochs=math.inf), "warmup_epochs"),
+    (dict(canary="poisoned", num_warmup_examples=-1), "num_warmup_examples"),
     (dict(game="uniaud_plus", canary="gaussian"), "canary"),
     (dict(game="one_run", canary="trigger"), "canary"),
     (dict(num_canaries=0), "num_canaries"),
@@ -134,6 +138,84 @@ def test_pool_too_small_for_real_canaries(digits):
                    num_canaries=digits.pool_features.shape[0] + 1, hidden_sizes=(4,))
   with pytest.raises(ValueError, match="num_canaries"):
     audit.run(jax.random.key(0), config, data=digits)
+
+
+def test_poisoned_needs_pool_rows_besides_its_canaries(digits):
+  pool = digits.pool_features.shape[0]
+  for kwargs, match in ((dict(num_canaries=pool), f"num_canaries={pool} leaves none"),
+                        (dict(num_canaries=10, num_warmup_examples=pool - 9),
+                         f"num_warmup_examples={pool - 9} is outside the valid range")):
+    config = _config(game="one_run", canary="poisoned", hidden_sizes=(4,), **kwargs)
+    with pytest.raises(ValueError, match=match):
+      audit.run(jax.random.key(0), config, data=digits)
+
+
+def test_poisoned_one_run_end_to_end(digits):
+  # UniAud's Poisoned baseline (Sec. VIII-A): real canaries, the run started from an
+  # initialisation warmed up on 64 other pool rows; tiny warm-up and training.
+  config = _config(game="one_run", canary="poisoned", num_canaries=20, epsilon=INF, epochs=1,
+                   batch_size=128, hidden_sizes=(4,), num_warmup_examples=64,
+                   warmup_epochs=2.0)
+  result = audit.run(jax.random.key(0), config, data=digits)
+  assert (result.game, result.canary, result.num_observations) == ("one_run", "poisoned", 20)
+  assert result.num_training_examples == digits.train_features.shape[0] + 20
+  assert 0 <= result.epsilon_lower_bound <= result.epsilon_ceiling
+  details = result.details
+  assert details["num_warmup_examples"] == 64 and details["warmup_steps"] == 2  # 2 / (128/64)
+  assert 0 <= details["warmup_test_accuracy"] <= 1 and 0 <= result.test_accuracy <= 1
+  assert audit.DPSGDAuditResult.from_dict(results.loads(results.dumps(result.to_dict()))
+                                          ).canary == "poisoned"
+  assert config.to_dict()["warmup_epochs"] == 2.0  # recorded where not at the default
+  assert "warmup_epochs" not in _config(canary="poisoned").to_dict()
+
+
+def test_warm_run_is_the_same_run_from_other_parameters():
+  # From the parameters make_run would draw itself, the warm run is make_run's run: the same
+  # batches, noise and updates; from other parameters it starts there.
+  model = models.MLP((2,), 3, example_ndim=1)
+  x = jax.random.normal(jax.random.key(2), (12, 3))
+  y = jnp.arange(12) % 3
+  config = training.TrainConfig(num_steps=1, sampling_rate=0.5, noise_multiplier=1.0,
+                                learning_rate=0.3, physical_batch_size=16)
+  key = jax.random.key(7)
+  start = model.init(jax.random.split(key, 3)[0], x[:1])["params"]
+
+  @jax.jit
+  def both(params):
+    return (training.make_run(model, config, 12, x[:1])(key, x, y),
+            audit._make_run(model, config, 12, x[:1], params)(key, x, y))
+
+  cold, warm = both(start)
+  for a, b in zip(jax.tree.leaves(cold), jax.tree.leaves(warm)):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  other = jax.tree.map(lambda p: p + 1.0, start)
+  _, moved = both(other)
+  for a, b in zip(jax.tree.leaves(moved.initial_params), jax.tree.leaves(other)):
+    np.testing.assert_array_equal(a, b)
+  assert not np.allclose(moved.params["Dense_0"]["kernel"], cold.params["Dense_0"]["kernel"])
+
+
+def test_poisoned_initialisation_fits_the_warmup_data():
+  model = models.MLP((4,), 2, example_ndim=1)
+  x = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
+  y = (x[:, 0] > 0).astype(np.int32)
+  key = jax.random.key(3)
+  params = audit.poisoned_initialisation(key, model, x, y, epochs=20, batch_size=8,
+                                         learning_rate=0.5, physical_batch_size=16)
+  start = model.init(jax.random.split(key, 3)[0], x[:1])["params"]
+  before = float(jnp.mean(audit.softmax_losses(model, start, x, y)))
+  after = float(jnp.mean(audit.softmax_losses(model, params, x, y)))
+  assert after < 0.5 * before
+  good = dict(epochs=1.0, batch_size=8, learning_rate=0.5)
+  for kwargs, match in ((dict(epochs=0.0), "epochs"), (dict(batch_size=0), "batch_size"),
+                        (dict(learning_rate=math.nan), "learning_rate"),
+                        (dict(optimizer="rmsprop"), "optimizer")):
+    with pytest.raises(ValueError, match=match):
+      audit.poisoned_initialisation(key, model, x, y, **{**good, **kwargs})
+  with pytest.raises(ValueError, match="model"):
+    audit.poisoned_initialisation(key, "mlp", x, y, **good)
+  with pytest.raises(ValueError, match="labels"):
+    audit.poisoned_initialisation(key, model, x, y[:3], **good)
 
 
 def test_batch_larger_than_data_is_rejected(digits):

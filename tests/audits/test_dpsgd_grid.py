@@ -64,6 +64,22 @@ def test_config_records_shared_and_data_settings_and_normalises_numbers():
       same.cell_key(same.cell_configs()[0]))
 
 
+def test_poisoned_cells_beside_the_other_real_canaries_share_the_warmup_settings():
+  # UniAud's Poisoned baseline is one more canary of the grid's vocabulary (many_run, one_run).
+  config = grid.DPSGDGridConfig(
+      audits=(("one_run", "mislabelled"), ("one_run", "poisoned"), ("many_run", "poisoned")),
+      num_canaries=(10,), warmup_epochs=5, num_warmup_examples=100)
+  cells = config.cell_configs()
+  assert [grid.cell_label(c) for c in cells] == ["one_run_mislabelled_eps8_m10",
+                                                  "one_run_poisoned_eps8_m10",
+                                                  "many_run_poisoned_eps8_m10"]
+  assert all((c.warmup_epochs, c.num_warmup_examples) == (5.0, 100) for c in cells)
+  recorded = config.to_dict()
+  assert (recorded["warmup_epochs"], recorded["num_warmup_examples"]) == (5.0, 100)
+  assert isinstance(recorded["warmup_epochs"], float)  # 5 and 5.0 name the same cells
+  assert "warmup_epochs" not in grid.DPSGDGridConfig().to_dict()  # earlier records unchanged
+
+
 def test_repetitions_are_not_part_of_a_cell_key():
   # Repetition i is the single run at seed + i, cell for cell, key for key.
   config = grid.DPSGDGridConfig(seed=3, repetitions=4)
@@ -280,6 +296,10 @@ def test_spread_table_of_optimistic_and_partly_skipped_points():
     (dict(num_canaries=(0,)), "num_canaries=0 must be an integer >= 1"),
     (dict(audits=(("uniaud", "mislabelled"),)),
      "canary='mislabelled' is not valid for game='uniaud'"),
+    (dict(audits=(("uniaud", "poisoned"),)), "canary='poisoned' is not valid for game='uniaud'"),
+    (dict(audits=(("one_run", "poisoned"),), warmup_epochs=0.0),
+     "warmup_epochs=0.0 is outside the valid range (0, inf)"),
+    (dict(num_warmup_examples=-1), "num_warmup_examples=-1 must be an integer >= 0"),
     (dict(audits=("one_run",)), "must be a (game, canary) pair"),
     (dict(seed=-1), "seed=-1 is outside the valid range [0, 2^63)"),
     (dict(repetitions=0), "repetitions=0 must be an integer >= 1"),
