@@ -76,6 +76,9 @@ def test_study_runs_from_its_seeds_key_and_its_result_round_trips():
   cell = result.cells["e1"]  # O(1) RM/RN and beside it f-DP (delta = 0: its mu is the figure)
   assert cell["one_run_rm_rn_fdp_mu"] >= 0.0 and cell["one_run_rm_rn_fdp"] in (0.0, math.inf)
   assert "f-DP RM/RN" in result.tables() and "mu-GDP" in result.tables()
+  # PANORAMIA RM;RN (rm_rn by default) on the 20 candidates: the MIA on half, 10 audited
+  assert cell["panoramia_rm_rn"] >= 0.0 and 9 <= cell["panoramia_rm_rn_num_audit"] <= 11
+  assert "PANORAMIA RM;RN" in result.tables()
   stored = results.loads(results.dumps(result.to_dict()))
   again = study.StudyResult.from_dict(stored, result.config)
   assert results.dumps(again.to_dict()) == results.dumps(result.to_dict())

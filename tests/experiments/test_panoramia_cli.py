@@ -10,12 +10,17 @@ TINY = ("--modality=text", "--max_examples=500", "--num_canaries=100", "--num_au
         "--num_classifier_train=100", "--num_helper_train=100", "--helpers=generated,none",
         "--classifier_epochs=2", "--generator_epochs=1", "--helper_epochs=1",
         "--target_batch_size=100", "--text_max_length=32",
-        "--text_hidden_size=32")
+        "--text_hidden_size=32", "--top_k=20")
 BAD_FLAGS = [
     ("--modality=audio", "modality='audio'"),
     ("--target=x5", "target='x5' must be eN"),
     ("--target_model=resnet", "target_model='resnet' is not one of"),
     ("--helper_model=resnet18", "applies to modality='image' only"),
+    ("--num_canaries=4", "RM;RN variant needs at least 8"),
+    ("--filter_fraction=0.99", "--filter_fraction=0.99"),
+    ("--top_p=0", "--top_p=0"),
+    ("--prompt_length=33", "--prompt_length=33"),
+    ("--tabular_hidden_sizes=150,x", "--tabular_hidden_sizes=150,x must be a comma-separated"),
 ]
 
 
@@ -58,6 +63,9 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(runs):
     assert cell["one_run_rm_rn"] >= 0 and cell["one_run_rm_gn"] >= 0
     assert cell["one_run_rm_rn_fdp_mu"] >= 0 and cell["one_run_rm_gn_fdp_mu"] >= 0  # f-DP
     assert cell["null_eps_tilde"]["n"] == 30 and 0 < cell["eps_tilde_p_value"] <= 1
+    # PANORAMIA RM;RN (--rm_rn by default) on the 100 candidates, half of them audited
+    assert cell["panoramia_rm_rn"] >= 0 and 0 <= cell["panoramia_rm_rn_mia_auc"] <= 1
+    assert 49 <= cell["panoramia_rm_rn_num_audit"] <= 51
   summary = results["summary"]["targets"]["dp8"]
   values = [r["cells"]["dp8"]["eps_tilde"] for r in results["repetitions"]]
   assert summary["eps_tilde"]["values"] == values and summary["repetitions"] == 2
@@ -65,6 +73,7 @@ def test_tiny_text_run_writes_tables_and_figures_and_resumes(runs):
   assert 0 <= summary["beyond_null"] <= 2
   assert "Table 3: baselines over 2 repetitions" in out.stdout and "Table 4" in out.stdout
   assert "null eps~ q95" in out.stdout and "not a lower bound on epsilon" in out.stdout
+  assert "PANORAMIA RM;RN" in out.stdout and "c_lb = 0" in out.stdout
   assert (tmp_path / "precision_recall.png").stat().st_size > 10_000
   assert len((tmp_path / "samples.txt").read_text().splitlines()) == 100
 
