@@ -1,4 +1,6 @@
-"""PANORAMIA's Tables 3-5/7/8 (README "PANORAMIA"): one job per modality, every target."""
+"""PANORAMIA's Tables 3-4 and the DP targets on the offline data (docs/panoramia.md): one job per
+modality, every target. The DP image tables at the paper's sizes (CIFAR-10, ResNet-18 and
+WRN-16-4, Tables 5, 7, 8) are launch/sweeps/panoramia_tables578.py."""
 
 from launch.sweep import Sweep, product
 
