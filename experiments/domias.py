@@ -1,36 +1,21 @@
-r"""DOMIAS (van Breugel et al., AISTATS 2023): Figs. 3-6 and the epsilon lower bounds of generators.
+r"""DOMIAS (van Breugel et al., AISTATS 2023): Figs. 3-6, 12, 15 and the epsilon lower bounds.
 
   python -m experiments.domias --study=members,epochs      # Fig. 3
   python -m experiments.domias --study=reference,synthetic # Fig. 4 (DOMIAS vs Eq. 1, BNAF vs KDE)
   python -m experiments.domias --study=minority            # Fig. 5 (heart failure)
   python -m experiments.domias --study=generators          # Fig. 6 (quality vs DOMIAS AUC)
   python -m experiments.domias --study=epsilon             # audited eps vs claimed eps
+  python -m experiments.domias --study=prior,shift         # App. C (Fig. 12), App. E (Fig. 15)
 
-Each study is a grid of settings x ``--num_repeats`` games of
-:func:`dpaudit.audits.domias.run` (game i of a setting uses ``fold_in(key(--seed), i)``)
-(one generator fit, its synthetic data, every attack of ``--attacks``, the metrics and the epsilon
-lower bounds), run by :func:`dpaudit.audits.domias_studies.run`. Every finished game is a cell
-of ``--output_dir``/cells, so an interrupted run resumes where it stopped and games shared
-between studies (same settings) are computed once.
+Each study is a grid of settings x ``--num_repeats`` games of :func:`dpaudit.audits.domias.run`
+(game i of a setting uses ``fold_in(key(--seed), i)``: one generator fit, its synthetic data,
+every attack of ``--attacks``, the metrics and the epsilon lower bounds), run by
+:func:`dpaudit.audits.domias_studies.run`, which documents each study. Every finished game is a
+cell of ``--output_dir``/cells, so an interrupted run resumes where it stopped and games shared
+between studies are computed once. ``--baselines`` picks the form of GAN-leaks CAL and LOGAN:
+``paper`` (default) or ``authors_code`` (as the DOMIAS authors' code; docs/domias.md).
 
-* ``members`` / ``epochs``: California Housing, TVAE, AUC of every attack against |D_mem|
-  (``--members``, ``--tvae_epochs`` epochs) and against the TVAE epochs (``--epochs``,
-  |D_mem| = ``--num_members``); |D_ref| = |D_syn| = 10,000 by default (App. A.3).
-* ``reference`` / ``synthetic``: DOMIAS and Eq. 1 with KDE and BNAF against |D_ref|
-  (``--reference_sizes``) and |D_syn| (``--synthetic_sizes``).
-* ``minority``: the UCI heart failure records (``heart_failure``), each attack's AUC on the
-  patients with ``--minority_column`` = 1 (default high_blood_pressure, 105 of 299) and on the
-  rest.
-* ``generators``: the Wasserstein distance of D_syn to a hold-out set (App. A.3's quality)
-  against DOMIAS's AUC for TVAE, DP-TVAE, WGAN-GP, NFlow, ADS-GAN over ``--ads_gan_lambdas`` and
-  additive noise over ``--noise_scales``.
-* ``epsilon``: membership by independent coin flips, so that the one-run bound (Steinke et al.
-  2023) of DOMIAS's scores is a valid lower bound on the epsilon of the generator's training;
-  table of generator, claimed epsilon, audited epsilon (one-run; f-DP one-run of the same
-  guesses, valid if the curve is Gaussian (mu-GDP); per-record), AUC.
-
-Writes ``results.json``, ``fig3.png`` / ``fig4.png`` / ``fig5.png`` / ``fig6.png`` for the studies
-run, and prints a table per study.
+Writes ``results.json``, ``fig3.png`` .. ``fig6.png`` for the studies run, and a table per study.
 """
 
 from __future__ import annotations
@@ -76,7 +61,22 @@ flags.DEFINE_list("synthetic_sizes", ["100", "500", "1000", "2000", "5000", "100
 flags.DEFINE_string("minority_column", "high_blood_pressure",
                     "Fig. 5: binary heart-failure column whose value 1 defines the minority.")
 flags.DEFINE_list("generators", ["tvae", "dp_tvae", "wgan_gp", "nflow"],
-                  "Fig. 6 / epsilon: generators beside the ADS-GAN and additive-noise grids.")
+                  "Fig. 6 / epsilon: generators beside the ADS-GAN and additive-noise grids "
+                  "(any registered name; DP ones once per --epsilons).")
+flags.DEFINE_enum("baselines", "paper", ["paper", "authors_code"],
+                  "GAN-leaks CAL and LOGAN as their papers describe them, or as the DOMIAS "
+                  "authors' code runs them.")
+flags.DEFINE_list("knowledge", ["reference", "prior_first_column", "prior_all_columns"],
+                  "App. C: the attacker's knowledge of p_R.")
+flags.DEFINE_string("shift_column", "diabetes", "App. E: the 0/1 heart-failure column A.")
+flags.DEFINE_list("shift_shares", ["0", "0.2", "0.4", "0.6", "0.8"],
+                  "App. E: shares p~(A = 0) of D_ref, in [0, 1].")
+flags.DEFINE_enum("shift_non_members", "reference", ["reference", "population"],
+                  "App. E: non-members drawn as D_ref (the paper) or from all records (the "
+                  "authors' code).")
+flags.DEFINE_integer("generator_epochs", 0, "Fig. 6: epochs of the other generators with an "
+                     "epochs setting (CTGAN, ...); 0: their defaults.")
+flags.DEFINE_integer("mst_bins", 16, "Fig. 6: MST's bins per column (quantiles of the data).")
 flags.DEFINE_list("ads_gan_lambdas", ["0.2", "0.5", "0.7", "1.0", "1.1", "1.3", "1.5"],
                   "Fig. 6: ADS-GAN's lambda grid (App. A.3).")
 flags.DEFINE_list("noise_scales", ["0.7", "0.9", "1.1", "1.3", "1.5", "1.7", "1.9", "2.3",
@@ -105,7 +105,8 @@ RUN_CONFIG = ("study", "dataset", "data_csv", "repetitions", "seed", "attacks", 
               "reference_tvae_epochs", "members", "epochs", "reference_sizes", "synthetic_sizes",
               "minority_column", "generators", "ads_gan_lambdas", "noise_levels",
               "gan_iterations", "flow_epochs", "dp_epsilons", "dp_delta", "dp_epochs",
-              "significance")
+              "significance", "baselines", "knowledge", "shift_column", "shift_shares",
+              "shift_non_members", "generator_epochs", "mst_bins")
 # results.json's config keys (and the StudyConfig fields) that name a renamed flag.
 RENAMED = {"repetitions": "num_repeats", "noise_levels": "noise_scales", "dp_epsilons": "epsilons"}
 
@@ -131,12 +132,14 @@ def config_from_flags():
                               ("--attacks", FLAGS.attacks, attacks.ATTACKS),
                               ("--density", [FLAGS.density], domias.DENSITIES),
                               ("--dataset", [FLAGS.dataset], domias_studies.DATASETS),
-                              ("--generators", FLAGS.generators, domias.generator_names())):
+                              ("--generators", FLAGS.generators, domias.generator_names()),
+                              ("--knowledge", FLAGS.knowledge, domias_studies.KNOWLEDGE)):
     for value in values:
       _validate.check_choice(name, value, valid)
   for name, low in (("num_members", 1), ("num_reference", 1), ("num_synthetic", 1),
                     ("num_holdout", 0), ("tvae_epochs", 1), ("reference_tvae_epochs", 0),
-                    ("gan_iterations", 1), ("flow_epochs", 1), ("num_repeats", 1)):
+                    ("gan_iterations", 1), ("flow_epochs", 1), ("num_repeats", 1),
+                    ("generator_epochs", 0), ("mst_bins", 1)):
     common.check_count(name, FLAGS[name].value, low)
   common.check_seed(FLAGS.seed)
   common.check_float("dp_delta", FLAGS.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
@@ -144,7 +147,8 @@ def config_from_flags():
   common.check_significance(FLAGS.significance)
   flag = lambda field: RENAMED.get(field, field)  # noqa: E731
   floats = {name: common.parse_floats(flag(name), FLAGS[flag(name)].value)
-            for name in ("ads_gan_lambdas", "noise_levels", "dp_epsilons")}
+            for name in ("ads_gan_lambdas", "noise_levels", "dp_epsilons", "shift_shares")}
+  common.check_floats("shift_shares", floats["shift_shares"], 0.0, 1.0)
   for value in floats["noise_levels"]:
     common.check_float("noise_scales", value, 0.0)
   for value in floats["dp_epsilons"]:
@@ -154,9 +158,10 @@ def config_from_flags():
   same = ("dataset", "data_csv", "seed", "density", "num_members",
           "num_reference", "num_synthetic", "num_holdout", "tvae_epochs",
           "reference_tvae_epochs", "minority_column", "gan_iterations", "flow_epochs",
-          "dp_delta", "dp_epochs", "significance")
+          "dp_delta", "dp_epochs", "significance", "baselines", "shift_column",
+          "shift_non_members", "generator_epochs", "mst_bins")
   return domias_studies.StudyConfig(
-      studies=tuple(FLAGS.study), attacks=tuple(FLAGS.attacks),
+      studies=tuple(FLAGS.study), attacks=tuple(FLAGS.attacks), knowledge=tuple(FLAGS.knowledge),
       generators=tuple(FLAGS.generators), repetitions=FLAGS.num_repeats,
       **{n: getattr(FLAGS, n) for n in same}, **floats, **ints)
 

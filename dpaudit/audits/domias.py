@@ -54,7 +54,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -63,10 +63,14 @@ from scipy import optimize
 from dpaudit import _validate, estimators, results
 from dpaudit.attacks import density
 from dpaudit.attacks import domias as attacks
+from dpaudit.mechanisms import mst
 from dpaudit.models import tabular_generators
 
 MEMBERSHIPS = ("fixed", "bernoulli")
 DENSITIES = ("kde", "bnaf")
+# How the attacker knows p_R: a density fitted to D_ref, or App. C's Gaussian prior.
+REFERENCE_DENSITIES = ("data", "gaussian_prior")
+SHIFT_NON_MEMBERS = ("reference", "population")  # App. E's non-members: as D_ref, or as the data
 FPRS = (0.01, 0.1)
 TOP_FRACTIONS = (0.01, 0.1, 0.2, 0.5)
 
@@ -85,6 +89,111 @@ def _fit_nflow(key, data, config, discrete_columns):
 
 if "nflow" not in tabular_generators.GENERATORS:
   tabular_generators.register_generator("nflow", NflowConfig, _fit_nflow, density.sample_flow)
+
+
+def public_binning(data: Any, bins: int = 16, tail: float = 0.01
+                   ) -> tuple[tuple[float, ...], ...]:
+  """Bin edges of each column of ``data`` ``[n, d]`` for the ``"mst"`` generator. A
+  whole-number column with at most ``bins`` distinct values gets one bin per value; any other
+  column the quantiles at ``bins + 1`` equally spaced levels from ``tail`` to ``1 - tail``
+  (repeated edges merged; whole-number columns get whole-number edges, the last one past the
+  last quantile). Values beyond the end edges fall into the end bins and are drawn inside
+  them, so the extreme tails are clipped rather than stretching a bin over the whole range
+  (California Housing's AveOccup reaches 1,243 where 99% of it lies below 6).
+
+  Compute the edges from data the generator's guarantee treats as public, never from its
+  training rows: the DOMIAS studies use the whole data set, fixed before any game draws its
+  members (the binning is then public knowledge of the population, not a private input).
+
+  >>> public_binning(np.array([[0.0, 1.5], [1.0, 5.0], [2.0, 3.0]]), bins=2, tail=0.0)
+  ((0.0, 1.0, 2.0, 3.0), (1.5, 3.0, 5.0))
+  """
+  data = attacks.check_rows("data", data)
+  _validate.check_integer("bins", bins, 1)
+  _validate.check_range("tail", tail, 0.0, 0.5, high_open=True)
+  edges = []
+  for j, column in enumerate(data.T):
+    values = np.unique(column)
+    if values.size < 2:
+      raise ValueError(f"column {j} of data is constant; MST needs a spread in every column")
+    whole = bool(np.all(column == np.round(column)))
+    if whole and values.size <= bins:
+      cut = np.append(values, values[-1] + 1.0)
+    else:
+      cut = np.unique(np.quantile(column, np.linspace(tail, 1.0 - tail, bins + 1)))
+      if whole:
+        cut = np.unique(np.round(cut))
+        cut = np.append(cut, cut[-1] + 1.0)
+      elif cut.size < 2:
+        cut = values[[0, -1]]
+    edges.append(tuple(float(e) for e in cut))
+  return tuple(edges)
+
+
+@dataclasses.dataclass(frozen=True)
+class MstGeneratorConfig:
+  """The ``"mst"`` generator: MST (McKenna, Miklau & Sheldon 2021, :mod:`dpaudit.mechanisms.mst`)
+  on columns cut by public bin ``edges`` (one increasing tuple per column, e.g.
+  :func:`public_binning` of public data; required to fit). A column whose edges are all whole
+  numbers is decoded to whole numbers, any other uniformly inside its bin.
+
+  Attributes: ``epsilon``, ``delta`` of the whole mechanism; ``iters`` and ``select_iters`` of
+  its mirror-descent fits (:class:`dpaudit.mechanisms.mst.MstConfig`); ``edges``.
+  """
+  epsilon: float = 1.0
+  delta: float = 1e-5
+  iters: int = 1000
+  select_iters: int = 300
+  edges: tuple[tuple[float, ...], ...] | None = None
+
+  def __post_init__(self):
+    self.mst()  # checks epsilon, delta and the iterations
+    if self.edges is not None:
+      if isinstance(self.edges, (str, bytes)) or not hasattr(self.edges, "__iter__"):
+        raise ValueError(f"edges={self.edges!r} must hold one sequence of bin edges per column")
+      edges = tuple(_validate.float_tuple(f"edges[{j}]", e) for j, e in enumerate(self.edges))
+      object.__setattr__(self, "edges", edges)
+      self.binnings()
+
+  def mst(self) -> mst.MstConfig:
+    return mst.MstConfig(epsilon=self.epsilon, delta=self.delta, iters=self.iters,
+                         select_iters=self.select_iters)
+
+  def binnings(self) -> tuple[mst.Binning, ...]:
+    """One :class:`dpaudit.mechanisms.mst.Binning` per column (names ``c0``, ``c1``, ...)."""
+    if self.edges is None:
+      raise ValueError("the mst generator needs public bin edges: generator_config={'edges': "
+                       "...} (e.g. dpaudit.audits.domias.public_binning of public data)")
+    whole = lambda e: all(v == round(v) for v in e)  # noqa: E731
+    return tuple(mst.Binning(f"c{j}", edges=e, integer=whole(e))
+                 for j, e in enumerate(self.edges))
+
+
+class _MstGenerator(NamedTuple):
+  fitted: mst.MstModel
+  epsilon: float  # the claimed epsilon of the game's result
+
+
+def _fit_mst(key, data, config, discrete_columns):
+  del discrete_columns  # the binning says how every column is cut
+  binnings = config.binnings()
+  if len(binnings) != data.shape[1]:
+    raise ValueError(f"generator_config has edges for {len(binnings)} columns; the data have "
+                     f"{data.shape[1]}")
+  fitted = mst.fit_mst(key, data, binnings, config.mst())
+  # A column whose every value was merged (all noisy counts under 3 sigma) keeps no value of
+  # its own; mst.sample_mst indexes the kept values regardless, so give it one it never draws.
+  maps = tuple(m if m is None or np.any(m != m.max()) else np.append(m, -1)
+               for m in fitted.compression)
+  return _MstGenerator(dataclasses.replace(fitted, compression=maps), float(config.epsilon))
+
+
+def _sample_mst(key, model, n):
+  return mst.sample_mst(key, model.fitted, n)
+
+
+if "mst" not in tabular_generators.GENERATORS:
+  tabular_generators.register_generator("mst", MstGeneratorConfig, _fit_mst, _sample_mst)
 
 
 def generator_names() -> tuple[str, ...]:
@@ -113,8 +222,31 @@ class DomiasConfig:
     mc_components: PCA components of the MC attack (None: no PCA).
     reference_generator_config: GAN-leaks CAL's reference generator (the same kind, fitted to
       D_ref): keyword arguments of its config (None: ``generator_config``).
-    logan_config: keyword arguments of LOGAN 0's WGAN-GP
-      (:class:`dpaudit.models.tabular_generators.GanConfig`; None: defaults).
+    logan_config: keyword arguments of LOGAN 0's GAN (None: defaults):
+      :class:`dpaudit.models.tabular_generators.GanConfig` (``baselines="paper"``) or
+      :class:`dpaudit.attacks.domias.CtganCriticConfig` (``"authors_code"``).
+    baselines: the form of GAN-leaks CAL and LOGAN (:data:`dpaudit.attacks.domias.BASELINES`):
+      ``"paper"`` (default: CAL against a reference generator fitted to D_ref, Euclidean
+      distances; LOGAN D1 a 64-64 MLP early-stopped on a validation split; LOGAN 0 a WGAN-GP's
+      critic) or ``"authors_code"`` (as the DOMIAS authors' code: CAL against D_ref itself with
+      squared distances; LOGAN D1 a 256-256 MLP for a fixed number of steps; LOGAN 0 a
+      CTGAN-style critic with dropout).
+    reference_density: ``"data"`` (p_R fitted to D_ref) or ``"gaussian_prior"`` (App. C: no
+      reference data; p_R a product of normal densities on ``prior_columns`` with the whole
+      data's mean and standard deviation, the attacker's population statistics; only the
+      attacks ``domias`` and ``eq1``, which need no D_ref).
+    prior_columns: the columns the prior knows (indices after any ``shift_column`` is hidden;
+      None: every column).
+    shift_column: App. E's distribution shift (None: none). The records with
+      ``A = data[:, shift_column] > shift_threshold`` are the generator's population: D_mem is
+      drawn from them, D_ref from a mixture holding a share ``reference_shift`` of records with
+      ``A = 0`` (p~(A = 0) of the paper), and the column is hidden from every set (A is
+      latent). Needs ``membership="fixed"``.
+    shift_threshold: as above (0.5 for a 0/1 column).
+    reference_shift: p~(A = 0) in [0, 1].
+    shift_non_members: ``"reference"`` (the paper: test non-members follow D_ref's mixture) or
+      ``"population"`` (the authors' code: drawn from all records); the hold-out set follows
+      the members' population.
 
   The three configs are plain dicts so that a game's settings are JSON (a cell key); each is
   checked by building its config class here.
@@ -138,6 +270,13 @@ class DomiasConfig:
   significance: float = 0.05
   delta: float = 0.0
   quality_points: int = 2_000
+  baselines: str = "paper"
+  reference_density: str = "data"
+  prior_columns: tuple[int, ...] | None = None
+  shift_column: int | None = None
+  shift_threshold: float = 0.5
+  reference_shift: float = 0.0
+  shift_non_members: str = "reference"
 
   def __post_init__(self):
     object.__setattr__(self, "attacks", tuple(self.attacks))
@@ -148,6 +287,7 @@ class DomiasConfig:
       _validate.check_integer("num_non_members", self.num_non_members, 2)
     _validate.check_integer("num_holdout", self.num_holdout, 0)
     _validate.check_choice("membership", self.membership, MEMBERSHIPS)
+    _validate.check_choice("baselines", self.baselines, attacks.BASELINES)
     _validate.check_choice("generator", self.generator, generator_names())
     for name in ("generator_config", "flow_config", "logan_config",
                  "reference_generator_config"):
@@ -178,6 +318,39 @@ class DomiasConfig:
     _validate.check_significance(self.significance)
     _validate.check_delta(self.delta)
     _validate.check_integer("quality_points", self.quality_points, 2)
+    self._check_prior()
+    self._check_shift()
+
+  def _check_prior(self) -> None:
+    _validate.check_choice("reference_density", self.reference_density, REFERENCE_DENSITIES)
+    if self.prior_columns is not None:
+      if isinstance(self.prior_columns, (str, bytes)) or not hasattr(self.prior_columns,
+                                                                     "__iter__"):
+        raise ValueError(f"prior_columns={self.prior_columns!r} must be a sequence of column "
+                         "indices or None")
+      object.__setattr__(self, "prior_columns", tuple(self.prior_columns))
+      _validate.check_nonempty("prior_columns", self.prior_columns)
+      for column in self.prior_columns:
+        _validate.check_integer("prior_columns", column, 0)
+      if len(set(self.prior_columns)) != len(self.prior_columns):
+        raise ValueError(f"prior_columns={list(self.prior_columns)} repeats a column")
+    if self.reference_density == "gaussian_prior":
+      extra = [a for a in self.attacks if a not in ("domias", "eq1")]
+      if extra:
+        raise ValueError(f"attacks={list(self.attacks)}: with reference_density="
+                         f"'gaussian_prior' the attacker has no reference data; {extra} need "
+                         "it (valid: 'domias', 'eq1')")
+
+  def _check_shift(self) -> None:
+    _validate.check_choice("shift_non_members", self.shift_non_members, SHIFT_NON_MEMBERS)
+    _validate.check_range("shift_threshold", self.shift_threshold, finite=True)
+    _validate.check_range("reference_shift", self.reference_shift, 0.0, 1.0)
+    if self.shift_column is None:
+      return
+    _validate.check_integer("shift_column", self.shift_column, 0)
+    if self.membership != "fixed":
+      raise ValueError(f"membership={self.membership!r}: a shift_column needs the fixed member "
+                       "set of App. E ('fixed')")
 
   def flow(self) -> density.FlowConfig:
     """The BNAF configuration of the density-based attacks."""
@@ -186,10 +359,13 @@ class DomiasConfig:
     except (TypeError, ValueError) as error:
       raise ValueError(f"flow_config={dict(self.flow_config or {})}: {error}") from None
 
-  def logan(self) -> tabular_generators.GanConfig:
-    """The WGAN-GP configuration of LOGAN 0."""
+  def logan(self) -> tabular_generators.GanConfig | attacks.CtganCriticConfig:
+    """The configuration of LOGAN 0's GAN: a WGAN-GP (``baselines="paper"``) or the authors'
+    CTGAN-style critic (``"authors_code"``)."""
+    kind = (tabular_generators.GanConfig if self.baselines == "paper"
+            else attacks.CtganCriticConfig)
     try:
-      return tabular_generators.GanConfig(**(self.logan_config or {}))
+      return kind(**(self.logan_config or {}))
     except (TypeError, ValueError) as error:
       raise ValueError(f"logan_config={dict(self.logan_config or {})}: {error}") from None
 
@@ -236,6 +412,8 @@ def split_data(key: jax.Array, data: Any, config: DomiasConfig) -> Split:
         f"the game needs {needed} records (num_members + non-members = "
         f"{config.num_candidates}, num_reference = {config.num_reference}, num_holdout = "
         f"{config.num_holdout}) but the data hold {data.shape[0]}")
+  if config.shift_column is not None:
+    return _shifted_split(key, data, config)
   key_order, key_coins = jax.random.split(key)
   order = np.asarray(jax.random.permutation(key_order, data.shape[0]))
   c, r = config.num_candidates, config.num_reference
@@ -248,6 +426,47 @@ def split_data(key: jax.Array, data: Any, config: DomiasConfig) -> Split:
       is_member[0] = not is_member[0]
   return Split(data[rows], is_member, data[order[c:c + r]],
                data[order[c + r:c + r + config.num_holdout]], rows)
+
+
+def _shifted_split(key: jax.Array, data: np.ndarray, config: DomiasConfig) -> Split:
+  """App. E's split (:class:`DomiasConfig`'s ``shift_column``): members and hold-out from the
+  records with A = 1, D_ref (and, with ``shift_non_members="reference"``, the non-members)
+  with a share ``reference_shift`` of records with A = 0; column A dropped from every set."""
+  column, share = config.shift_column, config.reference_shift
+  if column >= data.shape[1] or data.shape[1] < 2:
+    raise ValueError(f"shift_column={column} must name one of the data's {data.shape[1]} "
+                     "columns and leave at least one")
+  order = np.asarray(jax.random.permutation(key, data.shape[0]))
+  n = config.non_members
+  non_members = order[:n] if config.shift_non_members == "population" else order[:0]
+  rest = order[non_members.size:]
+  is_a = data[rest, column] > config.shift_threshold
+  ones, zeros = list(rest[is_a]), list(rest[~is_a])
+  zeros_nm = 0 if non_members.size else int(round(share * n))
+  zeros_ref = int(round(share * config.num_reference))
+  need_ones = (config.num_members + config.num_reference - zeros_ref + config.num_holdout
+               + (0 if non_members.size else n - zeros_nm))
+  if need_ones > len(ones) or zeros_nm + zeros_ref > len(zeros):
+    raise ValueError(
+        f"the shifted game needs {need_ones} records with A = 1 (data[:, {column}] > "
+        f"{config.shift_threshold:g}) and {zeros_nm + zeros_ref} with A = 0 (reference_shift="
+        f"{share:g}); the data hold {len(ones)} and {len(zeros)}")
+
+  def take(pool, k):
+    out = np.asarray(pool[:k], np.int64)
+    del pool[:k]
+    return out
+
+  members = take(ones, config.num_members)
+  if not non_members.size:
+    non_members = np.concatenate([take(zeros, zeros_nm), take(ones, n - zeros_nm)])
+  reference = np.concatenate([take(zeros, zeros_ref),
+                              take(ones, config.num_reference - zeros_ref)])
+  holdout = take(ones, config.num_holdout)
+  rows = np.concatenate([members, non_members]).astype(np.int64)
+  visible = np.delete(data, column, axis=1)
+  return Split(visible[rows], np.arange(rows.size) < members.size, visible[reference],
+               visible[holdout], rows)
 
 
 def wasserstein_distance(key: jax.Array, a: Any, b: Any, max_points: int = 2_000,
@@ -326,17 +545,25 @@ def attack_metrics(scores: Any, is_member: Any, *, significance: float = 0.05,
   return metrics
 
 
-def _log_densities(key, config: DomiasConfig, synthetic, reference, x):
-  """log p_G(x) and log p_R(x) from the chosen density estimator."""
-  if config.density == "kde":
-    return (np.asarray(density.kde_log_density(density.fit_kde(synthetic), x)),
-            np.asarray(density.kde_log_density(density.fit_kde(reference), x)))
-  flow_config = config.flow()
+def _log_densities(key, config: DomiasConfig, synthetic, reference, x, population):
+  """log p_G(x) and log p_R(x): the chosen density estimator fitted to D_syn and to D_ref, or
+  for p_R App. C's Gaussian prior with the ``population``'s statistics."""
   key_g, key_r = jax.random.split(key)
-  model_g = density.fit_flow(key_g, synthetic, flow_config)
-  model_r = density.fit_flow(key_r, reference, flow_config)
-  return (np.asarray(density.flow_log_density(model_g, x)),
-          np.asarray(density.flow_log_density(model_r, x)))
+  if config.density == "kde":
+    fit = lambda _, rows: density.fit_kde(rows)  # noqa: E731
+    log_density = density.kde_log_density
+  else:
+    fit = lambda k, rows: density.fit_flow(k, rows, config.flow())  # noqa: E731
+    log_density = density.flow_log_density
+  log_g = np.asarray(log_density(fit(key_g, synthetic), x))
+  if config.reference_density == "data":
+    return log_g, np.asarray(log_density(fit(key_r, reference), x))
+  columns = list(range(x.shape[1]) if config.prior_columns is None else config.prior_columns)
+  if max(columns) >= x.shape[1]:
+    raise ValueError(f"prior_columns={list(config.prior_columns)} name a column beyond the "
+                     f"{x.shape[1]} the attacker sees")
+  known = population[:, columns]
+  return log_g, attacks.gaussian_prior_log_density(x[:, columns], known.mean(0), known.std(0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -489,17 +716,24 @@ def _play(key, config, data, groups, progress) -> DomiasResult:
   x = split.candidates
   scores = {}
   if {"domias", "eq1"} & set(config.attacks):
+    population = (data if config.shift_column is None
+                  else np.delete(data, config.shift_column, axis=1))
     log_g, log_r = timed("density", lambda: _log_densities(
-        keys["density"], config, synthetic, split.reference, x))
+        keys["density"], config, synthetic, split.reference, x, population))
     if "domias" in config.attacks:
       scores["domias"] = attacks.domias_scores(log_g, log_r)
     if "eq1" in config.attacks:
       scores["eq1"] = attacks.eq1_scores(log_g)
-  x_std, syn_std, ref_std = attacks.standardise(split.reference, x, synthetic, split.reference)
+  if set(config.attacks) - {"domias", "eq1"}:  # the others work on standardised data
+    x_std, syn_std, ref_std = attacks.standardise(split.reference, x, synthetic,
+                                                  split.reference)
   if "gan_leaks" in config.attacks:
     scores["gan_leaks"] = timed("gan_leaks", lambda: attacks.gan_leaks_scores(x_std, syn_std))
+  paper = config.baselines == "paper"
   if "gan_leaks_cal" in config.attacks:
     def calibrated():
+      if not paper:  # the authors' code: D_ref itself, squared distances
+        return attacks.gan_leaks_cal_scores(x_std, syn_std, ref_std, squared=True)
       reference_generator = tabular_generators.fit_generator(
           keys["reference_generator"], config.generator, split.reference,
           config.generator_config if config.reference_generator_config is None
@@ -513,8 +747,9 @@ def _play(key, config, data, groups, progress) -> DomiasResult:
     scores["mc"] = timed("mc", lambda: attacks.mc_scores(x_std, syn_std,
                                                          config.mc_components))
   if "logan_d1" in config.attacks:
-    scores["logan_d1"] = timed("logan_d1", lambda: attacks.logan_d1_scores(
-        keys["logan_d1"], x_std, syn_std, ref_std))
+    scores["logan_d1"] = timed("logan_d1", lambda: (
+        attacks.logan_d1_scores(keys["logan_d1"], x_std, syn_std, ref_std) if paper else
+        attacks.logan_d1_fixed_scores(keys["logan_d1"], x_std, syn_std, ref_std)))
   if "logan_0" in config.attacks:
     scores["logan_0"] = timed("logan_0", lambda: attacks.logan_0_scores(
         keys["logan_0"], x_std, syn_std, config.logan()))

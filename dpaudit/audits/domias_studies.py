@@ -14,9 +14,17 @@ game, so a game two studies share is computed once).
   |D_syn| (Fig. 4);
 * ``minority``: the UCI heart failure records, each attack's AUC on the patients with
   ``minority_column`` = 1 and on the rest (Fig. 5);
-* ``generators``: Wasserstein distance of D_syn to a hold-out set against DOMIAS's AUC (Fig. 6);
+* ``generators``: Wasserstein distance of D_syn to a hold-out set against DOMIAS's AUC (Fig. 6),
+  for any generator of :data:`dpaudit.models.tabular_generators.GENERATORS` (looked up when
+  the config is built, so generators registered later are welcome);
 * ``epsilon``: Bernoulli membership, so that the one-run bound (Steinke et al. 2023) of DOMIAS's
-  scores is a valid lower bound on the epsilon of the generator's training.
+  scores is a valid lower bound on the epsilon of the generator's training;
+* ``prior``: App. C (Fig. 12): the attacker's knowledge of p_R varied over ``knowledge`` (a
+  KDE of D_ref; a Gaussian on the first column from population statistics, the paper's; a
+  Gaussian on every column, the authors' code's) against |D_mem|, DOMIAS beside Eq. 1;
+* ``shift``: App. E (Fig. 15): UCI heart failure, D_mem drawn from the records with
+  ``shift_column`` = 1 (diabetes), D_ref with a share p~(A = 0) of the others
+  (``shift_shares``), the column hidden; every attack's AUC against the share.
 
 :func:`tables` prints the summaries (:func:`summarise`: mean and std over games);
 :func:`dpaudit.plots.domias_figures` draws the figures.
@@ -27,6 +35,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import inspect
 import math
 import time
 from collections.abc import Mapping
@@ -38,9 +47,17 @@ import numpy as np
 from dpaudit import _validate, results
 from dpaudit.attacks import domias as domias_attacks
 from dpaudit.audits import domias
+from dpaudit.data import HEART_FAILURE_COLUMNS
+from dpaudit.models import tabular_generators
 
-STUDIES = ("members", "epochs", "reference", "synthetic", "minority", "generators", "epsilon")
+STUDIES = ("members", "epochs", "reference", "synthetic", "minority", "generators", "epsilon",
+           "prior", "shift")
 DATASETS = ("california_housing", "adult")
+# App. C: what the attacker knows of p_R.
+KNOWLEDGE = ("reference", "prior_first_column", "prior_all_columns")
+# App. E on the 299 UCI heart failure records: 40 members and 40 non-members, 45 in D_ref
+# (at p~(A = 0) = 0 with the paper's non-members this takes all 125 diabetics).
+SHIFT_SIZES = {"num_members": 40, "num_reference": 45, "num_synthetic": 1000}
 METRICS = ("auc", "accuracy", "epsilon_per_record", "epsilon_one_run")
 
 
@@ -58,12 +75,20 @@ class StudyConfig:
   """The studies to run and their settings (defaults: the paper's, App. A.3).
 
   Attributes: ``studies`` (of :data:`STUDIES`); ``dataset`` (of :data:`DATASETS`) or
-  ``data_csv`` (a numeric CSV with a header row) for every study but minority; ``repetitions``
-  games per setting; ``seed`` (recorded in each cell: the key given to :func:`run` must be its
-  key); ``attacks``, ``density`` and the sizes of one game; the grids ``members``, ``epochs``,
-  ``reference_sizes``, ``synthetic_sizes``, ``ads_gan_lambdas``, ``noise_levels``; the
-  generators of Fig. 6 and the epsilon table with their settings (``dp_epsilons``, ``dp_delta``,
-  ``dp_epochs`` of DP-TVAE); ``significance`` of the epsilon lower bounds.
+  ``data_csv`` (a numeric CSV with a header row) for every study but minority and shift;
+  ``repetitions`` games per setting; ``seed`` (recorded in each cell: the key given to
+  :func:`run` must be its key); ``attacks``, ``density``, ``baselines`` (the form of
+  GAN-leaks CAL and LOGAN, :data:`dpaudit.attacks.domias.BASELINES`) and the sizes of one game;
+  the grids ``members``, ``epochs``, ``reference_sizes``, ``synthetic_sizes``,
+  ``ads_gan_lambdas``, ``noise_levels``, ``knowledge`` (of :data:`KNOWLEDGE`),
+  ``shift_shares`` (p~(A = 0) in [0, 1]); ``shift_column`` (a 0/1 heart failure column) and
+  ``shift_non_members`` (:data:`dpaudit.audits.domias.SHIFT_NON_MEMBERS`); the generators of
+  Fig. 6 and the epsilon table with their settings: ``dp_epsilons`` and ``dp_delta`` of every
+  generator whose config has ``epsilon`` (and ``delta``), ``dp_epochs`` of DP-TVAE,
+  ``gan_iterations`` of those with ``iterations``, ``generator_epochs`` of the others with
+  ``epochs`` (0: their defaults), ``mst_bins`` of MST's public binning (:func:`run` cuts the
+  whole data set's quantiles: :func:`dpaudit.audits.domias.public_binning`); ``significance``
+  of the epsilon lower bounds.
   """
   studies: tuple[str, ...] = ("members",)
   dataset: str = "california_housing"
@@ -93,6 +118,13 @@ class StudyConfig:
   dp_delta: float = 1e-5
   dp_epochs: float = 300.0
   significance: float = 0.05
+  baselines: str = "paper"
+  knowledge: tuple[str, ...] = KNOWLEDGE
+  shift_column: str = "diabetes"
+  shift_shares: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8)
+  shift_non_members: str = "reference"
+  generator_epochs: int = 0
+  mst_bins: int = 16
 
   def __post_init__(self):
     if isinstance(self.studies, str) or not self.studies:
@@ -103,8 +135,20 @@ class StudyConfig:
       _validate.check_choice("attacks", attack, domias_attacks.ATTACKS)
     _validate.check_choice("density", self.density, domias.DENSITIES)
     _validate.check_choice("dataset", self.dataset, DATASETS)
-    for generator in self.generators:
+    for generator in self.generators:  # GENERATORS as it is now, registrations included
       _validate.check_choice("generators", generator, domias.generator_names())
+    _validate.check_choice("baselines", self.baselines, domias_attacks.BASELINES)
+    _validate.check_nonempty("knowledge", tuple(self.knowledge))
+    for knowledge in self.knowledge:
+      _validate.check_choice("knowledge", knowledge, KNOWLEDGE)
+    _validate.check_choice("shift_column", self.shift_column, HEART_FAILURE_COLUMNS)
+    _validate.check_choice("shift_non_members", self.shift_non_members,
+                           domias.SHIFT_NON_MEMBERS)
+    shares = _validate.float_tuple("shift_shares", self.shift_shares)
+    _validate.check_nonempty("shift_shares", shares)
+    _validate.check_range("shift_shares", np.asarray(shares), 0.0, 1.0)
+    _validate.check_integer("generator_epochs", self.generator_epochs, 0)
+    _validate.check_integer("mst_bins", self.mst_bins, 1)
     for name in ("repetitions", "num_members", "num_reference", "num_synthetic",
                  "tvae_epochs", "gan_iterations", "flow_epochs"):
       _validate.check_integer(name, getattr(self, name), 1)
@@ -124,41 +168,67 @@ def _tvae(epochs: int) -> dict:
   return {"epochs": int(epochs)}
 
 
+def _config_fields(config_type: type) -> set[str]:
+  """The keyword arguments a generator's config class takes."""
+  if dataclasses.is_dataclass(config_type):
+    return {f.name for f in dataclasses.fields(config_type)}
+  return set(inspect.signature(config_type).parameters)
+
+
 def _generator_settings(config: StudyConfig) -> list[tuple[str, str, dict]]:
-  """(label, generator, config kwargs) of Fig. 6 and the epsilon table."""
+  """(label, generator, config kwargs) of Fig. 6 and the epsilon table: any registered
+  generator; one setting per target epsilon for those whose config has ``epsilon``."""
   out = []
   for name in config.generators:
+    fields = _config_fields(tabular_generators.GENERATORS[name].config_type)
     if name == "tvae":
-      out.append(("tvae", "tvae", _tvae(config.tvae_epochs)))
-    elif name == "dp_tvae":
-      out += [(f"dp_tvae eps={eps:g}", "dp_tvae",
-               {"epsilon": eps, "delta": config.dp_delta, "epochs": config.dp_epochs})
-              for eps in config.dp_epsilons]
-    elif name in ("wgan_gp", "ads_gan"):
-      out.append((name, name, {"iterations": config.gan_iterations}))
+      kwargs = _tvae(config.tvae_epochs)
     elif name == "nflow":
-      out.append(("nflow", "nflow", {"max_epochs": config.flow_epochs}))
+      kwargs = {"max_epochs": config.flow_epochs}
+    elif name == "mst":
+      kwargs = {}  # run() adds the public edges of the data (mst_bins)
     else:
-      out.append((name, name, {}))
+      kwargs = {"iterations": config.gan_iterations} if "iterations" in fields else {}
+      if name == "dp_tvae":
+        kwargs["epochs"] = config.dp_epochs
+      elif "epochs" in fields and config.generator_epochs:
+        kwargs["epochs"] = config.generator_epochs
+    if "epsilon" not in fields:
+      out.append((name, name, kwargs))
+      continue
+    delta = {"delta": config.dp_delta} if "delta" in fields else {}
+    out += [(f"{name} eps={eps:g}", name, {"epsilon": eps, **delta, **kwargs})
+            for eps in config.dp_epsilons]
   return out
 
 
+def _logan(config: StudyConfig, tvae_epochs: int) -> dict:
+  """LOGAN 0's settings: the WGAN-GP's iterations, or (the authors' code) the CTGAN-style
+  critic trained for as many epochs as the target TVAE."""
+  if config.baselines == "paper":
+    return {"iterations": config.gan_iterations}
+  return {"epochs": int(tvae_epochs)}
+
+
 def study_cells(config: StudyConfig, study: str) -> list[tuple[str, dict, dict]]:
-  """(setting label, DomiasConfig kwargs, extra) of one study; extra holds the x value."""
+  """(setting label, DomiasConfig kwargs, extra) of one study; extra holds the x value. MST's
+  settings have no ``edges`` yet: :func:`run` adds them from the data."""
   _validate.check_choice("study", study, STUDIES)
   c = config
   base = dict(num_members=c.num_members, num_reference=c.num_reference,
               num_synthetic=c.num_synthetic, num_holdout=0, generator="tvae",
               generator_config=_tvae(c.tvae_epochs), density=c.density,
               attacks=tuple(c.attacks), significance=c.significance,
-              flow_config={"max_epochs": c.flow_epochs},
-              logan_config={"iterations": c.gan_iterations},
+              flow_config={"max_epochs": c.flow_epochs}, baselines=c.baselines,
+              logan_config=_logan(c, c.tvae_epochs),
               reference_generator_config=(_tvae(c.reference_tvae_epochs)
-                                          if c.reference_tvae_epochs else None))
+                                          if c.reference_tvae_epochs and c.baselines == "paper"
+                                          else None))
   if study == "members":
     return [(f"|D_mem|={n}", {**base, "num_members": n}, {"x": n}) for n in c.members]
   if study == "epochs":
-    return [(f"epochs={e}", {**base, "generator_config": _tvae(e)}, {"x": e}) for e in c.epochs]
+    return [(f"epochs={e}", {**base, "generator_config": _tvae(e), "logan_config": _logan(c, e)},
+             {"x": e}) for e in c.epochs]
   if study in ("reference", "synthetic"):
     sizes = c.reference_sizes if study == "reference" else c.synthetic_sizes
     key = "num_reference" if study == "reference" else "num_synthetic"
@@ -168,6 +238,19 @@ def study_cells(config: StudyConfig, study: str) -> list[tuple[str, dict, dict]]
     # 299 records: 100 members, 100 non-members, the other 99 the reference.
     return [("heart_failure", {**base, "num_members": 100, "num_reference": 99,
                                "num_synthetic": 1000}, {"dataset": "heart_failure"})]
+  if study == "prior":
+    priors = {"reference": {}, "prior_first_column": {"reference_density": "gaussian_prior",
+                                                      "prior_columns": (0,)},
+              "prior_all_columns": {"reference_density": "gaussian_prior"}}
+    return [(f"|D_mem|={n} {k}", {**base, "num_members": n, "attacks": ("domias", "eq1"),
+                                  **priors[k]}, {"x": n, "knowledge": k})
+            for n in c.members for k in c.knowledge]
+  if study == "shift":
+    column = list(HEART_FAILURE_COLUMNS).index(c.shift_column)
+    return [(f"p~(A=0)={share:g}", {**base, **SHIFT_SIZES, "shift_column": column,
+                                    "reference_shift": float(share),
+                                    "shift_non_members": c.shift_non_members},
+             {"x": float(share), "dataset": "heart_failure"}) for share in c.shift_shares]
   base = {**base, "reference_generator_config": None}  # only DOMIAS runs below
   settings = [(label, {**base, "generator": g, "generator_config": kw})
               for label, g, kw in _generator_settings(c)]
@@ -183,6 +266,15 @@ def study_cells(config: StudyConfig, study: str) -> list[tuple[str, dict, dict]]
             for label, kw in settings]
   return [(label, {**kw, "membership": "bernoulli", "attacks": ("domias",),
                    "delta": c.dp_delta}, {}) for label, kw in settings]
+
+
+def _with_edges(kwargs: dict, values: np.ndarray, bins: int) -> dict:
+  """MST's settings with the public edges of the whole data set (``bins`` quantile bins), the
+  studies' public binning: fixed before any game draws its members."""
+  if kwargs["generator"] != "mst" or (kwargs["generator_config"] or {}).get("edges"):
+    return kwargs
+  edges = domias.public_binning(values, bins)
+  return {**kwargs, "generator_config": {**(kwargs["generator_config"] or {}), "edges": edges}}
 
 
 def read_csv(path: str) -> tuple[np.ndarray, list[str]]:
@@ -284,7 +376,7 @@ def _study_rows(key, config, study, values, dataset, fingerprint, groups, progre
   """The games of one study through :func:`dpaudit.results.run_cells`, as result rows."""
   cells, extras, names = [], [], []
   for label, kwargs, extra in study_cells(config, study):
-    game_config = domias.DomiasConfig(**kwargs)
+    game_config = domias.DomiasConfig(**_with_edges(kwargs, values, config.mst_bins))
     if game_config.records_needed() > values.shape[0]:
       raise ValueError(f"{study} / {label}: the game needs {game_config.records_needed()} "
                        "records (members + non-members + reference + hold-out) but "
@@ -330,7 +422,7 @@ def run(key: jax.Array, config: StudyConfig, *, progress: results.Progress | Non
     raise ValueError(f"config must be a StudyConfig, got {type(config).__name__}")
   datasets, out = {}, {}
   for study in config.studies:
-    dataset = ("heart_failure" if study == "minority" else
+    dataset = ("heart_failure" if study in ("minority", "shift") else
                f"csv:{config.data_csv}" if config.data_csv else config.dataset)
     if dataset not in datasets:
       datasets[dataset] = load_data(dataset)
