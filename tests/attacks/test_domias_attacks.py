@@ -24,6 +24,10 @@ def test_nearest_distances_equal_brute_force_in_chunks():
   ref = _data(2, 20)
   np.testing.assert_allclose(domias.gan_leaks_cal_scores(x, points, ref),
                              -expected + distance.cdist(x, ref).min(1), rtol=1e-9, atol=1e-9)
+  # The DOMIAS authors' form: squared distances (their sigmoid is monotone: the same ranking).
+  np.testing.assert_allclose(domias.gan_leaks_cal_scores(x, points, ref, squared=True),
+                             -expected**2 + distance.cdist(x, ref).min(1)**2, rtol=1e-9,
+                             atol=1e-9)
 
 
 def test_mc_share_within_the_median_radius_and_pca():
@@ -62,6 +66,65 @@ def test_logan_d1_scores_synthetic_like_records_higher():
                                   classifiers.ClassifierConfig(epochs=3, batch_size=64),
                                   hidden_sizes=(16,))
   assert scores.shape == (2,) and scores[0] > scores[1] + 1.0
+
+
+def _relu_mlp(x, layers, slope=0.0):
+  """NumPy forward pass of Dense layers ``[(kernel, bias), ...]``, (leaky) ReLU between."""
+  for i, (kernel, bias) in enumerate(layers):
+    x = x @ np.asarray(kernel) + np.asarray(bias)
+    if i < len(layers) - 1:
+      x = np.where(x > 0, x, slope * x)
+  return x
+
+
+def _dense(params, names):
+  return [(params[n]["kernel"], params[n]["bias"]) for n in names]
+
+
+def test_logan_d1_scores_are_the_trained_networks_logits_in_both_forms():
+  """Paper form: the early-stopped MLP's logit; authors' form: a 2-logit MLP trained for
+  int(300 m / batch) steps, scored by its synthetic-class logit. Each equals a NumPy forward
+  pass of the parameters its fit returns."""
+  rng = np.random.default_rng(9)
+  synthetic, reference, x = rng.normal(1, 1, (24, 2)), rng.normal(-1, 1, (30, 2)), _data(10, 3, 2)
+  key = jax.random.key(2)
+  config = classifiers.ClassifierConfig(epochs=1, batch_size=8)
+  params = domias.fit_logan_d1(key, synthetic, reference, config, hidden_sizes=(4,)).params
+  expected = _relu_mlp(_relu_mlp(x, _dense(params["encoder"], ["Dense_0"])).clip(0),
+                       _dense(params, ["Dense_0", "Dense_1"]))[:, 0]
+  np.testing.assert_allclose(domias.logan_d1_scores(key, x, synthetic, reference, config, (4,)),
+                             expected, rtol=1e-5, atol=1e-5)
+  authors = domias.LoganD1Config(hidden_sizes=(4,), batch_size=8)
+  fitted = domias.fit_logan_d1_fixed(key, synthetic, reference, authors, num_scored=3)
+  assert fitted.loss.shape == (int(300 * 3 / 8),)  # the code's fixed step count
+  expected = _relu_mlp(x, _dense(fitted.params, ["Dense_0", "Dense_1"]))[:, 1]
+  np.testing.assert_allclose(domias.logan_d1_fixed_scores(key, x, synthetic, reference, authors),
+                             expected, rtol=1e-5, atol=1e-5)
+
+
+def test_logan_0_in_the_authors_form_is_a_ctgan_style_critic():
+  """The critic of fit_ctgan_critic (epochs x max(n // batch, 1) steps, dropout while training)
+  scores rows as a NumPy LeakyReLU(0.2) MLP, dropout off, on asinh-standardised columns."""
+  synthetic, x = _data(11, 40, 2), _data(12, 3, 2)
+  config = domias.CtganCriticConfig(epochs=2, batch_size=16, noise_dim=4, generator_hidden=(8,),
+                                    critic_hidden=(8,))
+  key = jax.random.key(3)
+  fitted = domias.fit_ctgan_critic(key, synthetic, config)
+  assert fitted.history.shape == (2 * (40 // 16), 2) and np.all(np.isfinite(fitted.history))
+  assert fitted.critic.dropout == 0.5
+  encoded = np.arcsinh((x - synthetic.mean(0)) / synthetic.std(0))
+  expected = _relu_mlp(encoded, _dense(fitted.params, ["Dense_0", "Dense_1"]), slope=0.2)[:, 0]
+  np.testing.assert_allclose(domias.logan_0_scores(key, x, synthetic, config), expected,
+                             rtol=1e-4, atol=1e-5)
+
+
+def test_gaussian_prior_is_a_product_of_normal_densities():
+  from scipy import stats
+  x, mean, std = _data(13, 5, 2), np.array([0.5, -1.0]), np.array([2.0, 0.5])
+  np.testing.assert_allclose(domias.gaussian_prior_log_density(x, mean, std),
+                             stats.norm.logpdf(x, mean, std).sum(1), rtol=1e-12)
+  with pytest.raises(ValueError, match="std=0.0"):
+    domias.gaussian_prior_log_density(x, mean, [1.0, 0.0])
 
 
 def test_standardise_uses_the_reference_statistics():
@@ -106,3 +169,8 @@ def test_logan_0_critic_prefers_records_like_the_synthetic_data():
                                         generator_hidden=(32,), critic_hidden=(32,))
   scores = domias.logan_0_scores(jax.random.key(1), x, synthetic, config)
   assert scores.shape == (2,) and scores[0] > scores[1]
+  # The paper's form: the WGAN-GP critic's LeakyReLU(0.2) MLP on asinh-standardised columns.
+  gan = tabular_generators.fit_wgan_gp(jax.random.key(1), synthetic, config)
+  encoded = np.arcsinh((x - synthetic.mean(0)) / synthetic.std(0))
+  expected = _relu_mlp(encoded, _dense(gan.critic_params, ["Dense_0", "Dense_1"]), slope=0.2)
+  np.testing.assert_allclose(scores, expected[:, 0], rtol=1e-4, atol=1e-5)

@@ -1,6 +1,7 @@
 """The DOMIAS game: a copying generator is caught, a generator that never saw the members is not,
 and the epsilon a DP generator's scores certify stays below its accountant's."""
 
+import dataclasses
 import math
 
 import jax
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpaudit.attacks import domias as domias_attacks
 from dpaudit.audits import domias
 from dpaudit.models import tabular_generators
 
@@ -154,8 +156,8 @@ def test_split_is_disjoint_and_bad_settings_fail():
     domias.split_data(jax.random.key(0), data[:500], _config(num_reference=1200))
   with pytest.raises(ValueError, match="attacks='spy' is not one of"):
     _config(attacks=("spy",))
-  with pytest.raises(ValueError, match="generator='gan' is not one of"):
-    _config(generator="gan")
+  with pytest.raises(ValueError, match="generator='gpt' is not one of"):
+    _config(generator="gpt")
   with pytest.raises(ValueError, match="does not fit"):
     _config(generator_config={"nois": 1.0})
   with pytest.raises(ValueError, match="column 2 of data is constant"):
@@ -182,3 +184,97 @@ def test_result_round_trips_through_json_and_the_store_reuses_it(tmp_path):
                      progress=lambda *a: seen.append(a))
   assert seen == [(3, 3, "reused")]
   assert results.dumps(again.to_dict()) == results.dumps(first.to_dict())
+
+
+def test_shifted_split_draws_members_from_a_and_the_reference_from_the_mixture():
+  """App. E: members (and hold-out) have A = 1, D_ref holds round(share |D_ref|) records with
+  A = 0, the non-members follow D_ref's mixture (the paper) or all records (the authors' code),
+  and column A is hidden from every set."""
+  rng = np.random.default_rng(5)
+  data = np.c_[np.arange(400.0), rng.normal(size=400), np.arange(400) % 4 == 0]  # A: 100 of 400
+  a_of = lambda rows: data[np.searchsorted(data[:, 0], rows[:, 0]), 2]  # noqa: E731
+  config = _config(num_members=30, num_reference=40, num_non_members=20, num_holdout=10,
+                   shift_column=2, reference_shift=0.25)
+  split = domias.split_data(jax.random.key(0), data, config)
+  assert split.candidates.shape == (50, 2) and split.reference.shape == (40, 2)
+  assert a_of(split.members).all() and a_of(split.holdout).all()
+  assert a_of(split.reference).sum() == 30 and a_of(split.candidates[~split.is_member]).sum() == 15
+  rows = np.concatenate([split.candidates, split.reference, split.holdout])[:, 0]
+  assert len(np.unique(rows)) == rows.size
+  population = domias.split_data(jax.random.key(0), data, dataclasses.replace(
+      config, shift_non_members="population"))
+  assert a_of(population.members).all() and a_of(population.reference).sum() == 30
+  with pytest.raises(ValueError, match="needs 130 records with A = 1"):
+    domias.split_data(jax.random.key(0), data, dataclasses.replace(config, reference_shift=0.0,
+                                                                   num_reference=70))
+  with pytest.raises(ValueError, match="fixed member set"):
+    _config(shift_column=2, membership="bernoulli")
+
+
+def test_the_prior_replaces_the_reference_density_and_needs_no_reference_attacks():
+  """App. C: with the Gaussian prior DOMIAS changes, Eq. 1 (the same generator and synthetic
+  data) does not; attacks that need D_ref are refused."""
+  data = _gaussian_data(400)
+  config = _config(num_members=40, num_reference=60, num_synthetic=200, attacks=("domias", "eq1"),
+                   generator_config={"noise": 0.3})
+  with_data = domias.run(jax.random.key(4), config, data=data)
+  prior = domias.run(jax.random.key(4), dataclasses.replace(
+      config, reference_density="gaussian_prior", prior_columns=(0,)), data=data)
+  assert prior.attacks["eq1"] == with_data.attacks["eq1"]
+  assert prior.attacks["domias"]["auc"] != with_data.attacks["domias"]["auc"]
+  with pytest.raises(ValueError, match="no reference data"):
+    _config(reference_density="gaussian_prior", attacks=("domias", "logan_d1"))
+  with pytest.raises(ValueError, match="beyond the 3"):
+    domias.run(jax.random.key(4), dataclasses.replace(
+        config, reference_density="gaussian_prior", prior_columns=(3,)), data=data)
+
+
+_FITS = []
+
+
+def _fit_counted(key, data, config, discrete_columns):
+  _FITS.append(data.shape[0])
+  return tabular_generators.GENERATORS["additive_noise"].fit(key, data, config, discrete_columns)
+
+
+tabular_generators.register_generator(
+    "counted_noise_for_tests", tabular_generators.AdditiveNoiseConfig, _fit_counted,
+    tabular_generators.GENERATORS["additive_noise"].sample, replace=True)
+
+
+def test_baselines_choose_the_form_of_gan_leaks_cal_and_logan():
+  """The paper's GAN-leaks CAL fits a reference generator to D_ref; the authors' code's uses
+  D_ref itself (one fit only), and LOGAN 0 then takes a CtganCriticConfig."""
+  config = _config(num_members=20, num_reference=40, num_synthetic=60, attacks=("gan_leaks_cal",),
+                   generator="counted_noise_for_tests")
+  _FITS.clear()
+  domias.run(jax.random.key(0), config, data=_gaussian_data(200))
+  assert _FITS == [20, 40]
+  _FITS.clear()
+  domias.run(jax.random.key(0), dataclasses.replace(config, baselines="authors_code"),
+             data=_gaussian_data(200))
+  assert _FITS == [20]
+  authors = _config(baselines="authors_code", logan_config={"epochs": 3})
+  assert authors.logan() == domias_attacks.CtganCriticConfig(epochs=3)
+  with pytest.raises(ValueError, match="logan_config"):
+    _config(baselines="authors_code", logan_config={"iterations": 3})
+  with pytest.raises(ValueError, match="baselines='code' is not one of"):
+    _config(baselines="code")
+
+
+def test_mst_generator_needs_public_edges_and_samples_inside_them():
+  """MST with a public binning: whole-number columns stay whole, every value inside the edges;
+  at a tiny epsilon every column is merged to one value and sampling still works."""
+  rng = np.random.default_rng(6)
+  data = np.c_[rng.normal(size=60), rng.integers(0, 3, 60)]
+  edges = domias.public_binning(data, bins=4)
+  assert edges[1] == (0.0, 1.0, 2.0, 3.0)  # one bin per value of the 3-valued column
+  generator = tabular_generators.fit_generator(
+      jax.random.key(0), "mst", data, {"edges": edges, "epsilon": 1e-3, "iters": 10,
+                                        "select_iters": 5})
+  rows = generator.sample(jax.random.key(1), 50)
+  assert rows.shape == (50, 2) and set(np.unique(rows[:, 1])) <= {0.0, 1.0, 2.0}
+  assert edges[0][0] <= rows[:, 0].min() and rows[:, 0].max() <= edges[0][-1]
+  assert generator.model.epsilon == 1e-3
+  with pytest.raises(ValueError, match="needs public bin edges"):
+    tabular_generators.fit_generator(jax.random.key(0), "mst", data, {})

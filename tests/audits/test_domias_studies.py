@@ -91,3 +91,68 @@ def test_a_tiny_study_result_round_trips(tmp_path):
   assert studies.Result.from_dict(plain).to_dict() == plain
   with pytest.raises((KeyError, TypeError, ValueError)):
     studies.Result.from_dict({"rows": []})
+
+
+def test_prior_and_shift_cells_build_and_a_shift_cell_plays():
+  """App. C: |D_mem| x knowledge, DOMIAS and Eq. 1; App. E: one heart-failure setting per share,
+  diabetes hidden. One shift cell plays through the game code (an additive-noise generator in
+  place of TVAE, to stay quick)."""
+  import jax
+  config = studies.StudyConfig(members=(50,), shift_shares=(0.0, 0.6))
+  prior = studies.study_cells(config, "prior")
+  assert [label for label, _, _ in prior] == [
+      "|D_mem|=50 reference", "|D_mem|=50 prior_first_column", "|D_mem|=50 prior_all_columns"]
+  games = [domias.DomiasConfig(**kwargs) for _, kwargs, _ in prior]
+  assert [(g.reference_density, g.prior_columns) for g in games] == [
+      ("data", None), ("gaussian_prior", (0,)), ("gaussian_prior", None)]
+  assert all(g.attacks == ("domias", "eq1") for g in games)
+  shift = studies.study_cells(config, "shift")
+  assert [(label, extra["x"]) for label, _, extra in shift] == [("p~(A=0)=0", 0.0),
+                                                                ("p~(A=0)=0.6", 0.6)]
+  _, kwargs, _ = shift[1]
+  game = domias.DomiasConfig(**{**kwargs, "generator": "additive_noise",
+                                "generator_config": None, "attacks": ("domias", "gan_leaks")})
+  assert (game.shift_column, game.reference_shift) == (3, 0.6)  # diabetes
+  values, _ = studies.load_data("heart_failure")
+  result = domias.run(jax.random.key(0), game, data=values)
+  assert result.num_members == 40 and set(result.attacks) == {"domias", "gan_leaks"}
+  for name, value in (("knowledge", ("oracle",)), ("shift_shares", (1.5,)),
+                      ("shift_column", "age_group")):
+    with pytest.raises(ValueError, match=name):
+      studies.StudyConfig(**{name: value})
+
+
+def test_generators_study_takes_any_registered_generator():
+  """Names come from GENERATORS when the config is built: a generator registered afterwards is
+  accepted, with gan_iterations / generator_epochs / dp_epsilons given to the settings its
+  config has; MST gets the data's public edges at run time."""
+  import dataclasses as dc
+
+  from dpaudit.models import tabular_generators
+
+  @dc.dataclass(frozen=True)
+  class LateConfig:
+    epsilon: float = 1.0
+    epochs: int = 300
+
+  with pytest.raises(ValueError, match="generators='late_dp_for_tests' is not one of"):
+    studies.StudyConfig(generators=("late_dp_for_tests",))
+  tabular_generators.register_generator("late_dp_for_tests", LateConfig, lambda *a: None,
+                                        lambda *a: None, replace=True)
+  try:
+    config = studies.StudyConfig(generators=("late_dp_for_tests", "mst", "wgan_gp"),
+                                 dp_epsilons=(1.0, 8.0), generator_epochs=7, gan_iterations=9,
+                                 ads_gan_lambdas=(), noise_levels=())
+    settings = studies._generator_settings(config)  # pylint: disable=protected-access
+  finally:
+    del tabular_generators.GENERATORS["late_dp_for_tests"]
+  assert settings == [
+      ("late_dp_for_tests eps=1", "late_dp_for_tests", {"epsilon": 1.0, "epochs": 7}),
+      ("late_dp_for_tests eps=8", "late_dp_for_tests", {"epsilon": 8.0, "epochs": 7}),
+      ("mst eps=1", "mst", {"epsilon": 1.0, "delta": 1e-5}),
+      ("mst eps=8", "mst", {"epsilon": 8.0, "delta": 1e-5}),
+      ("wgan_gp", "wgan_gp", {"iterations": 9})]
+  values = np.random.default_rng(0).normal(size=(50, 2))
+  kwargs = {"generator": "mst", "generator_config": {"epsilon": 1.0}}
+  with_edges = studies._with_edges(kwargs, values, 4)  # pylint: disable=protected-access
+  assert with_edges["generator_config"]["edges"] == domias.public_binning(values, 4)

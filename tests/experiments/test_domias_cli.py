@@ -13,6 +13,9 @@ BAD_INPUT = [
     (("--attacks=domias,spy",), "error: --attacks='spy' is not one of"),
     (("--study=epochs", "--num_members=9000", "--num_reference=10000"), "needs 28000 records"),
     (("--data_csv={csv}",), "column 'b' is constant"),
+    (("--study=prior", "--knowledge=oracle"), "--knowledge='oracle' is not one of"),
+    (("--study=shift", "--shift_shares=0,1.5"), "--shift_shares"),
+    (("--baselines=code",), "baselines"),
     # now --num_repeats (--repetitions its deprecated alias): one name everywhere
     (("--seeds=2",), "Unknown command line flag 'seeds'"),
 ]
