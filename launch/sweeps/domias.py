@@ -1,5 +1,5 @@
-"""DOMIAS's Figs. 3-6 and the epsilon table at the paper's sizes (README "DOMIAS"): one job per
-study, 8 games per setting, BNAF for the density-based attacks of Fig. 4."""
+"""DOMIAS's Figs. 3-6, 12, 15 and the epsilon table at the paper's sizes (README "DOMIAS"): one
+job per study, 8 games per setting, BNAF for the density-based attacks of Fig. 4."""
 
 from launch.sweep import Sweep, product
 
@@ -9,5 +9,5 @@ SWEEP = Sweep(
     description="README DOMIAS figures: every study of experiments.domias, 8 games each",
     fixed={"num_repeats": 8},
     grid=product(study=["members", "epochs", "reference", "synthetic", "minority", "generators",
-                        "epsilon"]),
+                        "epsilon", "prior", "shift"]),
 )
