@@ -74,8 +74,13 @@ FAMILIES = ("noisy_argmax", "dpsgd", "ngram", "lm_reconstruction", "private_pred
             "panoramia", "domias")
 _FIRST_FAMILIES = 3  # keys: the first three split from the report's key (as before the others
 # existed, so their rows are unchanged); every later family folds its index into it
-ALL_DPSGD_AUDITS = tuple((game, canary) for game in dpsgd_audit.GAMES
-                         for canary in dpsgd_audit.GAME_CANARIES[game])
+# Fixed order: each pair's position is folded into its game's key, so new pairs go last.
+ALL_DPSGD_AUDITS = (
+    ("many_run", "in_distribution"), ("many_run", "mislabelled"), ("many_run", "gaussian"),
+    ("many_run", "orthogonal"), ("many_run", "dirac"), ("one_run", "in_distribution"),
+    ("one_run", "mislabelled"), ("one_run", "gaussian"), ("one_run", "orthogonal"),
+    ("one_run", "dirac"), ("uniaud", "gaussian"), ("uniaud", "orthogonal"),
+    ("uniaud_plus", "trigger"), ("many_run", "poisoned"), ("one_run", "poisoned"))
 DPSGD_AUDITS = (("many_run", "dirac"), ("one_run", "mislabelled"), ("uniaud", "gaussian"),
                 ("uniaud_plus", "trigger"))
 

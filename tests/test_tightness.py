@@ -151,3 +151,13 @@ def test_the_other_families_through_the_front_door_at_a_tiny_size():
   back = results.loads(results.dumps(result.to_dict()))
   assert math.isnan(back["rows"][0]["confidence"])
   assert "estimate (1 model)" in tightness.table(result)
+
+
+def test_every_game_and_canary_has_a_fixed_key_position():
+  from dpaudit.audits import dpsgd as dpsgd_audit
+  pairs = {(g, c) for g in dpsgd_audit.GAMES for c in dpsgd_audit.GAME_CANARIES[g]}
+  assert set(tightness.ALL_DPSGD_AUDITS) == pairs
+  assert len(tightness.ALL_DPSGD_AUDITS) == len(pairs)
+  assert tightness.ALL_DPSGD_AUDITS[:5] == tuple(  # the positions the report's keys came from
+      ("many_run", c) for c in ("in_distribution", "mislabelled", "gaussian", "orthogonal",
+                                "dirac"))
