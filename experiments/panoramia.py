@@ -59,6 +59,8 @@ flags.DEFINE_list("helpers", ["generated", "real", "none"],
 flags.DEFINE_integer("classifier_epochs", 30, "Epochs of the baseline and the MIA (networks).")
 flags.DEFINE_integer("generator_epochs", 30, "Epochs of the VAE or of the text generator LM.")
 flags.DEFINE_integer("helper_epochs", 20, "Epochs of the helper model.")
+flags.DEFINE_float("image_logit_scale", 1.0, "Image samples: sigmoid(scale x the VAE decoder's "
+                   "logits); 1: its blurred means, 2: sharp strokes (a weaker baseline).")
 flags.DEFINE_float("mst_epsilon", 1000.0, "Epsilon of the MST generator (tabular; the paper's "
                    "1000, the authors' code 10000).")
 flags.DEFINE_list("tabular_hidden_sizes", ["150", "100", "50", "10"],
@@ -113,7 +115,8 @@ def study_config():
       data_dir=FLAGS.data_dir, max_examples=FLAGS.max_examples,
       num_canaries=FLAGS.num_canaries, generator_epochs=FLAGS.generator_epochs,
       helper_epochs=FLAGS.helper_epochs, mst_epsilon=FLAGS.mst_epsilon,
-      mst_iters=FLAGS.mst_iters, dp_epochs=FLAGS.dp_epochs, dp_delta=FLAGS.dp_delta,
+      image_logit_scale=FLAGS.image_logit_scale, mst_iters=FLAGS.mst_iters,
+      dp_epochs=FLAGS.dp_epochs, dp_delta=FLAGS.dp_delta,
       target_learning_rate=FLAGS.target_learning_rate,
       target_batch_size=FLAGS.target_batch_size, text_max_length=FLAGS.text_max_length,
       text_hidden_size=FLAGS.text_hidden_size, target_model=FLAGS.target_model,
@@ -155,6 +158,7 @@ def check_flags():
   common.check_memory("text_hidden_size", FLAGS.text_hidden_size, 16.0 * 4 * 100,
                       what="the text models")
   common.check_float("mst_epsilon", FLAGS.mst_epsilon, 0.0, low_open=True, allow_inf=True)
+  common.check_float("image_logit_scale", FLAGS.image_logit_scale, 0.0, low_open=True)
   common.check_float("dp_epochs", FLAGS.dp_epochs, 0.0, low_open=True)
   common.check_float("dp_delta", FLAGS.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
   common.check_float("target_learning_rate", FLAGS.target_learning_rate, 0.0, low_open=True)

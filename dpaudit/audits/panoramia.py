@@ -625,8 +625,8 @@ def measure_real_nonmembers(key: jax.Array, modality: Modality, target_loss: Los
   """
   _validate.check_key(key)
   _check_encoder_of(modality)
-  losses, included = _real_losses(target_loss, candidates, included, 0.0, 0.05)
   _check_config(config)
+  losses, included = _real_losses(target_loss, candidates, included, 0.0, 0.05)
   candidates = _check_examples("candidates", candidates)
   if min(np.sum(included == 0), np.sum(included == 1)) < 4:
     raise ValueError(f"included holds {int(np.sum(included == 1))} members and "

@@ -76,6 +76,9 @@ class StudyConfig:
     max_examples: at most this many real examples (0: all; -1: the modality's default).
     num_canaries: candidates of the O(1) RM/RN audit, each trained on w.p. 1/2 (0: none).
     generator_epochs, helper_epochs: epochs of the generator (VAE or LM) and of the helper.
+    image_logit_scale: the image generator's samples are sigmoid(scale x the VAE decoder's
+      logits) (:func:`~dpaudit.audits.panoramia_modalities.image_generator`): 1 gives its
+      blurred Bernoulli means, 2 sharpens them to MNIST's share of grey pixels.
     mst_epsilon, mst_iters: the MST generator (tabular). The paper sets epsilon = 1000 (App.
       B.3; the authors' code uses 10000): MST without meaningful privacy.
     tabular_hidden_sizes: the tabular target's and helper's hidden widths (default the
@@ -107,6 +110,7 @@ class StudyConfig:
   num_canaries: int = 1000
   generator_epochs: int = 30
   helper_epochs: int = 20
+  image_logit_scale: float = 1.0
   mst_epsilon: float = 1000.0
   mst_iters: int = 1000
   tabular_hidden_sizes: tuple[int, ...] = mod.PAPER_TABULAR_HIDDEN
@@ -154,6 +158,8 @@ class StudyConfig:
       raise ValueError(f"seed={self.seed} with repetitions={self.repetitions} is outside the "
                        "valid range: seeds must lie in [0, 2^63)")
     _validate.check_range("mst_epsilon", self.mst_epsilon, 0.0, None, low_open=True)
+    _validate.check_range("image_logit_scale", self.image_logit_scale, 0.0, None,
+                          low_open=True, finite=True)
     _validate.check_range("dp_epochs", self.dp_epochs, 0.0, None, low_open=True, finite=True)
     for name in ("target_model", "helper_model"):
       model = getattr(self, name)
@@ -216,7 +222,8 @@ def load(config: StudyConfig) -> StudyData:
     shape = ds.features.shape[1:]
     modality = mod.image_modality(shape, ds.num_classes,
                                   vae.VaeConfig(epochs=config.generator_epochs), helper,
-                                  model=config.helper_model)
+                                  model=config.helper_model,
+                                  logit_scale=config.image_logit_scale)
     spec, vocab = mod.image_spec(shape, ds.num_classes, config.target_model), None
   elif config.modality == "tabular":
     ds = data.load("adult", "train", data_dir=config.data_dir)
@@ -406,6 +413,8 @@ def _signature(config: StudyConfig, seed: int, num_examples: int) -> dict[str, A
   # Absent at their old values: older stores still resume.
   if config.helper_model != DEFAULT_MODEL:
     out["helper_model"] = _model_name(config.helper_model)
+  if config.modality == "image" and config.image_logit_scale != 1.0:
+    out["image_logit_scale"] = config.image_logit_scale
   if config.modality == "tabular" and config.tabular_hidden_sizes != mod.WIDE_TABULAR_HIDDEN:
     out["tabular_hidden_sizes"] = list(config.tabular_hidden_sizes)
   sampler = (config.prompt_length, config.top_k, config.top_p)

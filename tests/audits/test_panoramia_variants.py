@@ -138,3 +138,21 @@ def test_study_settings_for_the_paper():
   with pytest.raises(ValueError, match="RM;RN variant needs at least 8"):
     study._check_rm_rn(study.StudyConfig(num_canaries=4))  # pylint: disable=protected-access
   study._check_rm_rn(study.StudyConfig(num_canaries=0, rm_rn=False))  # pylint: disable=protected-access
+
+
+def test_image_samples_sharpened_by_the_logit_scale():
+  """logit_scale s: sigma(s * logit) of the same latents, s = 1 the decoder's means."""
+  from dpaudit.models import vae
+  module = vae.ConditionalVAE((4, 4, 1), 3, latent_dim=2, width=2)
+  params = module.init(jax.random.key(0), jnp.zeros((1, 4, 4, 1)), jnp.zeros(1, jnp.int32),
+                       jnp.zeros((1, 2)))["params"]
+  fitted = vae.VaeModel(module, params, vae.VaeConfig(), np.zeros(1))
+  labels = jnp.array([0, 2, 1], jnp.int32)
+  means = np.asarray(vae.sample_vae(jax.random.key(1), fitted, labels), np.float64)
+  sharp = np.asarray(mod._sharpened_sampler(module, 2.0)(  # pylint: disable=protected-access
+      jax.random.key(1), params, labels), np.float64)
+  logits = np.log(means) - np.log1p(-means)
+  np.testing.assert_allclose(sharp, 1.0 / (1.0 + np.exp(-2.0 * logits)), atol=1e-5)
+  with pytest.raises(ValueError, match="logit_scale"):
+    mod.image_generator(3, vae.VaeConfig(), logit_scale=0.0)
+  assert study.StudyConfig(image_logit_scale=2.0).image_logit_scale == 2.0
