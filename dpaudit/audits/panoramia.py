@@ -457,7 +457,7 @@ def prepare_audit(key: jax.Array, modality: Modality, members: Examples,
   if config.filter_fraction:
     say(f"filtering {config.filter_fraction:.0%} of the generated samples")
     generated = filter_generated(keys[2], modality, d_g, sample, wanted, config.filter_fraction,
-                                 config.classifier, num_train=num_tr)
+                                 config.classifier, num_train=min(num_tr, num_gen))
   else:
     say(f"generating {wanted} non-members")
     generated = _sample_checked(sample, keys[2], wanted, members)

@@ -156,3 +156,22 @@ def test_image_samples_sharpened_by_the_logit_scale():
   with pytest.raises(ValueError, match="logit_scale"):
     mod.image_generator(3, vae.VaeConfig(), logit_scale=0.0)
   assert study.StudyConfig(image_logit_scale=2.0).image_logit_scale == 2.0
+
+
+def test_prepare_audit_filters_the_generated_non_members():
+  """filter_fraction in the pipeline: the audit's generated points avoid the off samples."""
+  rng = np.random.default_rng(3)
+  members = pan.Examples(rng.normal(size=(400, 1)).astype(np.float32), np.zeros(400, np.int32))
+
+  def fit(key, d_g):
+    def sample(key, n):
+      good = np.asarray(jax.random.normal(key, (n, 1)))
+      return pan.Examples(np.where(np.arange(n)[:, None] % 2, 6.0, good).astype(np.float32),
+                          np.zeros(n, np.int32))
+    return sample
+  modality = pan.Modality("toy", fit, lambda key, examples: None, _no_encoder)
+  config = pan.PanoramiaConfig(num_audit=100, num_classifier_train=100, num_helper_train=2,
+                               baseline_helpers=("none",), classifier=TREES, filter_fraction=0.5)
+  setup = pan.prepare_audit(jax.random.key(0), modality, members, config)
+  generated = setup.audit.inputs[setup.is_member == 0]
+  assert len(generated) > 20 and np.mean(generated == 6.0) < 0.05
