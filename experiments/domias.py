@@ -76,7 +76,8 @@ flags.DEFINE_enum("shift_non_members", "reference", ["reference", "population"],
                   "authors' code).")
 flags.DEFINE_integer("generator_epochs", 0, "Fig. 6: epochs of the other generators with an "
                      "epochs setting (CTGAN, ...); 0: their defaults.")
-flags.DEFINE_integer("mst_bins", 16, "Fig. 6: MST's bins per column (quantiles of the data).")
+flags.DEFINE_integer("mst_bins", 16, "Fig. 6: MST's bins per column (quantiles of the data; "
+                     "at most 1000).")
 flags.DEFINE_list("ads_gan_lambdas", ["0.2", "0.5", "0.7", "1.0", "1.1", "1.3", "1.5"],
                   "Fig. 6: ADS-GAN's lambda grid (App. A.3).")
 flags.DEFINE_list("noise_scales", ["0.7", "0.9", "1.1", "1.3", "1.5", "1.7", "1.9", "2.3",
@@ -139,8 +140,9 @@ def config_from_flags():
   for name, low in (("num_members", 1), ("num_reference", 1), ("num_synthetic", 1),
                     ("num_holdout", 0), ("tvae_epochs", 1), ("reference_tvae_epochs", 0),
                     ("gan_iterations", 1), ("flow_epochs", 1), ("num_repeats", 1),
-                    ("generator_epochs", 0), ("mst_bins", 1)):
+                    ("generator_epochs", 0)):
     common.check_count(name, FLAGS[name].value, low)
+  common.check_count("mst_bins", FLAGS.mst_bins, 1, domias_studies.MAX_MST_BINS)
   common.check_seed(FLAGS.seed)
   common.check_float("dp_delta", FLAGS.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
   common.check_float("dp_epochs", FLAGS.dp_epochs, 0.0, low_open=True)

@@ -13,12 +13,21 @@ Data through Overfitting Detection" (AISTATS 2023, Sec. 5 and App. A.3):
      independently with probability 1/2 (Steinke, Nasr & Jagielski 2023), which is what makes
      the one-run epsilon lower bound below valid.
 
+   With a ``shift_column`` (App. E) the members come from the records with A = 1 and
+   :math:`\mathcal{D}_{ref}` from a mixture with a share ``reference_shift`` of records with
+   A = 0, column A hidden (:class:`DomiasConfig`).
+
 2. The generator is fitted to :math:`\mathcal{D}_{mem}` and publishes
-   :math:`\mathcal{D}_{syn}` (``num_synthetic`` records).
+   :math:`\mathcal{D}_{syn}` (``num_synthetic`` records). Any generator of
+   :data:`dpaudit.models.tabular_generators.GENERATORS` works; this module registers
+   ``"nflow"`` and ``"mst"`` (MST on public bin edges: :class:`MstGeneratorConfig`,
+   :func:`public_binning`).
 3. Every attack of :mod:`dpaudit.attacks.domias` scores the candidates; the density-based ones
    (DOMIAS, Eq. 1) use :mod:`dpaudit.attacks.density` (Gaussian KDE or BNAF), fitted to
-   :math:`\mathcal{D}_{syn}` and :math:`\mathcal{D}_{ref}`; the distance-based ones work on
-   data standardised by :math:`\mathcal{D}_{ref}`.
+   :math:`\mathcal{D}_{syn}` and :math:`\mathcal{D}_{ref}` (or, App. C, p_R a Gaussian prior
+   from population statistics: ``reference_density="gaussian_prior"``); the distance-based ones
+   work on data standardised by :math:`\mathcal{D}_{ref}`. GAN-leaks CAL and LOGAN take the
+   form ``baselines`` names: the papers' (default) or the DOMIAS authors' code's.
 4. :func:`attack_metrics`: AUC, accuracy at the median score, TPR at low FPR, precision among
    the top-scored records (App. D), and two epsilon lower bounds at 1 - ``significance``:
 

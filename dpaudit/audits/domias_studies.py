@@ -58,6 +58,7 @@ KNOWLEDGE = ("reference", "prior_first_column", "prior_all_columns")
 # App. E on the 299 UCI heart failure records: 40 members and 40 non-members, 45 in D_ref
 # (at p~(A = 0) = 0 with the paper's non-members this takes all 125 diabetics).
 SHIFT_SIZES = {"num_members": 40, "num_reference": 45, "num_synthetic": 1000}
+MAX_MST_BINS = 1000  # MST measures 2-way marginals of bins^2 cells
 METRICS = ("auc", "accuracy", "epsilon_per_record", "epsilon_one_run")
 
 
@@ -148,7 +149,7 @@ class StudyConfig:
     _validate.check_nonempty("shift_shares", shares)
     _validate.check_range("shift_shares", np.asarray(shares), 0.0, 1.0)
     _validate.check_integer("generator_epochs", self.generator_epochs, 0)
-    _validate.check_integer("mst_bins", self.mst_bins, 1)
+    _validate.check_integer("mst_bins", self.mst_bins, 1, MAX_MST_BINS)
     for name in ("repetitions", "num_members", "num_reference", "num_synthetic",
                  "tvae_epochs", "gan_iterations", "flow_epochs"):
       _validate.check_integer(name, getattr(self, name), 1)
