@@ -1066,6 +1066,18 @@ count_cases(dpsgd_audit.DPSGDAuditConfig, "num_canaries", lambda v: ((), {"num_c
 bad(dpsgd_audit.DPSGDAuditConfig, "include_data", "include_data", include_data="yes")
 significance_cases(dpsgd_audit.DPSGDAuditConfig, lambda v: ((), {"significance": v}))
 bad(dpsgd_audit.DPSGDAuditConfig, "epsilon-nan", "epsilon", epsilon=float("nan"))
+_MLP = dpsgd_audit.models.MLP((2,), 2, example_ndim=1)
+_WARM = dict(epochs=1.0, batch_size=1, learning_rate=0.1)
+bad(dpsgd_audit.poisoned_initialisation, "model", "model", KEY, Tripwire(), np.zeros((2, 3)),
+    np.zeros(2, np.int32), **_WARM)
+bad(dpsgd_audit.poisoned_initialisation, "epochs-nan", "epochs", KEY, _MLP, np.zeros((2, 3)),
+    np.zeros(2, np.int32), **{**_WARM, "epochs": float("nan")})
+bad(dpsgd_audit.poisoned_initialisation, "features-empty", "features", KEY, _MLP,
+    np.zeros((0, 3)), np.zeros(0, np.int32), **_WARM)
+bad(dpsgd_audit.DPSGDAuditConfig, "warmup_epochs-0", "warmup_epochs", canary="poisoned",
+    warmup_epochs=0.0)
+bad(dpsgd_audit.DPSGDAuditConfig, "num_warmup_examples-negative", "num_warmup_examples",
+    canary="poisoned", num_warmup_examples=-1)
 bad(dpsgd_audit.DPSGDAuditConfig, "delta-0", "delta", delta=0.0)
 bad(dpsgd_audit.DPSGDAuditConfig, "hidden_sizes", "hidden_sizes", hidden_sizes=(2.5,))
 bad(dpsgd_audit.DPSGDAuditConfig, "canary", "canary", game="uniaud", canary="mislabelled")

@@ -20,7 +20,8 @@ Bundled sets (built from installed packages, no download): ``digits``, ``breast_
 
 Canaries for DP-SGD audits (:mod:`dpaudit.data.canaries`): in-distribution, mislabelled,
 UniAud's synthetic Gaussian / orthogonal canaries (Alg. 1), the UniAud++ multi-task dataset
-(Alg. 3, Eq. 12), a white-box Dirac gradient canary and the one-run inclusion mask.
+(Alg. 3, Eq. 12), a white-box Dirac gradient canary, UniAud's Poisoned baseline (true-labelled
+canaries and a warm-up set, Sec. VIII-A) and the one-run inclusion mask.
 """
 
 from dpaudit.data.builders import DATA_DIR_ENV, default_data_dir
@@ -28,12 +29,14 @@ from dpaudit.data.canaries import (
                                    SYNTHETIC_MODES,
                                    Canaries,
                                    MultiTaskDataset,
+                                   PoisonedCanaries,
                                    dirac_gradient_canary,
                                    in_distribution_canaries,
                                    include_mask,
                                    mislabelled_canaries,
                                    multi_task_loss,
                                    orthogonal_cosine_bound,
+                                   poisoned_canaries,
                                    synthetic_canaries,
                                    uniaud_plus_plus_dataset,
 )
@@ -70,7 +73,8 @@ __all__ = [
     "SHAKESPEARE_TEST_PLAYS", "SOURCES", "Standardization", "TEXT_DATASETS", "TextCorpus",
     "default_data_dir", "fit_standardization", "load", "load_text", "preparation_command",
     "split_indices", "standardize", "train_test_split",
-    "Canaries", "MultiTaskDataset", "SYNTHETIC_MODES", "dirac_gradient_canary",
+    "Canaries", "MultiTaskDataset", "PoisonedCanaries", "SYNTHETIC_MODES", "dirac_gradient_canary",
     "in_distribution_canaries", "include_mask", "mislabelled_canaries", "multi_task_loss",
-    "orthogonal_cosine_bound", "synthetic_canaries", "uniaud_plus_plus_dataset",
+    "orthogonal_cosine_bound", "poisoned_canaries", "synthetic_canaries",
+    "uniaud_plus_plus_dataset",
 ]

@@ -101,6 +101,8 @@ CASES: dict[str, dict[str, list[str]]] = {
         "significance": ["--significance=1.5"],
         "unknown_choice": ["--game=nope"],
         "unknown_model": ["--model=vgg"],
+        "num_warmup_examples_negative": ["--canary=poisoned", "--num_warmup_examples=-1"],
+        "warmup_epochs_zero": ["--canary=poisoned", "--warmup_epochs=0"],
         "model_of_uniaud_plus": ["--game=uniaud_plus", "--canary=trigger", "--model=lenet5"],
         "canary_dim_negative": ["--canary=gaussian", "--canary_dim=-1"],
         "canary_classes_1": ["--canary=gaussian", "--num_canary_classes=1",
