@@ -620,8 +620,8 @@ def measure_real_nonmembers(key: jax.Array, modality: Modality, target_loss: Los
   >>> modality = Modality("toy", None, None, lambda: VectorEncoder((8,)))
   >>> out = measure_real_nonmembers(jax.random.key(0), modality, memorised, candidates,
   ...                               included, PanoramiaConfig(classifier=ClassifierConfig(5)))
-  >>> out.num_audit, out.eps_lb > 2.0
-  (200, True)
+  >>> out.num_audit, out.eps_lb > 2.0  # the classes' halves rounded up
+  (201, True)
   """
   _validate.check_key(key)
   _check_encoder_of(modality)
