@@ -286,7 +286,9 @@ def logan_d1_scores(key: jax.Array, x: Any, synthetic: Any, reference: Any,
 
 @dataclasses.dataclass(frozen=True)
 class LoganD1Config:
-  """LOGAN D1 as the DOMIAS authors' code trains it (:func:`logan_d1_fixed_scores`).
+  """LOGAN D1 as the DOMIAS authors' code trains it (:func:`logan_d1_fixed_scores`), but with
+  minibatches drawn from both classes: the code draws its indices from the first half of the
+  training rows only (the synthetic ones), so its classifier never sees the reference data.
 
   Attributes:
     hidden_sizes: widths of the ReLU layers (the code: 256, 256), then two logits.

@@ -505,8 +505,9 @@ def tables(studies: dict[str, list[dict]]) -> str:
       summary = summarise(rows, group=group)
       attacks = sorted({a for by in summary.values() for a in by})
       title = f"{study}" + (f" ({group})" if group else "") + ": AUC mean ± std over games"
-      lines += ["", title, "  setting".ljust(26) + "".join(f"{a:>18}" for a in attacks)]
+      width = max([24] + [len(setting) for setting in summary])
+      lines += ["", title, "  setting".ljust(width + 2) + "".join(f"{a:>18}" for a in attacks)]
       for setting, by in summary.items():
-        lines.append(f"  {setting:<24}" + "".join(
+        lines.append(f"  {setting:<{width}}" + "".join(
             f"{by[a][0]:>11.3f} ± {by[a][1]:.3f}" if a in by else " " * 18 for a in attacks))
   return "\n".join(lines).lstrip("\n")
