@@ -63,12 +63,17 @@ from dpaudit.estimators import (
 from dpaudit.estimators import panoramia as panoramia_est
 from dpaudit.estimators import reconstruction as reconstruction_est
 from dpaudit.mechanisms import mst as _mst
+from dpaudit.models import ctgan as _ctgan
 from dpaudit.models import ngram as _ngram
+from dpaudit.models import pate_gan as _pate_gan
+from dpaudit.models import privbayes as _privbayes
 from dpaudit.models import vae as _vae
 
 PACKAGES = ("dpaudit.audits", "dpaudit.attacks", "dpaudit.estimators")
-# Public modules outside those packages: the front door and the tightness report above it.
-MODULES = ("dpaudit.audit", "dpaudit.tightness")
+# Public modules outside those packages: the front door and the tightness report above it, and
+# the DOMIAS study's generators in modules of their own.
+MODULES = ("dpaudit.audit", "dpaudit.tightness", "dpaudit.models.ctgan",
+           "dpaudit.models.pate_gan", "dpaudit.models.privbayes")
 
 
 def public_callables() -> dict[str, Any]:
@@ -1693,6 +1698,63 @@ bad(front.dpsgd, "model-name-config", "config", KEY, _DATA, {"game": "one_run"},
 bad(front.dpsgd, "model-uniaud_plus", "model", KEY, _DATA,
     dpsgd_audit.DPSGDAuditConfig(game="uniaud_plus", canary="trigger", num_canaries=2,
                                  epochs=1), model=Tripwire())
+
+
+# --- the DOMIAS study's generators (dpaudit.models.ctgan, pate_gan, privbayes) ---------------
+exempt(CONTAINER, "dpaudit.models.ctgan.CtganTransform", "dpaudit.models.ctgan.CtganModel",
+       "dpaudit.models.pate_gan.PateGanModel", "dpaudit.models.privbayes.PrivBayesModel")
+rows_cases(_ctgan.fit_ctgan_transform, "data", lambda v: ((KEY, v), {}))
+bad(_ctgan.fit_ctgan_transform, "key", "key", 0, ROWS)
+bad(_ctgan.fit_ctgan_transform, "max_modes-0", "max_modes", KEY, ROWS, max_modes=0)
+bad(_ctgan.fit_ctgan_transform, "weight_threshold-1", "weight_threshold", KEY, ROWS,
+    weight_threshold=1.0)
+bad(_ctgan.fit_ctgan_transform, "discrete_columns", "discrete_columns", KEY, ROWS,
+    discrete_columns=[5])
+bad(_ctgan.sample_condition, "transform", "transform", KEY, ROWS, 3)
+bad_call(_ctgan.sample_condition, "transform-no-discrete", "transform",
+         lambda: _ctgan.sample_condition(KEY, _ctgan.fit_ctgan_transform(KEY, ROWS), 3))
+bad(_ctgan.CtganConfig, "batch_size-pac", "batch_size", batch_size=55)
+bad(_ctgan.CtganConfig, "betas-1", "betas", betas=(0.5, 1.0))
+bad(_ctgan.CtganConfig, "betas-one", "betas", betas=(0.5,))
+bad(_ctgan.CtganConfig, "dropout-1", "dropout", dropout=1.0)
+bad(_ctgan.CtganConfig, "log_frequency-str", "log_frequency", log_frequency="yes")
+bad(_ctgan.CtganConfig, "generator_lr-nan", "generator_lr", generator_lr=float("nan"))
+count_cases(_ctgan.CtganConfig, "epochs", lambda v: ((), {"epochs": v}), values=BAD_INTEGERS)
+rows_cases(_ctgan.fit_ctgan, "data", lambda v: ((KEY, v), {}))
+bad(_ctgan.fit_ctgan, "key", "key", 0, ROWS)
+bad(_ctgan.fit_ctgan, "config", "config", KEY, ROWS, _ctgan.GanVanillaConfig())
+bad(_ctgan.fit_ctgan, "discrete_columns", "discrete_columns", KEY, ROWS, discrete_columns=[5])
+bad(_ctgan.sample_ctgan, "key", "key", 0, Tripwire(), 3)
+bad(_ctgan.sample_ctgan, "model", "model", KEY, "model", 3)
+bad(_ctgan.GanVanillaConfig, "beta2-1", "beta2", beta2=1.0)
+bad(_ctgan.GanVanillaConfig, "discriminator_hidden", "discriminator_hidden",
+    discriminator_hidden=(0,))
+count_cases(_ctgan.GanVanillaConfig, "iterations", lambda v: ((), {"iterations": v}),
+            values=BAD_INTEGERS)
+rows_cases(_ctgan.fit_vanilla_gan, "data", lambda v: ((KEY, v), {}))
+bad(_ctgan.fit_vanilla_gan, "key", "key", 0, ROWS)
+bad(_ctgan.fit_vanilla_gan, "config", "config", KEY, ROWS, _ctgan.CtganConfig())
+bad(_ctgan.fit_vanilla_gan, "discrete_columns", "discrete_columns", KEY, ROWS,
+    discrete_columns=[5])
+bad(_ctgan.sample_vanilla_gan, "model", "model", KEY, "model", 3)
+bad(_pate_gan.PateGanConfig, "epsilon-0", "epsilon", epsilon=0.0)
+bad(_pate_gan.PateGanConfig, "noise_lambda-nan", "noise_lambda", epsilon=1.0,
+    noise_lambda=float("nan"))
+bad(_pate_gan.PateGanConfig, "generator_loss", "generator_loss", epsilon=1.0,
+    generator_loss="wasserstein")
+bad(_pate_gan.fit_pate_gan, "num_teachers-rows", "num_teachers", KEY, np.zeros((3, 2)),
+    _pate_gan.PateGanConfig(epsilon=1.0, num_teachers=4))
+bad(_pate_gan.fit_pate_gan, "config-dict", "config", KEY, Tripwire(), {"epsilon": 1.0})
+bad(_pate_gan.sample_pate_gan, "model", "model", KEY, Tripwire(), 3)
+bad(_pate_gan.pate_epsilon, "gap_counts-negative", "gap_counts", [1, -1], 1.0, 1e-5)
+bad(_pate_gan.pate_epsilon, "delta-1", "delta", [1, 1], 1.0, 1.0)
+bad(_privbayes.PrivBayesConfig, "beta-1", "beta", epsilon=1.0, beta=1.0)
+bad(_privbayes.PrivBayesConfig, "column_ranges-order", "column_ranges", epsilon=1.0,
+    column_ranges=((1.0, 0.0),))
+bad(_privbayes.fit_privbayes, "column_ranges-length", "column_ranges", KEY, np.eye(4),
+    _privbayes.PrivBayesConfig(epsilon=1.0, column_ranges=((0.0, 1.0),)))
+bad(_privbayes.fit_privbayes, "config-dict", "config", KEY, Tripwire(), {"epsilon": 1.0})
+bad(_privbayes.sample_privbayes, "model", "model", KEY, Tripwire(), 3)
 
 
 def test_table_covers_every_public_callable():

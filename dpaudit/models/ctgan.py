@@ -55,6 +55,7 @@ from dpaudit.models.tabular_generators import (
   _gan_generate,
   _Mlp,
   fit_transform,
+  register_generator,
   sample_gan,
 )
 
@@ -808,3 +809,7 @@ def sample_vanilla_gan(key: jax.Array, model: GanModel, n: int) -> np.ndarray:
     raise ValueError(f"model must be a GanModel from fit_vanilla_gan, got "
                      f"{type(model).__name__}")
   return sample_gan(key, model, n)
+
+
+register_generator("ctgan", CtganConfig, fit_ctgan, sample_ctgan, replace=True)
+register_generator("gan", GanVanillaConfig, fit_vanilla_gan, sample_vanilla_gan, replace=True)

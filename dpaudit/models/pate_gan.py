@@ -86,6 +86,7 @@ from dpaudit.models.tabular_generators import (
     _gan_generate,
     _gan_networks,
     fit_transform,
+    register_generator,
     sample_gan,
 )
 
@@ -449,3 +450,6 @@ def sample_pate_gan(key: jax.Array, model: PateGanModel, n: int) -> np.ndarray:
   if not isinstance(model, PateGanModel):
     raise ValueError(f"model must be a PateGanModel (fit_pate_gan), got {type(model).__name__}")
   return sample_gan(key, model.gan, n)
+
+
+register_generator("pate_gan", PateGanConfig, fit_pate_gan, sample_pate_gan, replace=True)

@@ -74,6 +74,7 @@ from dpaudit.models.tabular_generators import (
   _check_data,
   _check_positive,
   fit_transform,
+  register_generator,
 )
 
 
@@ -360,3 +361,6 @@ def sample_privbayes(key: jax.Array, model: PrivBayesModel, n: int) -> np.ndarra
     else:
       out[:, column] = values[codes[:, column]]
   return out
+
+
+register_generator("privbayes", PrivBayesConfig, fit_privbayes, sample_privbayes, replace=True)

@@ -1324,8 +1324,11 @@ GENERATORS: dict[str, GeneratorSpec] = {
         sample_gan),
     "additive_noise": GeneratorSpec(AdditiveNoiseConfig, _fit_additive, _sample_additive),
 }
-"""Name -> :class:`GeneratorSpec` of every generator :func:`fit_generator` knows. Extend it with
-:func:`register_generator` (e.g. a normalizing flow, ``"nflow"``)."""
+"""Name -> :class:`GeneratorSpec` of every generator :func:`fit_generator` knows: the ones above,
+and from their own modules (registered when this one is imported) ``"ctgan"`` and ``"gan"``
+(:mod:`dpaudit.models.ctgan`), ``"pate_gan"`` (:mod:`dpaudit.models.pate_gan`) and
+``"privbayes"`` (:mod:`dpaudit.models.privbayes`). Extend it with :func:`register_generator`
+(e.g. a normalizing flow, ``"nflow"``)."""
 
 
 def register_generator(name: str, config_type: type, fit: Callable, sample: Callable,
@@ -1365,11 +1368,12 @@ def fit_generator(key: jax.Array, name: str, data: Any,
 
   Args:
     key: PRNG key of the fit.
-    name: one of ``sorted(GENERATORS)`` ("additive_noise", "ads_gan", "dp_tvae", "tvae",
-      "wgan_gp", plus any registered later).
+    name: one of ``sorted(GENERATORS)`` ("additive_noise", "ads_gan", "ctgan", "dp_tvae",
+      "gan", "pate_gan", "privbayes", "tvae", "wgan_gp", plus any registered later).
     data: ``[n, d]`` training rows.
     config_or_kwargs: an instance of the generator's config class, a mapping of keyword
-      arguments for it, or None for its defaults ("dp_tvae" needs at least ``epsilon``).
+      arguments for it, or None for its defaults ("dp_tvae", "pate_gan" and "privbayes" need
+      at least ``epsilon``).
     discrete_columns: as in :func:`fit_transform` (default: detected).
 
   Returns:
@@ -1394,3 +1398,8 @@ def fit_generator(key: jax.Array, name: str, data: Any,
                      f"arguments or None for generator {name!r}, got "
                      f"{type(config_or_kwargs).__name__}")
   return Generator(name, spec.fit(key, data, config, discrete_columns), spec.sample)
+
+
+# The generators in modules of their own register themselves (they import this module's
+# encodings and networks, so they are imported last).
+from dpaudit.models import ctgan, pate_gan, privbayes  # noqa: E402, F401

@@ -241,9 +241,9 @@ def test_additive_noise_adds_the_variance_and_keeps_discrete_columns():
 def test_fit_generator_dispatch_and_registry():
   data = _mixture(5, 100)
   # (other modules register more generators, e.g. dpaudit.audits.domias's 'nflow')
-  with pytest.raises(ValueError, match="'gan' is not one of the generators 'additive_noise', "
-                                       "'ads_gan', 'dp_tvae', .*'tvae', 'wgan_gp'"):
-    tg.fit_generator(jax.random.key(0), "gan", data)
+  with pytest.raises(ValueError, match="'vae' is not one of the generators 'additive_noise', "
+                                       "'ads_gan', 'ctgan', 'dp_tvae', .*'tvae', 'wgan_gp'"):
+    tg.fit_generator(jax.random.key(0), "vae", data)
   generator = tg.fit_generator(jax.random.key(0), "additive_noise", data, {"noise": 0.5})
   np.testing.assert_array_equal(generator.sample(jax.random.key(1), 10),
                                 tg.additive_noise(jax.random.key(1), data, 10, 0.5))
@@ -316,3 +316,15 @@ def test_bad_arguments_name_the_argument():
     tg.fit_tvae(key, data[:, :2], SMALL_TVAE, transform=tg.fit_transform(data))
   with pytest.raises(ValueError, match="model must be a TvaeModel"):
     tg.sample_tvae(key, "model", 5)
+
+
+def test_registry_lists_every_generator_and_their_configs():
+  from dpaudit.models import ctgan, pate_gan, privbayes
+  assert {"additive_noise", "ads_gan", "ctgan", "dp_tvae", "gan", "pate_gan", "privbayes",
+          "tvae", "wgan_gp"} <= set(tg.GENERATORS)
+  assert tg.GENERATORS["ctgan"].config_type is ctgan.CtganConfig
+  assert tg.GENERATORS["gan"].config_type is ctgan.GanVanillaConfig
+  assert tg.GENERATORS["pate_gan"].fit is pate_gan.fit_pate_gan
+  assert tg.GENERATORS["privbayes"].sample is privbayes.sample_privbayes
+  with pytest.raises(ValueError, match="epsilon"):  # the DP generators need their epsilon
+    tg.fit_generator(jax.random.key(0), "privbayes", np.zeros((4, 2)))
