@@ -102,35 +102,34 @@ def test_program_keys_follow_buckets_dtypes_and_static_values():
   assert key(f, (np.ones(10), "two-sided")) != key(f, (np.ones(10), "less"))
 
 
-_PROBE = ("import jax, dpaudit; from dpaudit import compilation_cache as c; "
-          "print(c.directory()); print(jax.config.jax_compilation_cache_max_size)")
+def test_importing_dpaudit_turns_the_cache_on(tmp_path):
+  env = {**{k: v for k, v in os.environ.items() if not k.startswith("DPAUDIT_COMPILATION_CACHE")},
+         "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+  out = subprocess.run(
+      [sys.executable, "-c", "import jax, dpaudit; print(jax.config.jax_compilation_cache_dir); "
+       "print(jax.config.jax_compilation_cache_max_size)"],
+      env=env, capture_output=True, text=True, check=True).stdout.split()
+  expected = str(tmp_path / "xdg" / "dpaudit" / "compilation_cache")
+  assert out == [expected, str(compilation_cache.DEFAULT_MAX_BYTES)] and os.path.isdir(expected)
 
 
-
-
-def test_importing_dpaudit_turns_the_cache_on_with_an_opt_out(tmp_path):
-  base = {k: v for k, v in os.environ.items() if not k.startswith("DPAUDIT_COMPILATION_CACHE")}
-  cases = {
-      "xdg": ({"XDG_CACHE_HOME": str(tmp_path / "xdg")},
-              str(tmp_path / "xdg" / "dpaudit" / "compilation_cache")),
-      "off": ({compilation_cache.SWITCH_VARIABLE: "off"}, "None"),
-      "unwritable": ({compilation_cache.DIR_VARIABLE: "/proc/no/such/dir"}, "None"),
-  }
-  runs = {name: subprocess.Popen([sys.executable, "-c", _PROBE], env={**base, **extra},
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-          for name, (extra, _) in cases.items()}
-  kept = subprocess.run(
-      [sys.executable, "-c", "import jax; jax.config.update('jax_compilation_cache_dir', "
-       f"{str(tmp_path / 'own')!r}); " + _PROBE.split("; ", 1)[1]],
-      env=base, capture_output=True, text=True, check=True)
-  assert kept.stdout.split()[0] == str(tmp_path / "own")
-  for name, (_, expected) in cases.items():
-    out, err = runs[name].communicate(timeout=120)
-    assert runs[name].returncode == 0, err
-    assert out.split()[0] == expected, name
-    if expected != "None":
-      assert out.split()[1] == str(compilation_cache.DEFAULT_MAX_BYTES)
-      assert os.path.isdir(expected)
+@pytest.mark.parametrize("variables, expected", [
+    ({compilation_cache.SWITCH_VARIABLE: "off"}, None),
+    ({compilation_cache.DIR_VARIABLE: "/proc/no/such/dir"}, None),  # cannot be created
+    ({}, "own"),  # a directory the caller chose in JAX first is kept
+])
+def test_the_default_cache_has_an_opt_out_and_keeps_a_callers_directory(
+    monkeypatch, tmp_path, variables, expected):
+  for name in (compilation_cache.SWITCH_VARIABLE, compilation_cache.DIR_VARIABLE):
+    monkeypatch.delenv(name, raising=False)
+  for name, value in variables.items():
+    monkeypatch.setenv(name, value)
+  before = compilation_cache.directory()
+  try:
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "own") if expected else None)
+    assert compilation_cache.enable_by_default() == (expected and str(tmp_path / "own"))
+  finally:
+    jax.config.update("jax_compilation_cache_dir", before)
 
 
 def test_bad_cache_settings_name_the_variable(monkeypatch, tmp_path):
