@@ -150,8 +150,9 @@ def check_flags():
                     ("max_examples", -1), ("top_k", 0)):
     common.check_count(name, FLAGS[name].value, low)
   common.check_count("prompt_length", FLAGS.prompt_length, 0, FLAGS.text_max_length)
-  common.check_widths("tabular_hidden_sizes", common.parse_ints(
-      "tabular_hidden_sizes", FLAGS.tabular_hidden_sizes), FLAGS.target_batch_size, 100)
+  common.check_widths("tabular_hidden_sizes", common.check_counts("tabular_hidden_sizes", (
+      common.parse_ints("tabular_hidden_sizes", FLAGS.tabular_hidden_sizes))),
+      FLAGS.target_batch_size, 100)
   common.check_float("top_p", FLAGS.top_p, 0.0, 1.0, low_open=True)
   common.check_float("filter_fraction", FLAGS.filter_fraction, 0.0, 0.95)
   # A character LM of this width: its weights, gradient and Adam's moments (float32).

@@ -257,7 +257,7 @@ def _check_rm_rn(config: StudyConfig) -> None:
   if config.rm_rn and config.num_canaries < MIN_RM_RN_CANARIES:
     raise ValueError(f"num_canaries={config.num_canaries}: the RM;RN variant needs at least "
                      f"{MIN_RM_RN_CANARIES} candidates (its real members and non-members); "
-                     "add candidates or turn it off (rm_rn=False)")
+                     "add candidates or turn it off (rm_rn=False, --norm_rn)")
 
 
 def classifier_config(modality: str, tabular_classifier: str = "gbt", epochs: int = 20
