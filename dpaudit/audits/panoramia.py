@@ -7,11 +7,14 @@ the target's training set (``members``), :func:`run` follows Alg. 1:
 1. split the members into :math:`D_G` (the generator's training data), :math:`D_{in}^{tr}` and
    :math:`D_{in}^{te}` with :math:`|D_{in}^{te}| = m`;
 2. train the generator on :math:`D_G` and generate :math:`D_{out}^{tr}` and
-   :math:`D_{out}^{te}` (and the helper's training data);
+   :math:`D_{out}^{te}` (and the helper's training data), optionally dropping the most
+   obviously generated samples first (:func:`filter_generated`, App. B.1 and B.3);
 3. train the helper h on generated data (Table 3's winning design; "real" trains it on
    :math:`D_G`, "none" gives the baseline no side information);
 4. train the baseline b on x and h's loss, and the MIA on x and the target's loss, both on
-   :math:`D_{in}^{tr}` (members) against :math:`D_{out}^{tr}` (non-members);
+   :math:`D_{in}^{tr}` (members) against :math:`D_{out}^{tr}` (non-members): networks over the
+   modality's encoder, or gradient-boosted trees (the paper's tabular classifier,
+   :class:`~dpaudit.attacks.panoramia.GBTConfig`);
 5. draw the audit set: point i is :math:`D_{in}^{te}[i]` if :math:`s_i = 1` and
    :math:`D_{out}^{te}[i]` if :math:`s_i = 0`, :math:`s \sim \mathrm{Bernoulli}(1/2)^m`;
 6. :func:`dpaudit.estimators.panoramia_bounds` on the score vectors: :math:`c_{lb}` of the
@@ -27,7 +30,9 @@ Every component is replaceable through :class:`Modality`: the generator (``fit_g
 the helper (``train_helper``, the same trainer as the target's) and the classifiers' encoder.
 Next to PANORAMIA the result holds the O(1) audit of Steinke et al. on the same audit set
 with generated non-members (RM/GN, the loss attack); :func:`one_run_real` gives O(1) with
-real non-members held out of training (RM/RN), which needs control over the training set.
+real non-members held out of training (RM/RN), which needs control over the training set, and
+:func:`measure_real_nonmembers` PANORAMIA's own RM;RN variant on the same candidates (Table 4:
+the MIA on real members against real non-members, no baseline, :math:`c_{lb} = 0`).
 Beside each O(1) bound stands the f-DP one-run bound of the same guesses (Mahloujifar, Melis &
 Chaudhuri, ICML 2025; :func:`dpaudit.estimators.fdp_one_run_from_scores`, Gaussian family):
 the epsilon at ``delta`` of the strongest mu-GDP curve the guesses reject, valid only *if the
