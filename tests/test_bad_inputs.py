@@ -1757,6 +1757,102 @@ bad(_privbayes.fit_privbayes, "config-dict", "config", KEY, Tripwire(), {"epsilo
 bad(_privbayes.sample_privbayes, "model", "model", KEY, Tripwire(), 3)
 
 
+# --- dpaudit.attacks.panoramia: gradient-boosted trees (after the fit_classifier rows)
+exempt(CONTAINER, "dpaudit.attacks.panoramia.FittedGBT")
+bad(panoramia_attacks.GBTConfig, "learning_rates-0", "learning_rates", learning_rates=(0.0,))
+bad(panoramia_attacks.GBTConfig, "learning_rates-empty", "learning_rates", learning_rates=())
+bad(panoramia_attacks.GBTConfig, "learning_rates-str", "learning_rates", learning_rates="0.1")
+bad(panoramia_attacks.GBTConfig, "max_depths-0", "max_depths", max_depths=(0,))
+bad(panoramia_attacks.GBTConfig, "categorical-int", "categorical", categorical=(1, 0))
+bad(panoramia_attacks.GBTConfig, "validation_fraction-0", "validation_fraction",
+    validation_fraction=0.0)
+count_cases(panoramia_attacks.GBTConfig, "max_iter", lambda v: ((), {"max_iter": v}),
+            values=BAD_INTEGERS)
+bad(panoramia_attacks.GBTConfig, "num_threads-0", "num_threads", num_threads=0)
+_ROWS4 = np.zeros((4, 3))
+bad(panoramia_attacks.fit_gbt, "key", "key", 0, _ROWS4, panoramia_attacks.no_side(4), MEMBERS)
+bad(panoramia_attacks.fit_gbt, "config", "config", KEY, _ROWS4, panoramia_attacks.no_side(4),
+    MEMBERS, config="trees")
+bad(panoramia_attacks.fit_gbt, "is_member-few", "is_member", KEY, np.zeros((6, 3)),
+    panoramia_attacks.no_side(6), np.r_[np.ones(5), 0])
+bad(panoramia_attacks.fit_gbt, "inputs-nan", "inputs", KEY, np.full((4, 3), np.nan),
+    panoramia_attacks.no_side(4), MEMBERS)
+bad(panoramia_attacks.fit_gbt, "side-rows", "side", KEY, _ROWS4, panoramia_attacks.no_side(3),
+    MEMBERS)
+bad(panoramia_attacks.fit_gbt, "categorical-codes", "categorical", KEY, np.full((4, 1), 0.5),
+    panoramia_attacks.no_side(4), MEMBERS, panoramia_attacks.GBTConfig(categorical=(True,)))
+bad(panoramia_attacks.gbt_scores, "fitted", "fitted", "trees", _ROWS4,
+    panoramia_attacks.no_side(4))
+bad(panoramia_attacks.gbt_scores, "side-rows", "side",
+    panoramia_attacks.FittedGBT(Tripwire(), 0.1, 3, 10, np.zeros((1, 1))), _ROWS4,
+    panoramia_attacks.no_side(3))
+bad(panoramia_attacks.membership_scores, "config", "config", KEY, Tripwire(), _ROWS4,
+    panoramia_attacks.no_side(4), MEMBERS, _ROWS4, panoramia_attacks.no_side(4), config="mlp")
+bad(panoramia_attacks.membership_scores, "encoder", "encoder", KEY, "cnn", _ROWS4,
+    panoramia_attacks.no_side(4), MEMBERS, _ROWS4, panoramia_attacks.no_side(4))
+
+# --- dpaudit.audits.panoramia: the filter and RM;RN (after the one_run_real rows)
+exempt(CONTAINER, *_audit("panoramia", "RealNonMemberResult"))
+bad(panoramia_audit.PanoramiaConfig, "filter_fraction-1", "filter_fraction", filter_fraction=1.0)
+bad(panoramia_audit.PanoramiaConfig, "filter_fraction-nan", "filter_fraction",
+    filter_fraction=float("nan"))
+bad(panoramia_audit.PanoramiaConfig, "classifier", "classifier", classifier="gbt")
+bad(panoramia_audit.filter_generated, "key", "key", 0, _MODALITY, _EXAMPLES, Tripwire(), 10, 0.5)
+bad(panoramia_audit.filter_generated, "modality", "modality", KEY, "image", _EXAMPLES, Tripwire(),
+    10, 0.5)
+bad(panoramia_audit.filter_generated, "real", "real", KEY, _MODALITY, np.zeros((4, 3)),
+    Tripwire(), 10, 0.5)
+bad(panoramia_audit.filter_generated, "sample", "sample", KEY, _MODALITY, _EXAMPLES, "vae", 10,
+    0.5)
+bad(panoramia_audit.filter_generated, "n-0", "n", KEY, _MODALITY, _EXAMPLES, Tripwire(), 0, 0.5)
+bad(panoramia_audit.filter_generated, "fraction-0.99", "fraction", KEY, _MODALITY, _EXAMPLES,
+    Tripwire(), 10, 0.99)
+bad(panoramia_audit.filter_generated, "classifier", "classifier", KEY, _MODALITY, _EXAMPLES,
+    Tripwire(), 10, 0.5, classifier="trees")
+bad(panoramia_audit.filter_generated, "num_train", "num_train", KEY, _MODALITY, _EXAMPLES,
+    Tripwire(), 10, 0.5, num_train=5)
+bad(panoramia_audit.measure_real_nonmembers, "key", "key", 0, _MODALITY, Tripwire(), _EXAMPLES,
+    MEMBERS)
+bad(panoramia_audit.measure_real_nonmembers, "modality", "modality", KEY, "image", Tripwire(),
+    _EXAMPLES, MEMBERS)
+bad(panoramia_audit.measure_real_nonmembers, "included-2", "included", KEY, _MODALITY,
+    Tripwire(), _EXAMPLES, np.array([0, 1, 2, 1]))
+bad(panoramia_audit.measure_real_nonmembers, "included-few", "included", KEY, _MODALITY,
+    lambda e: np.zeros(len(e)), _EXAMPLES, MEMBERS)
+bad(panoramia_audit.measure_real_nonmembers, "target_loss", "target_loss", KEY, _MODALITY,
+    "loss", _EXAMPLES, MEMBERS)
+bad(panoramia_audit.measure_real_nonmembers, "config", "config", KEY, _MODALITY, Tripwire(),
+    _EXAMPLES, MEMBERS, config={})
+
+# --- dpaudit.audits.panoramia_modalities (after the text_modality rows)
+bad(modalities.top_k_logits, "top_k-negative", "top_k", np.zeros((2, 5)), -1)
+bad(modalities.top_k_logits, "top_k-fraction", "top_k", np.zeros((2, 5)), 2.5)
+bad(modalities.top_k_logits, "logits-nan", "logits", np.full((2, 5), np.nan), 2)
+bad(modalities.sample_continuations, "top_k", "top_k", KEY, Tripwire(), _PROMPTS,
+    np.ones(2, np.int32), 3, 0, 1, 0.9, top_k=-1)
+bad(modalities.text_generator, "top_k", "top_k", _SPEC, modalities.TrainSpec(), top_k=-1)
+bad(modalities.text_modality, "top_k", "top_k", _VOCAB, modalities.TrainSpec(),
+    modalities.TrainSpec(), top_k=1.5)
+bad(modalities.tabular_spec, "hidden_sizes", "hidden_sizes", _BINNINGS, 2, (150, 0))
+bad(modalities.tabular_modality, "hidden_sizes", "hidden_sizes", _mst.MstConfig(),
+    modalities.TrainSpec(), _BINNINGS, ("a",))
+bad(modalities.categorical_columns, "binnings", "binnings", ["age"])
+
+# --- dpaudit.audits.panoramia_study (after the StudyConfig rows)
+bad(panoramia_study.classifier_config, "modality", "modality", "audio")
+bad(panoramia_study.classifier_config, "tabular_classifier", "tabular_classifier", "tabular",
+    "xgb")
+bad(panoramia_study.classifier_config, "epochs", "epochs", "image", "mlp", 0)
+bad(panoramia_study.StudyConfig, "top_p-0", "top_p", top_p=0.0)
+bad(panoramia_study.StudyConfig, "top_k-negative", "top_k", top_k=-1)
+bad(panoramia_study.StudyConfig, "prompt_length-long", "prompt_length", prompt_length=65)
+bad(panoramia_study.StudyConfig, "rm_rn-str", "rm_rn", rm_rn="yes")
+bad(panoramia_study.StudyConfig, "tabular_hidden_sizes-empty", "tabular_hidden_sizes",
+    tabular_hidden_sizes=())
+bad(panoramia_study.StudyConfig, "tabular_hidden_sizes-0", "tabular_hidden_sizes",
+    tabular_hidden_sizes=(150, 0))
+
+
 def test_table_covers_every_public_callable():
   public = public_callables()
   covered = {case.function for case in CASES} | set(EXEMPT)
