@@ -67,6 +67,7 @@ from dpaudit.models import ctgan as _ctgan
 from dpaudit.models import ngram as _ngram
 from dpaudit.models import pate_gan as _pate_gan
 from dpaudit.models import privbayes as _privbayes
+from dpaudit.models import tabular_generators as _tabular_generators
 from dpaudit.models import vae as _vae
 
 PACKAGES = ("dpaudit.audits", "dpaudit.attacks", "dpaudit.estimators")
@@ -565,6 +566,66 @@ bad(density.sample_flow, "key", "key", "key", Tripwire(), 3)
 rows_cases(domias_attacks.check_rows, "x", lambda v: (("x", v), {}), skip=("inf",))
 bad(domias_attacks.check_rows, "x-inf", "x", "x", BAD_ROWS["inf"])
 bad(domias_attacks.check_rows, "x-columns", "x", "x", ROWS, 2)
+bad(domias_attacks.gan_leaks_cal_scores, "squared", "squared", ROWS, ROWS, ROWS, squared="yes")
+bad(domias_attacks.fit_logan_d1, "key", "key", 0, ROWS, ROWS)
+rows_cases(domias_attacks.fit_logan_d1, "reference", lambda v: ((KEY, ROWS, v), {}),
+           skip=("1d",))
+bad(domias_attacks.fit_logan_d1, "config", "config", KEY, ROWS, ROWS, config="adam")
+count_cases(domias_attacks.LoganD1Config, "steps", lambda v: ((), {"steps": v}),
+            values=BAD_INTEGERS)
+bad(domias_attacks.LoganD1Config, "hidden_sizes", "hidden_sizes", hidden_sizes=(0,))
+bad(domias_attacks.LoganD1Config, "learning_rate", "learning_rate", learning_rate=0.0)
+bad(domias_attacks.fit_logan_d1_fixed, "config", "config", KEY, ROWS, ROWS, config="adam")
+bad(domias_attacks.fit_logan_d1_fixed, "num_scored", "num_scored", KEY, ROWS, ROWS,
+    num_scored=0)
+rows_cases(domias_attacks.fit_logan_d1_fixed, "synthetic", lambda v: ((KEY, v, ROWS), {}))
+bad(domias_attacks.logan_d1_fixed_scores, "key", "key", 0, ROWS, ROWS, ROWS)
+rows_cases(domias_attacks.logan_d1_fixed_scores, "x", lambda v: ((KEY, v, ROWS, ROWS), {}),
+           skip=("1d",))
+count_cases(domias_attacks.CtganCriticConfig, "epochs", lambda v: ((), {"epochs": v}),
+            values=BAD_INTEGERS)
+bad(domias_attacks.CtganCriticConfig, "dropout", "dropout", dropout=1.0)
+bad(domias_attacks.CtganCriticConfig, "critic_hidden", "critic_hidden", critic_hidden=())
+bad(domias_attacks.fit_ctgan_critic, "key", "key", 0, ROWS)
+bad(domias_attacks.fit_ctgan_critic, "config", "config", KEY, ROWS,
+    _tabular_generators.GanConfig())
+rows_cases(domias_attacks.fit_ctgan_critic, "synthetic", lambda v: ((KEY, v), {}))
+bad(domias_attacks.ctgan_critic_scores, "fitted", "fitted", "critic", ROWS)
+rows_cases(domias_attacks.gaussian_prior_log_density, "x",
+           lambda v: ((v, np.zeros(3), np.ones(3)), {}), skip=("1d",))
+bad(domias_attacks.gaussian_prior_log_density, "std-0", "std", ROWS, np.zeros(3),
+    np.array([1.0, 0.0, 1.0]))
+bad(domias_attacks.gaussian_prior_log_density, "mean-shape", "mean and std", ROWS,
+    np.zeros(2), np.ones(2))
+exempt(CONTAINER, "dpaudit.attacks.domias.FixedStepClassifier",
+       "dpaudit.attacks.domias.CtganCritic")
+bad(domias_audit.DomiasConfig, "baselines", "baselines", baselines="code")
+bad(domias_audit.DomiasConfig, "reference_density", "reference_density",
+    reference_density="flat")
+bad(domias_audit.DomiasConfig, "prior-attacks", "no reference data",
+    reference_density="gaussian_prior", attacks=("domias", "logan_d1"))
+bad(domias_audit.DomiasConfig, "prior_columns", "prior_columns", prior_columns=(0, 0))
+bad(domias_audit.DomiasConfig, "shift_column", "shift_column", shift_column=-1)
+bad(domias_audit.DomiasConfig, "reference_shift", "reference_shift", reference_shift=1.5)
+bad(domias_audit.DomiasConfig, "shift-bernoulli", "membership", shift_column=0,
+    membership="bernoulli")
+bad(domias_audit.DomiasConfig, "logan_config-authors", "logan_config", baselines="authors_code",
+    logan_config={"iterations": 3})
+bad(domias_audit.split_data, "shift-short", "records with A = 1", KEY,
+    np.c_[ROWS, np.arange(12) % 2], domias_audit.DomiasConfig(
+        num_members=4, num_reference=4, num_synthetic=4, num_holdout=0, shift_column=3))
+rows_cases(domias_audit.public_binning, "data", lambda v: ((v,), {}))
+bad(domias_audit.public_binning, "bins", "bins", ROWS, bins=0)
+bad(domias_audit.public_binning, "tail", "tail", ROWS, tail=0.5)
+bad(domias_audit.public_binning, "constant", "column 0", np.c_[np.ones(12), ROWS])
+bad(domias_audit.MstGeneratorConfig, "epsilon", "epsilon", epsilon=0.0)
+bad(domias_audit.MstGeneratorConfig, "edges", "edges", edges=((1.0, 0.0),))
+bad(domias_audit.MstGeneratorConfig, "edges-str", "edges", edges="0,1")
+for _name, _value in (("baselines", "code"), ("knowledge", ("oracle",)), ("knowledge", ()),
+                      ("shift_column", "age_group"), ("shift_shares", (1.5,)),
+                      ("shift_shares", ()), ("shift_non_members", "all"),
+                      ("generator_epochs", -1), ("mst_bins", 0), ("generators", ("gpt",))):
+  bad(domias_studies.StudyConfig, f"{_name}-{_value}", _name, **{_name: _value})
 rows_cases(domias_attacks.standardise, "reference", lambda v: ((v, ROWS), {}))
 bad(domias_attacks.standardise, "arrays-columns", r"arrays\[0\]", ROWS, ROWS[:, :2])
 bad(domias_attacks.standardise, "reference-constant", "column 0", np.c_[np.ones(12), ROWS])

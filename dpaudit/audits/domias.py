@@ -189,12 +189,7 @@ def _fit_mst(key, data, config, discrete_columns):
   if len(binnings) != data.shape[1]:
     raise ValueError(f"generator_config has edges for {len(binnings)} columns; the data have "
                      f"{data.shape[1]}")
-  fitted = mst.fit_mst(key, data, binnings, config.mst())
-  # A column whose every value was merged (all noisy counts under 3 sigma) keeps no value of
-  # its own; mst.sample_mst indexes the kept values regardless, so give it one it never draws.
-  maps = tuple(m if m is None or np.any(m != m.max()) else np.append(m, -1)
-               for m in fitted.compression)
-  return _MstGenerator(dataclasses.replace(fitted, compression=maps), float(config.epsilon))
+  return _MstGenerator(mst.fit_mst(key, data, binnings, config.mst()), float(config.epsilon))
 
 
 def _sample_mst(key, model, n):
@@ -575,6 +570,20 @@ def _log_densities(key, config: DomiasConfig, synthetic, reference, x, populatio
   return log_g, attacks.gaussian_prior_log_density(x[:, columns], known.mean(0), known.std(0))
 
 
+# Fields added to DomiasConfig after games were first stored: left out of a game's cell while
+# they hold their defaults, so that stored games are still found (and not played again).
+_LATER_FIELDS = ("baselines", "reference_density", "prior_columns", "shift_column",
+                 "shift_threshold", "reference_shift", "shift_non_members")
+
+
+def _cell_config(config: DomiasConfig) -> dict[str, Any]:
+  """``config`` as the stored game's cell names it (:data:`_LATER_FIELDS` at their defaults
+  left out)."""
+  defaults = {f.name: f.default for f in dataclasses.fields(DomiasConfig)}
+  return {name: value for name, value in dataclasses.asdict(config).items()
+          if not (name in _LATER_FIELDS and value == defaults[name])}
+
+
 @dataclasses.dataclass(frozen=True)
 class DomiasResult:
   """One game: the metrics of every attack, optionally per group, and the generator's side.
@@ -686,7 +695,7 @@ def run(key: jax.Array, config: DomiasConfig, *, data: Any,
     raise ValueError(f"store must be a dpaudit.results.CellStore or None, got "
                      f"{type(store).__name__}")
   data = attacks.check_rows("data", data)
-  cell = {"key": results.key_data(key), "config": results.to_plain(dataclasses.asdict(config)),
+  cell = {"key": results.key_data(key), "config": results.to_plain(_cell_config(config)),
           "data_sha256": hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest(),
           "data_shape": list(data.shape), "groups": sorted(groups or {})}
   played = []

@@ -266,8 +266,11 @@ def sample_mst(key: jax.Array, fitted: MstModel, num_rows: int) -> np.ndarray:
       pick = np.asarray(jax.random.randint(jax.random.fold_in(key_undo, i), codes.shape, 0,
                                            merged.size))
       kept = np.flatnonzero(mapping != mapping.max())
-      codes = np.where(codes == mapping.max(), merged[pick], kept[np.minimum(codes,
-                                                                             kept.size - 1)])
+      if kept.size:
+        codes = np.where(codes == mapping.max(), merged[pick],
+                         kept[np.minimum(codes, kept.size - 1)])
+      else:  # every value was merged (all noisy counts small): each code is the merged one
+        codes = merged[pick]
     uniforms = np.asarray(jax.random.uniform(jax.random.fold_in(key_bins, i), codes.shape,
                                              jnp.float64))
     out[:, i] = column.decode(codes, uniforms)

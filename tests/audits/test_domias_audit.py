@@ -278,3 +278,11 @@ def test_mst_generator_needs_public_edges_and_samples_inside_them():
   assert generator.model.epsilon == 1e-3
   with pytest.raises(ValueError, match="needs public bin edges"):
     tabular_generators.fit_generator(jax.random.key(0), "mst", data, {})
+
+
+def test_stored_games_keep_their_cells_when_later_fields_hold_their_defaults():
+  from dpaudit.audits.domias import _LATER_FIELDS, _cell_config
+  fields = {f.name for f in dataclasses.fields(domias.DomiasConfig)}
+  assert set(_cell_config(domias.DomiasConfig())) == fields - set(_LATER_FIELDS)
+  assert _cell_config(domias.DomiasConfig(baselines="authors_code"))["baselines"] == (
+      "authors_code")
