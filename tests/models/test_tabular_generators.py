@@ -242,7 +242,7 @@ def test_fit_generator_dispatch_and_registry():
   data = _mixture(5, 100)
   # (other modules register more generators, e.g. dpaudit.audits.domias's 'nflow')
   with pytest.raises(ValueError, match="'vae' is not one of the generators 'additive_noise', "
-                                       "'ads_gan', 'ctgan', 'dp_tvae', .*'tvae', 'wgan_gp'"):
+                                       "'ads_gan', .*'ctgan', .*'tvae', 'wgan_gp'"):
     tg.fit_generator(jax.random.key(0), "vae", data)
   generator = tg.fit_generator(jax.random.key(0), "additive_noise", data, {"noise": 0.5})
   np.testing.assert_array_equal(generator.sample(jax.random.key(1), 10),
