@@ -132,3 +132,14 @@ def make_key(seed: int, impl: str = "threefry_unrolled") -> jax.Array:
   if impl == "threefry_unrolled":
     return jax.random.key(seed, impl=threefry_unrolled)
   return jax.random.key(seed, impl=impl)
+
+
+def numpy_generator(key: jax.Array) -> np.random.Generator:
+  """A NumPy generator seeded by 128 bits drawn from ``key``: for the host-side (NumPy,
+  scikit-learn) steps of an audit, so that they too follow one explicit JAX key.
+
+  >>> int(numpy_generator(jax.random.key(0)).integers(10)) == int(
+  ...     numpy_generator(jax.random.key(0)).integers(10))
+  True
+  """
+  return np.random.default_rng(np.asarray(jax.random.bits(key, (4,), jnp.uint32)))

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dpaudit import _validate
+from dpaudit import _validate, prng
 
 PyTree = Any
 
@@ -400,7 +400,7 @@ def fit_gbt(key: jax.Array, inputs: Any, side: Any, is_member: Any,
   if min(np.sum(is_member == 0), np.sum(is_member == 1)) < 2:
     raise ValueError("is_member must hold at least 2 members and 2 non-members")
   # One draw from the key seeds NumPy (the trees run on the host; no program to compile).
-  rng = np.random.default_rng(np.asarray(jax.random.bits(key, (4,), jnp.uint32)))
+  rng = prng.numpy_generator(key)
   seed = int(rng.integers(2**31 - 1))
   train, val = _stratified_split(rng, is_member, config.validation_fraction)
   # threadpoolctl (scikit-learn's own dependency) limits the OpenMP threads of the trees; it

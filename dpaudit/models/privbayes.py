@@ -64,10 +64,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from dpaudit import _validate
+from dpaudit import _validate, prng
 from dpaudit.mechanisms.mst import Binning
 from dpaudit.models.tabular_generators import (
   _check_config,
@@ -157,11 +156,6 @@ class PrivBayesModel(NamedTuple):
   laplace_scale: float
   num_rows: int
   config: PrivBayesConfig
-
-
-def _numpy_rng(key: jax.Array) -> np.random.Generator:
-  """A NumPy generator seeded by 128 bits drawn from ``key``."""
-  return np.random.default_rng(np.asarray(jax.random.bits(key, (4,), jnp.uint32)))
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -321,7 +315,7 @@ def fit_privbayes(key: jax.Array, data: Any, config: PrivBayesConfig,
   data = _check_data(data)
   codes, sizes, binnings, categories = _discretise(data, discrete_columns, config)
   n, d = codes.shape
-  rng = _numpy_rng(key)
+  rng = prng.numpy_generator(key)
   eps1, eps2 = config.beta * config.epsilon, (1.0 - config.beta) * config.epsilon
   selection = eps1 / (d - 1) if d > 1 else 0.0
   network = _greedy_bayes(rng, codes, sizes, config.degree, selection)
@@ -346,7 +340,7 @@ def sample_privbayes(key: jax.Array, model: PrivBayesModel, n: int) -> np.ndarra
     raise ValueError(f"model must be a PrivBayesModel (fit_privbayes), got "
                      f"{type(model).__name__}")
   n = _validate.check_integer("n", n, 1)
-  rng = _numpy_rng(key)
+  rng = prng.numpy_generator(key)
   codes = np.zeros((n, len(model.sizes)), np.int64)
   for (child, parents), table in zip(model.network, model.conditionals):
     probs = table[tuple(codes[:, p] for p in parents)] if parents else np.broadcast_to(

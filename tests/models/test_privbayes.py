@@ -94,8 +94,8 @@ def test_laplace_scale_is_the_papers_and_is_the_noise_used(monkeypatch):
       drawn.append((loc, scale, size))
       return self.rng.laplace(loc, scale, size)
 
-  real = pb._numpy_rng
-  monkeypatch.setattr(pb, "_numpy_rng", lambda key: Recording(real(key)))
+  real = pb.prng.numpy_generator
+  monkeypatch.setattr(pb.prng, "numpy_generator", lambda key: Recording(real(key)))
   for epsilon, beta, degree, columns in ((1.0, 0.3, 2, [0, 1, 2]), (0.5, 0.5, 1, [0, 1, 2]),
                                          (2.0, 0.3, 2, [0, 2])):
     drawn.clear()
