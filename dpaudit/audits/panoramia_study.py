@@ -212,6 +212,7 @@ def load(config: StudyConfig) -> StudyData:
   """The modality's real examples, target spec and modality; ValueError (naming the setting)
   when the data are too few for ``num_canaries`` and the audit's splits, before any work."""
   _validate.check_instance("config", config, StudyConfig)
+  _check_rm_rn(config)  # needs no data: before any is loaded or prepared
   from dpaudit import data  # pylint: disable=g-import-not-at-top
   from dpaudit.mechanisms import mst  # pylint: disable=g-import-not-at-top
   from dpaudit.models import ngram, vae  # pylint: disable=g-import-not-at-top
@@ -248,7 +249,6 @@ def load(config: StudyConfig) -> StudyData:
   if not config.num_canaries <= size - 2:
     raise ValueError(f"num_canaries={config.num_canaries} must be in [0, {size - 2}]")
   config.panoramia.split_sizes(size - config.num_canaries)
-  _check_rm_rn(config)
   return StudyData(examples, spec, modality, vocab)
 
 

@@ -3,6 +3,7 @@ skipped-cell path, repetitions and one-line errors."""
 
 import math
 import os
+import subprocess
 import sys
 
 import pytest
@@ -135,21 +136,19 @@ def test_bad_flags_give_one_line_errors(runs, flag, message):
 
 def test_table_shows_an_optimistic_cell_by_its_own_key():
   """correction=none cells carry ``epsilon_optimistic`` (not ``epsilon_lower_bound``); the
-  table, summary and plot read either."""
-  sys.path.insert(0, ROOT)
-  from experiments import dpsgd_audit
-  result = {"epsilon_optimistic": 1.25, "epsilon_ceiling": 3.0, "epsilon_theory": 4.0,
-            "test_accuracy": 0.9, "noise_multiplier": 1.1, "num_steps": 10,
-            "optimistic": True}
-  cell = {"status": "done", "config": {"game": "one_run", "canary": "gaussian", "epsilon": 4.0,
-                                       "num_canaries": 100, "tag_weight": 1.0},
-          "result": result}
-  assert _first_row(dpsgd_audit.table([cell])).split()[4] == "1.25"
-  assert dpsgd_audit._eps_l(result) == 1.25
-
-
-def _first_row(table: str) -> str:
-  return table.splitlines()[1]
+  table, summary and plot read either. In a process of its own: the CLI's module defines its
+  flags at import (another CLI module imported in this worker would clash)."""
+  code = """
+from experiments import dpsgd_audit
+result = {"epsilon_optimistic": 1.25, "epsilon_ceiling": 3.0, "epsilon_theory": 4.0,
+          "test_accuracy": 0.9, "noise_multiplier": 1.1, "num_steps": 10, "optimistic": True}
+cell = {"status": "done", "config": {"game": "one_run", "canary": "gaussian", "epsilon": 4.0,
+                                     "num_canaries": 100, "tag_weight": 1.0}, "result": result}
+print(dpsgd_audit.table([cell]).splitlines()[1].split()[4], dpsgd_audit._eps_l(result))
+"""
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.split() == ["1.25", "1.25"]
 
 
 def test_uniaud_paper_sweep_is_table_iv_and_its_flags_make_valid_grids():
