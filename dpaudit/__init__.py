@@ -10,11 +10,12 @@ Subpackages (each layer imports only those listed before it):
 * ``dpaudit.audits``: audit games joining mechanisms, Monte Carlo and estimators.
 
 Importing dpaudit turns on a persistent compilation cache (:mod:`dpaudit.compilation_cache`:
-its directory, the opt-out ``DPAUDIT_COMPILATION_CACHE=off``).
+its directory, the opt-out ``DPAUDIT_COMPILATION_CACHE=off``) as soon as JAX is imported;
+modules that need no JAX (``dpaudit.results``) import none.
 """
 
 from dpaudit import compilation_cache as _compilation_cache
 
-_compilation_cache.enable_by_default()
+_compilation_cache.enable_on_jax_import()
 
 __version__ = "0.1.0"

@@ -31,10 +31,11 @@ its bucket.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import logging
 import os
-
-import jax
+import sys
 
 DIR_VARIABLE = "DPAUDIT_COMPILATION_CACHE_DIR"
 SWITCH_VARIABLE = "DPAUDIT_COMPILATION_CACHE"
@@ -73,6 +74,7 @@ def _number(variable: str, default: float, low: float) -> float:
 def enable(path: str | None = None) -> str:
   """Turns the persistent compilation cache on at ``path`` (default :func:`default_dir`),
   creating the directory; returns it, expanded. Raises OSError if it cannot be created."""
+  import jax  # pylint: disable=g-import-not-at-top
   path = os.path.abspath(os.path.expanduser(path or default_dir()))
   os.makedirs(path, exist_ok=True)
   _reset()
@@ -106,6 +108,7 @@ def _add_missing_access_times(path: str) -> None:
 
 def disable() -> None:
   """Turns the persistent compilation cache off for this process."""
+  import jax  # pylint: disable=g-import-not-at-top
   _reset()
   jax.config.update("jax_compilation_cache_dir", None)
 
@@ -125,6 +128,7 @@ def _reset() -> None:
 
 def directory() -> str | None:
   """The directory in use, or None when the cache is off."""
+  import jax  # pylint: disable=g-import-not-at-top
   return jax.config.jax_compilation_cache_dir
 
 
@@ -140,3 +144,44 @@ def enable_by_default() -> str | None:
     return enable()
   except OSError:
     return None
+
+
+def enable_on_jax_import() -> None:
+  """What ``import dpaudit`` runs: :func:`enable_by_default` now if JAX is imported already,
+  else once JAX's own import has finished. dpaudit's modules that need no JAX (such as
+  :mod:`dpaudit.results`, which the launchers use) thus do not pay JAX's 1-2 s import, and no
+  program is compiled before the cache is on."""
+  if "jax" in sys.modules:
+    enable_by_default()
+  elif not any(isinstance(f, _OnJaxImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _OnJaxImport())
+
+
+class _OnJaxImport(importlib.abc.MetaPathFinder):
+  """Finds ``jax`` as the other finders do, once, with a loader that enables the cache after
+  JAX's module has run."""
+
+  def find_spec(self, name, path=None, target=None):
+    del path, target
+    if name != "jax":
+      return None
+    sys.meta_path.remove(self)  # once; also keeps find_spec below from coming back here
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.loader is not None:
+      spec.loader = _ThenEnable(spec.loader)
+    return spec
+
+
+class _ThenEnable(importlib.abc.Loader):
+  """``loader``, then :func:`enable_by_default`; the module keeps ``loader`` as its own."""
+
+  def __init__(self, loader):
+    self._loader = loader
+
+  def create_module(self, spec):
+    return self._loader.create_module(spec)
+
+  def exec_module(self, module):
+    module.__loader__ = module.__spec__.loader = self._loader
+    self._loader.exec_module(module)
+    enable_by_default()
