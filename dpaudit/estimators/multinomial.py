@@ -471,44 +471,50 @@ def _broadcast_call(core, n, beta) -> Interval:
   return core(jnp.broadcast_to(n, shape + n.shape[-1:]), jnp.broadcast_to(beta, shape))
 
 
-def _validated_call(core, counts, significance, host=None) -> Interval:
+def _validated_call(core, counts, significance, host=None, min_rows=None) -> Interval:
   """Validates, broadcasts the batch of counts against significance, and calls ``core`` on
-  its rows (:func:`rows_call`; ``host``: its exact NumPy path, or None)."""
+  its rows (:func:`rows_call`; ``host``: its exact NumPy path, or None; ``min_rows``: as in
+  :func:`row_bucket`)."""
   check_interval_inputs(counts, significance)
   if (not _validate.is_concrete((counts, significance))
       or _compile.platform((counts, significance)) != "cpu"):
     return _broadcast_call(core, *_as_float(counts, significance))
-  rows, beta, batch = padded_rows(counts, significance)
+  rows, beta, batch = padded_rows(counts, significance, min_rows)
   return cut_rows(_compile.first_call(core, on_real_rows(host, len(beta), batch),
                                       (rows, beta), rows.size), batch)
 
 
-def padded_rows(counts, significance) -> tuple[np.ndarray, np.ndarray, tuple]:
+def padded_rows(counts, significance, min_rows=None) -> tuple[np.ndarray, np.ndarray, tuple]:
   """The rows of ``counts`` (its batch broadcast against ``significance``, flattened) and their
-  significances, in the default float dtype, padded to :func:`row_bucket` rows by repeating the
-  last (a copy of a row is a valid row), so that one compiled program serves every batch of
-  rows in a bucket; and the batch shape."""
+  significances, in the default float dtype, padded to :func:`row_bucket` rows (``min_rows`` as
+  there) by repeating the last (a copy of a row is a valid row), so that one compiled program
+  serves every batch of rows in a bucket; and the batch shape."""
   dtype = jnp.result_type(float)
   counts, beta = np.asarray(counts, dtype), np.asarray(significance, dtype)
   batch = np.broadcast_shapes(counts.shape[:-1], beta.shape)
   size = math.prod(batch)
   rows = np.broadcast_to(counts, batch + counts.shape[-1:]).reshape(size, counts.shape[-1])
-  bucket = row_bucket(size, counts.shape[-1])
+  bucket = row_bucket(size, counts.shape[-1], min_rows)
   return (_compile.pad_edge(rows, bucket, axis=0),
           _compile.pad_edge(np.broadcast_to(beta, batch).reshape(size), bucket, axis=0), batch)
 
 
-def row_bucket(rows: int, width: int) -> int:
+def row_bucket(rows: int, width: int, min_rows: int | None = None) -> int:
   """The number of rows a batch of ``rows`` rows of ``width`` elements is padded to: the least
-  power of two at or above it, and at least :data:`_compile.MIN_BUCKET` rows where those hold
-  at most :data:`_compile.SMALL_ELEMENTS` elements (so that a single RDP curve over 400,000
-  orders is not copied 128 times).
+  power of two at or above it, and at least ``min_rows`` rows (default: at least
+  :data:`_compile.MIN_BUCKET` rows where those hold at most :data:`_compile.SMALL_ELEMENTS`
+  elements, so that a single RDP curve over 400,000 orders is not copied 128 times). Iterative
+  programs whose every step costs in proportion to the rows (the Sison-Glaz search) take
+  ``min_rows=1``: one row padded to 128 made each call 20 times slower.
 
   >>> row_bucket(1000, 10), row_bucket(3, 10), row_bucket(1, 400_000), row_bucket(3, 400_000)
   (1024, 128, 1, 4)
+  >>> row_bucket(3, 10, min_rows=1)
+  4
   """
-  floor = min(_compile.MIN_BUCKET, max(1, _compile.SMALL_ELEMENTS // max(width, 1)))
-  return max(floor, 1 << max(0, rows - 1).bit_length())
+  if min_rows is None:
+    min_rows = min(_compile.MIN_BUCKET, max(1, _compile.SMALL_ELEMENTS // max(width, 1)))
+  return max(min_rows, 1 << max(0, rows - 1).bit_length())
 
 
 def on_real_rows(host, bucket: int, batch: tuple, rows_at: tuple | None = None):
@@ -694,6 +700,10 @@ def _sison_glaz_core(n, beta):
   return _sison_glaz(n, beta)
 
 
+SISON_GLAZ_MIN_ROWS = 1
+"""The fewest rows a Sison-Glaz program runs on (:func:`row_bucket`): each step of its search
+costs in proportion to the rows, so small batches are not padded to the usual 128."""
+
 SISON_GLAZ_HOST_ROWS = 16
 """Most rows whose Sison-Glaz intervals a first call computes on the host (:func:`host_sison_glaz`).
 Its search steps are NumPy calls on every row until the slowest row is done: measured in fresh
@@ -768,7 +778,8 @@ def sison_glaz_intervals(counts, significance=0.05) -> Interval:
   """
   rows = math.prod(np.broadcast_shapes(np.shape(counts)[:-1], np.shape(significance)))
   return _validated_call(_sison_glaz_core, counts, significance,
-                         host_sison_glaz if rows <= SISON_GLAZ_HOST_ROWS else None)
+                         host_sison_glaz if rows <= SISON_GLAZ_HOST_ROWS else None,
+                         min_rows=SISON_GLAZ_MIN_ROWS)
 
 
 def simultaneous_intervals(method: str, counts, significance) -> Interval:

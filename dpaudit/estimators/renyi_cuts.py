@@ -429,14 +429,15 @@ def _k_cut_rows(counts_p, counts_q, orders, significance, method: str):
   batch = np.broadcast_shapes(np.shape(counts_p)[:-1], np.shape(counts_q)[:-1],
                               np.shape(significance))
   real = math.prod(batch)
+  min_rows = multinomial.SISON_GLAZ_MIN_ROWS if method == "sison-glaz" else None
   sides = []
   for counts in (counts_p, counts_q):
     if math.prod(np.shape(counts)[:-1]) == 1 and np.ndim(significance) == 0:
       sides.append(multinomial.padded_rows(np.reshape(counts, (1, -1)), significance)[0][:1])
     else:
       sides.append(multinomial.padded_rows(
-          np.broadcast_to(counts, batch + np.shape(counts)[-1:]), significance)[0])
-  bucket = multinomial.row_bucket(real, np.shape(counts_p)[-1])
+          np.broadcast_to(counts, batch + np.shape(counts)[-1:]), significance, min_rows)[0])
+  bucket = multinomial.row_bucket(real, np.shape(counts_p)[-1], min_rows)
   beta = _host_float(significance)
   if beta.ndim:
     beta = _compile.pad_edge(np.broadcast_to(beta, batch).reshape(real), bucket, axis=0)
