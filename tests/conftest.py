@@ -32,6 +32,7 @@ import gc
 import importlib.metadata
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,17 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.slow)
   key = lambda item: rank.get(item.nodeid.split("::")[0], len(rank))  # noqa: E731
   items.sort(key=key)  # stable: the rest keep their collection order
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-rerunfailures has connected its status database
+def pytest_configure(config):
+  """Sends pytest-rerunfailures' messages from an xdist worker at once. Each test writes to
+  and then reads from its socket; with Nagle's algorithm on, the read waited for the
+  controller's delayed ACK of the write: 40 ms per test, about 150 s of the suite's CPU time
+  (measured: tests/test_bad_inputs.py with -n 2, 1,833 tests, 49 s against 11 s)."""
+  connection = getattr(getattr(config, "failures_db", None), "sock", None)
+  if isinstance(connection, socket.socket) and hasattr(config, "workerinput"):
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 @pytest.fixture(autouse=True, scope="module")
