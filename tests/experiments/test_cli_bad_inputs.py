@@ -492,11 +492,12 @@ def test_bad_inputs_fail_cleanly(tmp_path, group):
 
 
 def test_panoramia_zero_canaries_reaches_the_later_checks(tmp_path):
-  """``--num_canaries=0`` (a valid setting: no O(1) RM/RN audit) used to crash in the zero-size
-  membership draw (dpaudit.prng); with --num_audit larger than the data it must get past the
-  draw to the split check and fail there, cleanly."""
+  """``--num_canaries=0`` (a valid setting without the RM;RN variant: no O(1) RM/RN audit) used
+  to crash in the zero-size membership draw (dpaudit.prng); with --num_audit larger than the
+  data it must get past the draw to the split check and fail there, cleanly."""
   outcomes, _ = _drive(tmp_path, {"experiments.panoramia": {"zero_canaries": [
-      "--modality=text", "--max_examples=500", "--num_canaries=0", "--num_audit=100000"]}})
+      "--modality=text", "--max_examples=500", "--num_canaries=0", "--norm_rn",
+      "--num_audit=100000"]}})
   (_, _, out, file), outcome = outcomes[0]
   assert _problems(out, file, outcome) == [], outcome["stderr"]
   assert "num_audit" in outcome["stderr"] or "split" in outcome["stderr"], outcome["stderr"]
