@@ -166,14 +166,30 @@ def pytest_configure(config):
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+RELEASE_ABOVE_BYTES = 3 << 30
+"""A worker's resident memory above which :func:`_release_compiled_programs` lets go."""
+
+
+def _resident_bytes() -> int:
+  """This process's resident memory (Linux; elsewhere reported as over the limit)."""
+  try:
+    with open("/proc/self/statm") as f:
+      return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+  except (OSError, ValueError, IndexError):
+    return RELEASE_ABOVE_BYTES + 1
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
-  """After each test file, drops JAX's in-memory compiled programs and tracing caches. Without
-  this an xdist worker grew to about 7 GB by the end of the suite; a program another file needs
-  again comes back from the persistent cache or is recompiled."""
+  """After a test file, drops JAX's in-memory compiled programs and tracing caches once the
+  worker holds more than :data:`RELEASE_ABOVE_BYTES`. Without this an xdist worker grew to about
+  7 GB by the end of the suite; dropping them after every file instead made later files trace
+  again and compile again the programs JAX never keeps on disk (those with host callbacks).
+  A program another file needs again comes back from the persistent cache or is recompiled."""
   yield
-  jax.clear_caches()
-  gc.collect()
+  if _resident_bytes() > RELEASE_ABOVE_BYTES:
+    jax.clear_caches()
+    gc.collect()
 
 
 class Lowerings:
