@@ -103,14 +103,22 @@ def test_program_keys_follow_buckets_dtypes_and_static_values():
 
 
 def test_importing_dpaudit_turns_the_cache_on(tmp_path):
+  """In either order of imports; ``import dpaudit`` (and its NumPy-only modules) imports no JAX:
+  the cache is turned on when JAX's own import finishes, and JAX keeps its own loader."""
   env = {**{k: v for k, v in os.environ.items() if not k.startswith("DPAUDIT_COMPILATION_CACHE")},
          "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-  out = subprocess.run(
-      [sys.executable, "-c", "import jax, dpaudit; print(jax.config.jax_compilation_cache_dir); "
-       "print(jax.config.jax_compilation_cache_max_size)"],
-      env=env, capture_output=True, text=True, check=True).stdout.split()
+  show = ("print(jax.config.jax_compilation_cache_dir, jax.config.jax_compilation_cache_max_size,"
+          " type(jax.__spec__.loader).__name__)")
+  jax_first = "import jax, dpaudit; " + show
+  dpaudit_first = ("import sys, dpaudit, dpaudit.results; assert 'jax' not in sys.modules; "
+                   "import jax; " + show)
   expected = str(tmp_path / "xdg" / "dpaudit" / "compilation_cache")
-  assert out == [expected, str(compilation_cache.DEFAULT_MAX_BYTES)] and os.path.isdir(expected)
+  for code in (jax_first, dpaudit_first):
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [expected, str(compilation_cache.DEFAULT_MAX_BYTES),
+                                  "SourceFileLoader"]
+  assert os.path.isdir(expected)
 
 
 @pytest.mark.parametrize("variables, expected", [
