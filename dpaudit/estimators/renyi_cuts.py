@@ -433,7 +433,7 @@ def _k_cut_rows(counts_p, counts_q, orders, significance, method: str):
   sides = []
   for counts in (counts_p, counts_q):
     if math.prod(np.shape(counts)[:-1]) == 1 and np.ndim(significance) == 0:
-      sides.append(multinomial.padded_rows(np.reshape(counts, (1, -1)), significance)[0][:1])
+      sides.append(multinomial.padded_rows(np.reshape(counts, (1, -1)), significance, 1)[0])
     else:
       sides.append(multinomial.padded_rows(
           np.broadcast_to(counts, batch + np.shape(counts)[-1:]), significance, min_rows)[0])
